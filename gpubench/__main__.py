@@ -1,0 +1,3 @@
+from gpubench.cli import main
+
+raise SystemExit(main())

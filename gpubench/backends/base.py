@@ -1,0 +1,102 @@
+"""What the engine needs from a device: a timer, a way to sync, its cache size, and its identity."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+
+class Timer:
+    """Times one region. ``elapsed_s`` may block until the device has finished the region."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def elapsed_s(self) -> float:
+        raise NotImplementedError
+
+
+class HostTimer(Timer):
+    """perf_counter_ns around the region: right for work that is finished when the call returns."""
+
+    def start(self) -> None:
+        self._t0 = time.perf_counter_ns()
+
+    def stop(self) -> None:
+        self._t1 = time.perf_counter_ns()
+
+    def elapsed_s(self) -> float:
+        return (self._t1 - self._t0) * 1e-9
+
+
+class Backend:
+    """One device as seen by the engine and the suites.
+
+    Suites allocate with torch on ``torch_device``; the engine times through :meth:`timer` and
+    :meth:`call`, and never looks at which backend it has.
+    """
+
+    name: ClassVar[str]
+    is_gpu: ClassVar[bool] = False
+
+    def __init__(self, device_index: int = 0):
+        self.device_index = device_index
+
+    # --- discovery -------------------------------------------------------------------------------
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        """(usable here, why not) — the reason is shown to the user as is."""
+        raise NotImplementedError
+
+    @classmethod
+    def device_count(cls) -> int:
+        return 1
+
+    # --- description -----------------------------------------------------------------------------
+    @property
+    def torch_device(self) -> str:
+        raise NotImplementedError
+
+    def device_name(self) -> str:
+        raise NotImplementedError
+
+    def cache_bytes(self) -> int:
+        """Size of the last-level cache the data passes through (GPU L2, CPU L3)."""
+        raise NotImplementedError
+
+    def memory_bytes(self) -> int:
+        raise NotImplementedError
+
+    def identity(self) -> dict[str, Any]:
+        """Stable facts for the fingerprint (model, count, runtime); no clocks or temperatures."""
+        raise NotImplementedError
+
+    def telemetry(self):
+        """Device-state reader (clocks, power, throttle reasons); the null one where nothing is readable."""
+        from gpubench.telemetry import Telemetry
+
+        return Telemetry()
+
+    # --- timing ----------------------------------------------------------------------------------
+    def timer(self) -> Timer:
+        return HostTimer()
+
+    def synchronize(self) -> None:
+        pass
+
+    def now(self) -> float:
+        """Wall clock for the engine's budgets (the fake backend substitutes its own)."""
+        return time.perf_counter()
+
+    def call(self, workload: Any, inputs: Any) -> Any:
+        """Run the workload once on one input set; the fake backend also advances its clock here."""
+        return workload.run(inputs)
+
+    def flush_cache(self) -> None:
+        """Evict the workload's data from the last-level cache (used when inputs cannot rotate)."""
+
+    def release(self) -> None:
+        """Give memory back between cases so that one case's buffers don't crowd the next."""

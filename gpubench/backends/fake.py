@@ -1,0 +1,155 @@
+"""A deterministic backend for tests: the work really runs (on the CPU, through torch, so checks are real),
+but time comes from a programmable clock that only moves when a workload is called.
+
+The engine's stop rule, stats and budgets then depend on the durations a test programs, never on the speed
+of the machine running the tests (the idea of hyperfine's mock executor).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from gpubench.backends.base import Backend, Timer
+
+
+class FakeClock:
+    def __init__(self, start: float = 0.0):
+        self.t = start
+
+    def now(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+class FakeTimer(Timer):
+    def __init__(self, clock: FakeClock):
+        self._clock = clock
+
+    def start(self) -> None:
+        self._t0 = self._clock.now()
+
+    def stop(self) -> None:
+        self._t1 = self._clock.now()
+
+    def elapsed_s(self) -> float:
+        return self._t1 - self._t0
+
+
+def default_model(workload: Any, call_index: int) -> float:
+    """A made-up device: 5 µs per call, 100 GB/s, 10 TFLOP/s, no noise."""
+    return 5e-6 + workload.bytes / 100e9 + workload.flops / 10e12
+
+
+class FakeBackend(Backend):
+    name = "fake"
+    is_gpu = True  # behaves like a device: suites take their GPU paths where those run on CPU tensors
+
+    def __init__(
+        self,
+        device_index: int = 0,
+        *,
+        durations: Iterable[float] | Callable[[Any, int], float] | None = None,
+        cache_bytes: int = 1 << 20,
+        memory_bytes: int = 1 << 30,
+        model_name: str = "Fake GPU",
+        device_count: int = 2,
+        reading: dict | None = None,
+    ):
+        super().__init__(device_index)
+        self.clock = FakeClock()
+        self.calls = 0
+        self.flushes = 0
+        if durations is None:
+            self._duration = default_model
+        elif callable(durations):
+            self._duration = durations
+        else:
+            cycle = itertools.cycle(list(durations))
+            self._duration = lambda workload, i: next(cycle)
+        self._cache = cache_bytes
+        self._memory = memory_bytes
+        self._model = model_name
+        self._count = device_count
+        self._reading = reading or {
+            "sm_clock_mhz": 1980.0,
+            "mem_clock_mhz": 3201.0,
+            "power_w": 400.0,
+            "temp_c": 50.0,
+            "throttle": [],
+        }
+
+    @classmethod
+    def available(cls) -> tuple[bool, str]:
+        return True, ""
+
+    @classmethod
+    def device_count(cls) -> int:
+        return 2
+
+    @property
+    def torch_device(self) -> str:
+        return "cpu"
+
+    def device_name(self) -> str:
+        return self._model
+
+    def cache_bytes(self) -> int:
+        return self._cache
+
+    def memory_bytes(self) -> int:
+        return self._memory
+
+    def identity(self) -> dict:
+        return {
+            "backend": self.name,
+            "gpu_model": self._model,
+            "gpu_count": self._count,
+            "runtime": "fake",
+            "runtime_version": "0",
+            "memory_bytes": self._memory,
+        }
+
+    def telemetry(self):
+        from gpubench.telemetry import Telemetry
+
+        reading = self._reading
+
+        class FakeTelemetry(Telemetry):
+            source = "fake"
+
+            def read(self) -> dict:
+                return dict(reading, throttle=list(reading.get("throttle") or []))
+
+            def static(self) -> dict:
+                return {
+                    "driver_version": "fake-1.0",
+                    "max_sm_clock_mhz": 1980.0,
+                    "max_mem_clock_mhz": 3201.0,
+                    "power_limit_w": 700.0,
+                    "uuid": None,
+                    "pci_bus_id": None,
+                }
+
+        return FakeTelemetry()
+
+    def timer(self) -> Timer:
+        return FakeTimer(self.clock)
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def call(self, workload: Any, inputs: Any) -> Any:
+        out = workload.run(inputs)
+        seconds = float(self._duration(workload, self.calls))
+        if seconds <= 0:
+            raise ValueError("fake durations must be positive, or the engine's budgets never run out")
+        self.clock.advance(seconds)
+        self.calls += 1
+        return out
+
+    def flush_cache(self) -> None:
+        self.flushes += 1

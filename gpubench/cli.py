@@ -1,0 +1,178 @@
+"""Command line: ``gpubench list | info | run``.
+
+Exit codes: 0 success; 1 a case failed (error or invalid); 2 bad input (one line on stderr saying what to
+do); 130 interrupted (what was measured is kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import sys
+from collections.abc import Sequence
+
+from gpubench import __version__
+from gpubench.errors import UsageError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse prints usage plus the error; users asked for one line that says what to do."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def _add_device_args(p: argparse.ArgumentParser) -> None:
+    from gpubench.backends import NAMES
+
+    p.add_argument("--backend", default="auto", choices=NAMES, metavar="|".join(NAMES),
+                   help="device backend; auto picks cuda/hip when torch sees a GPU, else cpu (default: auto)")
+    p.add_argument("--device", type=int, default=0, metavar="N", help="device index (default: 0)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="gpubench", description="Portable GPU benchmark suite.")
+    parser.add_argument("--version", action="version", version=f"gpubench {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+
+    sub.add_parser("list", help="suites, their backends and metrics")
+
+    p = sub.add_parser("info", help="system fingerprint and device state")
+    _add_device_args(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--cluster", default=None, metavar="LABEL", help="cluster label (default: host name)")
+
+    p = sub.add_parser("run", help="run suites and write a run directory")
+    p.add_argument("--suite", required=True, metavar="NAME[,NAME...]", help="suites to run (gpubench list)")
+    _add_device_args(p)
+    p.add_argument("--quick", action="store_true", help="small grid and short budgets (a smoke run)")
+    p.add_argument("--out", default="results", metavar="DIR", help="results root (default: ./results)")
+    p.add_argument("--cluster", default=None, metavar="LABEL", help="cluster label (default: host name)")
+    p.add_argument("--sizes", default=None, metavar="LIST", help="sizes for suites with a size axis, e.g. 256M,1G")
+    p.add_argument("--dtype", default=None, metavar="LIST", help="dtypes to run, e.g. fp32,bf16")
+    p.add_argument("--filter", default=None, metavar="REGEX", help="only cases whose id matches")
+    return parser
+
+
+def _default_cluster() -> str:
+    # Host names can hold characters directory names should not; keep the safe part.
+    host = socket.gethostname().split(".")[0] or "local"
+    return "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in host)[:64] or "local"
+
+
+def cmd_list(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gpubench.registry import all_suites
+
+    table = Table(title="gpubench suites")
+    for col in ("suite", "version", "backends", "metrics", "description"):
+        table.add_column(col)
+    for name, cls in all_suites().items():
+        metrics = ", ".join(f"{m.name} [{m.unit}, {'↑' if m.better == 'higher' else '↓'}]" for m in cls.metrics)
+        table.add_row(name, str(cls.version), ",".join(sorted(cls.backends)), metrics, cls.description)
+    Console().print(table)
+    return EXIT_OK
+
+
+def cmd_info(args) -> int:
+    from gpubench.backends import open_backend
+    from gpubench.fingerprint import collect
+    from gpubench.rundir import check_label
+
+    cluster = check_label(args.cluster or _default_cluster())
+    backend = open_backend(args.backend, args.device)
+    telemetry = backend.telemetry()
+    try:
+        info = collect(backend.identity(), cluster, telemetry)
+        info["device"] = {
+            "backend": backend.name,
+            "index": backend.device_index,
+            "name": backend.device_name(),
+            "cache_bytes": backend.cache_bytes(),
+            "memory_bytes": backend.memory_bytes(),
+            "telemetry": getattr(telemetry, "source", "none"),
+            "telemetry_note": getattr(telemetry, "why", None),
+            "static": telemetry.static(),
+            "state": telemetry.read(),
+        }
+    finally:
+        telemetry.close()
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return EXIT_OK
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"gpubench info — fingerprint {info['fingerprint']}", show_header=False)
+    table.add_column("key", style="bold")
+    table.add_column("value")
+    for section in ("identity", "device", "volatile"):
+        for key, value in info[section].items():
+            if isinstance(value, dict):
+                value = ", ".join(f"{k}={v}" for k, v in value.items()) or "—"
+            table.add_row(f"{section}.{key}", "—" if value is None else str(value))
+    Console().print(table)
+    return EXIT_OK
+
+
+def cmd_run(args, argv: Sequence[str]) -> int:
+    from gpubench import runner
+    from gpubench.backends import open_backend
+    from gpubench.console import RunProgress, out_console, summary_tables
+    from gpubench.registry import select
+    from gpubench.rundir import check_label, ensure_writable
+    from gpubench.units import parse_size_list
+
+    # Everything the user typed is checked before a directory is made or a device touched.
+    suites = select(args.suite)
+    cluster = check_label(args.cluster or _default_cluster())
+    sizes = parse_size_list(args.sizes) if args.sizes else None
+    dtypes = [d.strip() for d in args.dtype.split(",") if d.strip()] if args.dtype else None
+    backend = open_backend(args.backend, args.device)
+    p = runner.plan(suites, backend, quick=args.quick, sizes=sizes, dtypes=dtypes, case_filter=args.filter)
+    ensure_writable(args.out, cluster)
+
+    progress = RunProgress()
+    try:
+        outcome = runner.execute(
+            p, backend, out=args.out, cluster=cluster, argv=argv, quick=args.quick, progress=progress
+        )
+    finally:
+        progress.stop()
+    console = out_console()
+    for table in summary_tables(outcome.frame, {s.name: s.params for s in suites}):
+        console.print(table)
+    console.print(f"run directory: {outcome.run_dir.path}", markup=False, highlight=False)
+    if outcome.status == "interrupted":
+        console.print("interrupted: the cases above were measured and saved", markup=False)
+        return EXIT_INTERRUPTED
+    if outcome.failures:
+        console.print(f"{outcome.failures} case(s) failed (status error or invalid); see the table", markup=False)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "list":
+            return cmd_list(args)
+        if args.command == "info":
+            return cmd_info(args)
+        return cmd_run(args, ["gpubench", *argv])
+    except UsageError as e:
+        print(f"gpubench: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("gpubench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,126 @@
+"""What the user sees in the terminal: a progress bar during a run and a summary table after it.
+
+On a terminal, rich draws a live bar; in a log (CI, ``| tee``) each case prints one line instead, so that a
+long sweep shows progress there too.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+_STATUS_STYLE = {"ok": "green", "invalid": "bold red", "error": "red", "skipped": "yellow"}
+
+
+def err_console() -> Console:
+    return Console(stderr=True)
+
+
+def fmt_value(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    v = float(value)
+    if v == 0:
+        return "0"
+    return f"{v:.4g}" if abs(v) < 1e5 else f"{v:,.0f}"
+
+
+def _headline(rows: list[dict]) -> str:
+    r = rows[0]
+    if r["status"] != "ok":
+        return f"{r['status']}: {r['message']}"
+    cv = r["cv"]
+    cv_text = "" if cv is None or math.isnan(cv) else f" ±{100 * cv:.2g}%"
+    return f"{fmt_value(r['value'])} {r['unit']}{cv_text}"
+
+
+class RunProgress:
+    """The runner's progress sink (see :func:`gpubench.runner.execute`)."""
+
+    def __init__(self, console: Console | None = None):
+        self.console = console or err_console()
+        self.live = self.console.is_terminal
+        self._progress: Progress | None = None
+        self._done = 0
+        self._total = 0
+
+    def start(self, total: int) -> None:
+        self._total = total
+        if self.live:
+            self._progress = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("measuring", total=total)
+
+    def advance(self, suite: Any, case: Any, rows: list[dict]) -> None:
+        self._done += 1
+        line = f"[{self._done}/{self._total}] {suite.name} {case.id}: {_headline(rows)}"
+        if self._progress is not None:
+            self._progress.console.print(line, markup=False, highlight=False)
+            self._progress.update(self._task, advance=1, description=f"{suite.name}")
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def note(self, text: str) -> None:
+        self.console.print(text, markup=False)
+
+    def stop(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+def summary_tables(df: pd.DataFrame, params_of: dict[str, tuple[str, ...]]) -> list[Table]:
+    """One table per suite, one line per case: its parameters, its first metric's median and spread, the
+    SM clock seen while it ran, and its status."""
+    tables = []
+    for suite, rows in df.groupby("suite", sort=False):
+        first = rows.drop_duplicates(subset=["case"], keep="first")
+        metric, unit = first["metric"].iloc[0], first["unit"].iloc[0]
+        params = [p for p in params_of.get(suite, ()) if p in first.columns]
+        table = Table(title=f"{suite} (v{first['suite_version'].iloc[0]})", title_justify="left")
+        for p in params:
+            table.add_column(p)
+        for col in (f"{metric} [{unit}]", "cv", "n", "SM MHz"):
+            table.add_column(col, justify="right")
+        table.add_column("status")
+        for _, r in first.iterrows():
+            cv = r["cv"]
+            cv_text = "—" if cv is None or (isinstance(cv, float) and math.isnan(cv)) else f"{100 * cv:.2f}%"
+            status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r['message']}"
+            if r["status"] == "ok" and bool(r["noisy"]):
+                status = "ok (noisy)"
+            table.add_row(
+                *[_param_text(p, r[p]) for p in params],
+                fmt_value(r["value"]), cv_text, str(int(r["n"])), fmt_value(r["sm_clock_mhz"]),
+                f"[{_STATUS_STYLE.get(r['status'], '')}]{status}[/]",
+            )
+        tables.append(table)
+    return tables
+
+
+def _param_text(name: str, value: Any) -> str:
+    if "bytes" in name and isinstance(value, (int, float)) and not math.isnan(value):
+        from gpubench.units import format_bytes
+
+        return format_bytes(value)
+    return str(value)
+
+
+def out_console() -> Console:
+    # In a log (not a terminal) rich would wrap tables at 80 columns; a log has room.
+    c = Console()
+    return c if c.is_terminal else Console(width=200)

@@ -1,0 +1,202 @@
+"""The measurement engine: the only code in gpubench that reads a clock.
+
+For one workload it
+1. checks correctness on a fresh random input set (untimed); a failing case is never timed;
+2. builds enough input sets that cycling through them spans ``rotate_factor`` × the device's last-level cache
+   (so repeats don't read operands the previous call left in L2), or flushes the cache before each sample;
+3. warms up until the per-call time stops moving (clocks ramped, caches of compiled code filled);
+4. takes samples — each a batch of back-to-back calls timed as one region, long enough that the timer's own
+   resolution and launch gaps don't dominate — until the relative spread (CV) is under target, or the time
+   budget or the sample cap is reached;
+5. records the device state (clocks, power, temperature, throttle reasons) sampled while it measured.
+
+Device events time GPU backends and ``perf_counter_ns`` times the CPU, through ``Backend.timer``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpubench.stats import cv as _cv
+from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, TIME_SCALE, Check, Metric, Workload
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    target_cv: float = 0.01  # stop once the samples' CV is at or under this; rows above it are flagged noisy
+    min_samples: int = 10
+    max_samples: int = 500
+    budget_s: float = 2.0  # wall time for sampling, warm-up not included
+    min_warmup_s: float = 0.25  # H100/H200 SM clocks ramp from idle (~345 MHz) within this
+    max_warmup_s: float = 3.0
+    settle_window: int = 3  # warm-up ends when this many consecutive batches agree...
+    settle_tol: float = 0.02  # ...within this relative range
+    min_sample_s: float = 2e-3  # a sample batches calls until it lasts this long (event resolution ~µs)
+    max_inner: int = 100_000
+    rotate_factor: float = 4.0
+    max_sets: int = 64
+
+
+FULL = EngineConfig()
+# --quick: fewer and shorter samples; the stop rule and the flags are the same.
+QUICK = EngineConfig(min_samples=5, budget_s=0.25, min_warmup_s=0.05, max_warmup_s=0.5, min_sample_s=1e-3)
+
+
+@dataclass
+class Measurement:
+    samples_s: list[float]  # per-call seconds, one value per sample (batch time / inner)
+    inner: int = 0  # calls per sample
+    sets: int = 0  # rotating input sets
+    warmup_s: float = 0.0
+    settled: bool = False
+    stop: str = ""  # "cv" | "budget" | "max_samples" | "check"
+    state: dict[str, Any] = field(default_factory=dict)
+    check: Check | None = None
+
+    @property
+    def valid(self) -> bool:
+        return self.check is None or self.check.ok
+
+
+def check(workload: Workload, backend: Any) -> Check | None:
+    """Run once on fresh inputs and compare with the suite's reference."""
+    if workload.check is None:
+        return None
+    inputs = workload.make_inputs()
+    out = backend.call(workload, inputs)
+    backend.synchronize()
+    result = workload.check(inputs, out)
+    del inputs, out
+    return result
+
+
+def rotation_sets(workload: Workload, cache_bytes: int, config: EngineConfig) -> int:
+    """How many input sets cycling spans ``rotate_factor`` × the cache (1 if one set already does)."""
+    footprint = workload.footprint if workload.footprint is not None else workload.bytes
+    if workload.cache != "rotate" or footprint <= 0:
+        return 1
+    need = math.ceil(config.rotate_factor * cache_bytes / footprint)
+    return max(1, min(config.max_sets, need))
+
+
+def _inner_for(per_call_s: float, config: EngineConfig) -> int:
+    if per_call_s <= 0:
+        return config.max_inner
+    return max(1, min(config.max_inner, math.ceil(config.min_sample_s / per_call_s)))
+
+
+def _settled(per_call: Sequence[float], config: EngineConfig) -> bool:
+    if len(per_call) < config.settle_window:
+        return False
+    last = sorted(per_call[-config.settle_window :])
+    mid = last[len(last) // 2]
+    return mid > 0 and (last[-1] - last[0]) / mid <= config.settle_tol
+
+
+def measure(
+    workload: Workload,
+    backend: Any,
+    config: EngineConfig = FULL,
+    telemetry: Any = None,
+) -> Measurement:
+    """Time ``workload`` on ``backend``; see the module docstring for the method."""
+    result = Measurement(samples_s=[])
+    result.check = check(workload, backend)
+    if result.check is not None and not result.check.ok:
+        result.stop = "check"
+        return result
+
+    flush = workload.cache == "flush"
+    result.sets = sets = rotation_sets(workload, backend.cache_bytes(), config)
+    inputs = [workload.make_inputs() for _ in range(sets)]
+    turn = 0
+
+    def batch(inner: int) -> float:
+        nonlocal turn
+        if flush:
+            backend.flush_cache()
+        timer = backend.timer()
+        timer.start()
+        for _ in range(inner):
+            backend.call(workload, inputs[turn % sets])
+            turn += 1
+        timer.stop()
+        return timer.elapsed_s() / inner
+
+    # Warm-up: batches grow towards a sample's length, and end once their per-call times agree.
+    inner = 1
+    per_call: list[float] = []
+    t0 = backend.now()
+    while True:
+        per_call.append(batch(inner))
+        if not flush:
+            inner = _inner_for(per_call[-1], config)
+        elapsed = backend.now() - t0
+        result.settled = _settled(per_call, config)
+        if (elapsed >= config.min_warmup_s and result.settled) or elapsed >= config.max_warmup_s:
+            break
+    result.warmup_s = backend.now() - t0
+    result.inner = inner
+
+    sampler = _sampler(telemetry)
+    t0 = backend.now()
+    with sampler:
+        while True:
+            result.samples_s.append(batch(inner))
+            n = len(result.samples_s)
+            if n >= config.min_samples and _cv(result.samples_s) <= config.target_cv:
+                result.stop = "cv"
+                break
+            if n >= config.max_samples:
+                result.stop = "max_samples"
+                break
+            if backend.now() - t0 >= config.budget_s and n >= min(3, config.min_samples):
+                result.stop = "budget"
+                break
+    result.state = sampler.summary()
+    del inputs
+    return result
+
+
+class _NoSampler:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def summary(self) -> dict:
+        return {}
+
+
+def _sampler(telemetry: Any):
+    if telemetry is None or getattr(telemetry, "source", "none") == "none":
+        return _NoSampler()
+    from gpubench.telemetry import Sampler
+
+    return Sampler(telemetry)
+
+
+def metric_samples(workload: Workload, metrics: Sequence[Metric], samples_s: Sequence[float]) -> dict[str, list[float]]:
+    """Per-sample values of each metric: time in the metric's unit, GB/s from bytes, TFLOP/s from flops,
+    and anything else from the workload's ``derive``."""
+    out: dict[str, list[float]] = {}
+    derived = [dict(workload.derive(s)) for s in samples_s] if workload.derive else None
+    for m in metrics:
+        if m.name == TIME.name and m.unit in TIME_SCALE:
+            out[m.name] = [s * TIME_SCALE[m.unit] for s in samples_s]
+        elif m.name == BANDWIDTH.name and not (derived and m.name in derived[0]):
+            out[m.name] = [workload.bytes / s / 1e9 if workload.bytes else math.nan for s in samples_s]
+        elif m.name == THROUGHPUT.name and not (derived and m.name in derived[0]):
+            out[m.name] = [workload.flops / s / 1e12 if workload.flops else math.nan for s in samples_s]
+        elif derived is not None and all(m.name in d for d in derived):
+            out[m.name] = [float(d[m.name]) for d in derived]
+        else:
+            raise ValueError(f"metric {m.name!r} is neither engine-derived nor produced by the workload's derive()")
+    return out
+
+
+__all__ = ["EngineConfig", "FULL", "QUICK", "Measurement", "measure", "check", "metric_samples", "rotation_sets"]

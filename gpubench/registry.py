@@ -1,0 +1,74 @@
+"""Finding suites: the built-in ones in ``gpubench.suites`` and third-party ones under the
+``gpubench.suites`` entry-point group (``[project.entry-points."gpubench.suites"] name = "pkg.mod:Class"``)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import warnings
+from importlib.metadata import entry_points
+
+from gpubench.errors import UsageError
+from gpubench.suite import Suite
+
+ENTRY_POINT_GROUP = "gpubench.suites"
+
+
+def _suites_in(module) -> list[type[Suite]]:
+    return [
+        obj
+        for _, obj in inspect.getmembers(module, inspect.isclass)
+        if issubclass(obj, Suite) and obj is not Suite and obj.__module__ == module.__name__ and "name" in vars(obj)
+    ]
+
+
+def builtin_suites() -> dict[str, type[Suite]]:
+    import gpubench.suites as pkg
+
+    found: dict[str, type[Suite]] = {}
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name.startswith("_"):
+            continue  # helpers of suites, not suites
+        module = importlib.import_module(f"{pkg.__name__}.{info.name}")
+        for cls in _suites_in(module):
+            found[cls.name] = cls
+    return found
+
+
+def plugin_suites() -> dict[str, type[Suite]]:
+    found: dict[str, type[Suite]] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            cls = ep.load()
+        except Exception as e:  # a broken plugin must not take the built-in suites down with it
+            warnings.warn(f"suite plugin {ep.name!r} ({ep.value}) failed to load: {e}", stacklevel=2)
+            continue
+        if not (inspect.isclass(cls) and issubclass(cls, Suite)):
+            warnings.warn(f"suite plugin {ep.name!r} ({ep.value}) is not a gpubench.suite.Suite", stacklevel=2)
+            continue
+        found[cls.name] = cls
+    return found
+
+
+def all_suites() -> dict[str, type[Suite]]:
+    suites = builtin_suites()
+    for name, cls in plugin_suites().items():
+        if name in suites:
+            warnings.warn(f"suite plugin {name!r} has the name of a built-in suite; the built-in one is used", stacklevel=2)
+            continue
+        suites[name] = cls
+    return dict(sorted(suites.items()))
+
+
+def select(names: str | list[str]) -> list[Suite]:
+    """``"a,b"`` → instances of suites a and b; an unknown name is a UsageError listing the known ones."""
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    if not names:
+        raise UsageError("no suite given: pass --suite NAME (see gpubench list)")
+    known = all_suites()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(f"unknown suite {', '.join(map(repr, unknown))}: choose from {', '.join(known)} (gpubench list)")
+    return [known[n]() for n in dict.fromkeys(names)]

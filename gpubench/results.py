@@ -1,0 +1,208 @@
+"""The result-table schema: the one place that knows its columns and its version.
+
+A run is a directory ``<out>/<cluster>/<run_id>/`` holding ``run.json`` (who ran what, where, when: see
+:mod:`gpubench.rundir`) and one parquet table per suite. Tables are in long format: one row per
+(case, metric), with the case's parameters as columns and the raw samples kept beside the stats derived
+from them.
+
+Public API: :func:`load` (a run directory or one table file → DataFrame) and :func:`save` (DataFrame →
+file that ``load`` reads back unchanged).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from gpubench.errors import UsageError
+
+SCHEMA_VERSION = 1
+# History of SCHEMA_VERSION (bump it for any change a reader could notice; add an upgrade step below):
+#   1 — gpubench 0.1.0 (2026-11): first version. Long format, one row per (case, metric); columns in
+#       COLUMNS below plus each suite's parameter columns; `value` is the median of `samples`; run.json
+#       beside the tables holds the fingerprint.
+
+META_KEY = b"gpubench"  # parquet footer key holding {"schema_version": ..., "suite": ..., ...}
+RUN_FILE = "run.json"
+TABLE_SUFFIX = ".parquet"
+
+# Columns every table has, in order; a suite's parameter columns go between HEAD and the rest.
+HEAD = ("run_id", "suite", "suite_version", "case")
+BODY = (
+    "metric",  # e.g. time, bandwidth, throughput, busbw
+    "unit",  # e.g. us, GB/s, TFLOP/s
+    "better",  # "higher" | "lower": which direction is an improvement
+    "value",  # median of samples
+    "mean",
+    "min",
+    "max",
+    "stdev",  # sample standard deviation (n-1)
+    "iqr",
+    "cv",  # stdev / mean
+    "n",  # number of samples
+    "samples",  # raw per-sample values in `unit` (each a batch of `inner` calls, divided by inner)
+    "noisy",  # cv above the engine's target
+    "status",  # ok | invalid (failed its correctness check) | error (raised) | skipped
+    "message",  # why, for anything but ok
+    "backend",
+    "device",  # model name, e.g. "NVIDIA H200"
+    "device_index",
+    "host",
+    "cluster",
+    "work_bytes",  # bytes one call moves, as the suite counts them
+    "work_flops",
+    "inner",  # calls per sample
+    "sets",  # rotating input sets
+    "warmup_s",
+    "settled",  # warm-up ended because times agreed (not because its time ran out)
+    "stop",  # cv | budget | max_samples | check
+    "check_error",
+    "check_tolerance",
+    "sm_clock_mhz",  # median during sampling; NaN where unreadable
+    "mem_clock_mhz",
+    "power_w",
+    "temp_c",  # max during sampling
+    "throttle",  # union of clock-event/throttle reasons seen, comma-separated
+)
+COLUMNS = HEAD + BODY
+STATUSES = ("ok", "invalid", "error", "skipped")
+
+
+class SchemaError(UsageError):
+    """A table gpubench cannot read: newer schema, missing version, not a gpubench table."""
+
+
+# Upgrade steps: _UPGRADES[v] turns a version-v frame into a version-(v+1) frame. None exist yet (v1 is the
+# first version); the loader applies them in order, so a change to the schema is one function here.
+_UPGRADES: dict[int, Callable[[pd.DataFrame], pd.DataFrame]] = {}
+
+
+def frame(rows: Iterable[Mapping[str, Any]], params: Sequence[str] = ()) -> pd.DataFrame:
+    """Rows (dicts) → a DataFrame with the schema's column order: HEAD, parameters, BODY, then extras."""
+    df = pd.DataFrame(list(rows))
+    known = [c for c in (*HEAD, *params, *BODY) if c in df.columns]
+    missing = [c for c in COLUMNS if c not in df.columns]
+    for c in missing:
+        df[c] = None
+    extras = [c for c in df.columns if c not in known and c not in missing]
+    ordered = [c for c in (*HEAD, *params, *BODY) if c in df.columns] + extras
+    return df[ordered]
+
+
+def save(df: pd.DataFrame, path: str | os.PathLike, *, suite: str | None = None) -> Path:
+    """Write ``df`` as a parquet table with the schema version in its footer.
+
+    The file appears whole or not at all (written beside, then renamed), so a crash never leaves a
+    truncated table.
+    """
+    path = Path(path)
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"not a gpubench table: missing columns {missing}")
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    suites = sorted({str(s) for s in df["suite"].dropna().unique()})
+    meta[META_KEY] = json.dumps(
+        {"schema_version": SCHEMA_VERSION, "suite": suite or (suites[0] if len(suites) == 1 else None)}
+    ).encode()
+    table = table.replace_schema_metadata(meta)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _version_of(meta: Mapping[bytes, bytes] | None, where: Path) -> int:
+    if not meta or META_KEY not in meta:
+        raise SchemaError(f"{where} is not a gpubench result table (no schema version in its metadata)")
+    try:
+        return int(json.loads(meta[META_KEY])["schema_version"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise SchemaError(f"{where}: unreadable gpubench metadata ({e})") from e
+
+
+def check_version(version: int, where: Path | str) -> None:
+    if version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"{where} has result schema {version}, newer than this gpubench reads ({SCHEMA_VERSION}): "
+            "upgrade gpubench (pip install -U gpubench)"
+        )
+    if version < 1:
+        raise SchemaError(f"{where}: invalid result schema version {version}")
+
+
+def upgrade(df: pd.DataFrame, version: int) -> pd.DataFrame:
+    """Apply the upgrade steps from ``version`` to SCHEMA_VERSION, in order."""
+    while version < SCHEMA_VERSION:
+        step = _UPGRADES.get(version)
+        if step is None:
+            raise SchemaError(f"no upgrade from result schema {version} to {version + 1}")
+        df = step(df)
+        version += 1
+    return df
+
+
+def _normalize(df: pd.DataFrame) -> pd.DataFrame:
+    # parquet gives list columns back as numpy arrays; tables hold plain lists of floats, as written.
+    if "samples" in df.columns:
+        df["samples"] = [list(map(float, s)) if s is not None else [] for s in df["samples"]]
+    return df
+
+
+def load_table(path: str | os.PathLike) -> pd.DataFrame:
+    path = Path(path)
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as e:
+        raise SchemaError(f"cannot read {path} as a parquet table: {e}") from e
+    version = _version_of(table.schema.metadata, path)
+    check_version(version, path)
+    df = _normalize(table.to_pandas())
+    df = upgrade(df, version)
+    df.attrs["schema_version"] = SCHEMA_VERSION
+    return df
+
+
+def read_run_meta(run_dir: str | os.PathLike) -> dict[str, Any]:
+    path = Path(run_dir) / RUN_FILE
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise SchemaError(f"cannot read {path}: {e}") from e
+    check_version(int(meta.get("schema_version", 0)), path)
+    return meta
+
+
+def load(path: str | os.PathLike) -> pd.DataFrame:
+    """A run directory (all its suite tables, ``run.json`` in ``attrs["run"]``) or one table file."""
+    path = Path(path)
+    if path.is_file():
+        return load_table(path)
+    if not path.is_dir():
+        raise SchemaError(f"{path} does not exist: give a run directory or a {TABLE_SUFFIX} table")
+    tables = sorted(path.glob(f"*{TABLE_SUFFIX}"))
+    if not tables and not (path / RUN_FILE).exists():
+        raise SchemaError(f"{path} is not a gpubench run directory (no {RUN_FILE}, no {TABLE_SUFFIX} tables)")
+    meta = read_run_meta(path) if (path / RUN_FILE).exists() else {}
+    frames = [load_table(t) for t in tables]
+    df = pd.concat(frames, ignore_index=True) if frames else frame([])
+    df.attrs["schema_version"] = SCHEMA_VERSION
+    df.attrs["run"] = meta
+    return df
+
+
+__all__ = ["SCHEMA_VERSION", "COLUMNS", "STATUSES", "SchemaError", "frame", "save", "load", "load_table", "upgrade"]

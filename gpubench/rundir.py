@@ -1,0 +1,116 @@
+"""A run on disk: ``<out>/<cluster>/<run_id>/`` with ``run.json`` and one table per suite.
+
+``run.json`` is written when the run starts (status ``running``) and rewritten when it ends, so a run that
+crashed or was killed is recognisable as such and keeps every table it wrote.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import secrets
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gpubench import __version__, results
+from gpubench.errors import UsageError
+
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def check_label(label: str) -> str:
+    """Cluster labels become directory names: keep them to a safe alphabet."""
+    if not _LABEL.match(label):
+        raise UsageError(f"bad --cluster {label!r}: use letters, digits, '.', '_' or '-' (at most 64)")
+    return label
+
+
+def git_sha() -> str | None:
+    """The commit of the gpubench source in use, when it runs from a git checkout."""
+    here = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = out.stdout.strip()
+    return sha if out.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}", sha) else None
+
+
+def ensure_writable(out: str | os.PathLike, cluster: str) -> Path:
+    """Create ``<out>/<cluster>`` and prove we can write there, before anything is measured."""
+    parent = Path(out) / cluster
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".probe-"):
+            pass
+    except OSError as e:
+        raise UsageError(f"cannot write results under {parent}: {e.strerror or e}; pass a writable --out DIR") from e
+    return parent
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=False, default=str)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+class RunDir:
+    def __init__(self, path: Path, meta: dict[str, Any]):
+        self.path = path
+        self.meta = meta
+
+    @property
+    def run_id(self) -> str:
+        return self.meta["run_id"]
+
+    @classmethod
+    def create(cls, out: str | os.PathLike, cluster: str, meta: dict[str, Any]) -> RunDir:
+        parent = ensure_writable(out, cluster)
+        # Time first so that run directories sort chronologically; the random tail avoids collisions.
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        while True:
+            run_id = f"{stamp}-{secrets.token_hex(3)}"
+            path = parent / run_id
+            try:
+                path.mkdir()
+                break
+            except FileExistsError:
+                continue
+        full = {
+            "schema_version": results.SCHEMA_VERSION,
+            "gpubench_version": __version__,
+            "git_sha": git_sha(),
+            "run_id": run_id,
+            "cluster": cluster,
+            "status": "running",
+            "start_time": utc_now(),
+            "end_time": None,
+            **meta,
+        }
+        rd = cls(path, full)
+        rd.flush()
+        return rd
+
+    def flush(self) -> None:
+        _write_json(self.path / results.RUN_FILE, self.meta)
+
+    def write_table(self, suite: str, df: pd.DataFrame) -> Path:
+        return results.save(df, self.path / f"{suite}{results.TABLE_SUFFIX}", suite=suite)
+
+    def finish(self, status: str, **extra: Any) -> None:
+        self.meta.update(extra, status=status, end_time=utc_now())
+        self.flush()

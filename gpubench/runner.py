@@ -1,0 +1,287 @@
+"""Runs suites case by case through the engine and writes the run directory as it goes.
+
+Faults stay local: a case that raises becomes an ``error`` row and the run goes on; a case that fails its
+check becomes an ``invalid`` row and is never timed. Each suite's table is rewritten (atomically) after every
+case, so Ctrl-C or a crash keeps everything measured so far. The first Ctrl-C stops after the current case;
+a second one stops at once.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import signal
+import socket
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from gpubench import engine, results
+from gpubench.errors import UsageError
+from gpubench.rundir import RunDir
+from gpubench.stats import summarize
+from gpubench.suite import Case, GridContext, Skip, Suite
+
+# Messages in tables are for people; keep them to what fits a table cell and a log line.
+_MAX_MESSAGE = 500
+
+
+@dataclass
+class Plan:
+    """What will run, fixed before anything is measured (so bad input fails before a directory exists)."""
+
+    suites: list[Suite]
+    cases: dict[str, list[Case]]
+
+    @property
+    def total(self) -> int:
+        return sum(len(c) for c in self.cases.values())
+
+
+@dataclass
+class Outcome:
+    run_dir: RunDir
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    status: str = "complete"
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        frames = [df for df in self.tables.values() if len(df)]
+        return pd.concat(frames, ignore_index=True) if frames else results.frame([])
+
+    @property
+    def failures(self) -> int:
+        df = self.frame
+        if df.empty:
+            return 0
+        return int(df.loc[df["status"].isin(["error", "invalid"]), "case"].nunique())
+
+
+def plan(
+    suites: Sequence[Suite],
+    backend: Any,
+    *,
+    quick: bool,
+    sizes: Sequence[int] | None = None,
+    dtypes: Sequence[str] | None = None,
+    case_filter: str | None = None,
+) -> Plan:
+    ctx = GridContext(
+        backend=backend.name,
+        quick=quick,
+        cache_bytes=backend.cache_bytes(),
+        memory_bytes=backend.memory_bytes(),
+        sizes=tuple(sizes) if sizes else None,
+        dtypes=tuple(dtypes) if dtypes else None,
+    )
+    try:
+        pattern = re.compile(case_filter) if case_filter else None
+    except re.error as e:
+        raise UsageError(f"bad --filter {case_filter!r}: {e}") from e
+    cases: dict[str, list[Case]] = {}
+    for suite in suites:
+        if backend.name not in suite.backends:
+            raise UsageError(
+                f"suite {suite.name!r} does not run on backend {backend.name!r}: it supports "
+                f"{', '.join(sorted(suite.backends))}"
+            )
+        grid = list(suite.cases(ctx))
+        if pattern:
+            grid = [c for c in grid if pattern.search(c.id)]
+        cases[suite.name] = grid
+    p = Plan(list(suites), cases)
+    if p.total == 0:
+        raise UsageError("no case matches: loosen --filter/--dtype/--sizes (gpubench list shows the suites)")
+    return p
+
+
+def _first_line(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}".strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:_MAX_MESSAGE]
+
+
+def case_rows(
+    suite: Suite,
+    case: Case,
+    base: dict[str, Any],
+    *,
+    status: str,
+    message: str = "",
+    workload: Any = None,
+    meas: engine.Measurement | None = None,
+    config: engine.EngineConfig = engine.FULL,
+) -> list[dict[str, Any]]:
+    """One row per declared metric of ``suite`` for ``case``."""
+    per_metric: dict[str, list[float]] = {}
+    if status == "ok" and meas is not None and workload is not None:
+        per_metric = engine.metric_samples(workload, suite.metrics, meas.samples_s)
+    state = meas.state if meas else {}
+    chk = meas.check if meas else None
+    rows = []
+    for m in suite.metrics:
+        samples = per_metric.get(m.name, [])
+        st = summarize(samples)
+        row = {
+            **{k: v for k, v in base.items()},
+            "suite": suite.name,
+            "suite_version": suite.version,
+            "case": case.id,
+            **case.as_dict(),
+            "metric": m.name,
+            "unit": m.unit,
+            "better": m.better,
+            "value": st["median"],
+            **{k: st[k] for k in ("mean", "min", "max", "stdev", "iqr", "cv")},
+            "n": st["n"],
+            "samples": [float(s) for s in samples],
+            "noisy": bool(not math.isnan(st["cv"]) and st["cv"] > config.target_cv),
+            "status": status,
+            "message": message,
+            "work_bytes": int(workload.bytes) if workload is not None else None,
+            "work_flops": int(workload.flops) if workload is not None else None,
+            "inner": meas.inner if meas else None,
+            "sets": meas.sets if meas else None,
+            "warmup_s": meas.warmup_s if meas else None,
+            "settled": meas.settled if meas else None,
+            "stop": meas.stop if meas else None,
+            "check_error": chk.error if chk else None,
+            "check_tolerance": chk.tolerance if chk else None,
+            "sm_clock_mhz": state.get("sm_clock_mhz"),
+            "mem_clock_mhz": state.get("mem_clock_mhz"),
+            "power_w": state.get("power_w"),
+            "temp_c": state.get("temp_c"),
+            "throttle": state.get("throttle"),
+        }
+        if workload is not None:
+            row.update(workload.extra)
+        rows.append(row)
+    return rows
+
+
+def run_case(
+    suite: Suite, case: Case, backend: Any, base: dict[str, Any], config: engine.EngineConfig, telemetry: Any
+) -> list[dict[str, Any]]:
+    workload = None
+    try:
+        workload = suite.prepare(case, backend)
+        meas = engine.measure(workload, backend, config, telemetry)
+    except Skip as e:
+        return case_rows(suite, case, base, status="skipped", message=str(e)[:_MAX_MESSAGE], workload=workload)
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # noqa: BLE001 — any failure of one case (OOM, compile error) is that case's row
+        return case_rows(suite, case, base, status="error", message=_first_line(e), workload=workload)
+    finally:
+        try:
+            backend.release()
+        except Exception:  # noqa: BLE001 — releasing after a failed case must not hide that case's error
+            pass
+    if not meas.valid:
+        chk = meas.check
+        msg = chk.detail or f"check failed: error {chk.error:.3g} > tolerance {chk.tolerance:.3g}"
+        return case_rows(suite, case, base, status="invalid", message=msg[:_MAX_MESSAGE], workload=workload, meas=meas)
+    return case_rows(suite, case, base, status="ok", workload=workload, meas=meas, config=config)
+
+
+class _StopFlag:
+    """First SIGINT: finish the current case, then stop. Second: the default handler (KeyboardInterrupt)."""
+
+    def __init__(self, on_first: Callable[[], None] | None = None):
+        self.set = False
+        self._on_first = on_first
+        self._old = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.set:
+            raise KeyboardInterrupt
+        self.set = True
+        if self._on_first:
+            self._on_first()
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+        return False
+
+
+def execute(
+    p: Plan,
+    backend: Any,
+    *,
+    out: str,
+    cluster: str,
+    argv: Sequence[str],
+    quick: bool,
+    config: engine.EngineConfig | None = None,
+    progress: Any = None,
+) -> Outcome:
+    """Run the plan; ``progress`` gets ``start(total)``, ``advance(suite, case, rows)``, ``note(text)``."""
+    from gpubench.fingerprint import collect
+
+    config = config or (engine.QUICK if quick else engine.FULL)
+    telemetry = backend.telemetry()
+    fingerprint = collect(backend.identity(), cluster, telemetry)
+    rd = RunDir.create(
+        out,
+        cluster,
+        {
+            "argv": list(argv),
+            "backend": backend.name,
+            "device_index": backend.device_index,
+            "quick": quick,
+            "engine": {k: getattr(config, k) for k in config.__dataclass_fields__},
+            "suites": {s.name: {"version": s.version, "cases": len(p.cases[s.name])} for s in p.suites},
+            "telemetry": getattr(telemetry, "source", "none"),
+            "fingerprint": fingerprint,
+        },
+    )
+    base = {
+        "run_id": rd.run_id,
+        "backend": backend.name,
+        "device": backend.device_name(),
+        "device_index": backend.device_index,
+        "host": socket.gethostname(),
+        "cluster": cluster,
+    }
+    outcome = Outcome(rd)
+    if progress:
+        progress.start(p.total)
+    status = "complete"
+    try:
+        with _StopFlag(lambda: progress and progress.note("stopping after this case (Ctrl-C again to stop now)")) as stop:
+            for suite in p.suites:
+                rows: list[dict[str, Any]] = []
+                for case in p.cases[suite.name]:
+                    if stop.set:
+                        break
+                    new = run_case(suite, case, backend, base, config, telemetry)
+                    rows.extend(new)
+                    df = results.frame(rows, suite.params)
+                    outcome.tables[suite.name] = df
+                    rd.write_table(suite.name, df)
+                    if progress:
+                        progress.advance(suite, case, new)
+                if stop.set:
+                    status = "interrupted"
+                    break
+    except KeyboardInterrupt:
+        status = "interrupted"
+    except BaseException:
+        rd.finish("failed")
+        raise
+    finally:
+        try:
+            telemetry.close()
+        except Exception:  # noqa: BLE001
+            pass
+    outcome.status = status
+    rd.finish(status, cases_done=sum(len(df["case"].unique()) for df in outcome.tables.values()))
+    return outcome

@@ -1,0 +1,128 @@
+"""The contract between a suite and the engine.
+
+A suite only *declares*, like a ``struct testColl`` in nccl-tests: its metrics, its grid of cases, and for
+each case a :class:`Workload` that says what to run, what it moves and computes, and how to check it. The
+engine (:mod:`gpubench.engine`) is the only code that reads a clock; it warms up, rotates inputs past the
+cache, repeats until the spread is small, and derives the metrics below from bytes and flops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+Better = Literal["higher", "lower"]
+
+# Units the engine converts a time into; a suite picks one per time metric.
+TIME_SCALE = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One number a suite reports per case. ``better`` tells compare which direction is a regression."""
+
+    name: str
+    unit: str
+    better: Better
+
+
+# The metrics the engine derives by itself from a workload's declared bytes and flops.
+TIME = Metric("time", "us", "lower")
+BANDWIDTH = Metric("bandwidth", "GB/s", "higher")  # bytes / time, GB = 1e9
+THROUGHPUT = Metric("throughput", "TFLOP/s", "higher")  # flops / time, TFLOP = 1e12
+
+
+class Skip(Exception):
+    """Raised by ``prepare`` when a case cannot run here (dtype unsupported, library missing).
+
+    The run records a ``skipped`` row with the reason instead of a number that means nothing.
+    """
+
+
+@dataclass(frozen=True)
+class Case:
+    """One point of a suite's grid. Its parameters become columns of the result table."""
+
+    params: tuple[tuple[str, Any], ...]
+
+    @classmethod
+    def of(cls, **params: Any) -> Case:
+        return cls(tuple(params.items()))
+
+    @property
+    def id(self) -> str:
+        """Stable id, the join key of compare: ``op=copy,dtype=fp32,...`` in declaration order."""
+        return ",".join(f"{k}={v}" for k, v in self.params)
+
+    def __getitem__(self, key: str) -> Any:
+        return dict(self.params)[key]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.params)
+
+
+@dataclass(frozen=True)
+class Check:
+    """Outcome of comparing a workload's output with a reference on fresh random inputs."""
+
+    ok: bool
+    error: float  # the measured error, in the suite's own definition (e.g. relative norm error)
+    tolerance: float
+    detail: str = ""
+
+
+@dataclass
+class Workload:
+    """What the engine times for one case.
+
+    ``make_inputs`` returns a fresh, random input set (outputs poisoned) and is called as many times as the
+    engine needs: once for the correctness check and once per rotating set. ``run(inputs)`` does the
+    operation once on one set and returns its output. ``check(inputs, output)`` compares the output with
+    a reference computed from the same inputs.
+    """
+
+    run: Callable[[Any], Any]
+    make_inputs: Callable[[], Any]
+    bytes: int = 0  # bytes moved by one run, as the suite counts them (its docs say how)
+    flops: int = 0  # floating-point operations of one run
+    check: Callable[[Any, Any], Check] | None = None
+    # Bytes of one input set, for sizing the rotation past the cache; None means ``bytes``.
+    footprint: int | None = None
+    # "rotate": cycle through enough input sets to span the cache; "flush": overwrite the cache before each
+    # single-call sample; "warm": neither (the suite wants cache-resident numbers).
+    cache: Literal["rotate", "flush", "warm"] = "rotate"
+    # Suite-specific metrics from one per-call time in seconds (e.g. busbw from algbw); merged over the
+    # engine's own time/bandwidth/throughput.
+    derive: Callable[[float], Mapping[str, float]] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # extra columns for the rows of this case
+
+
+@dataclass(frozen=True)
+class GridContext:
+    """What a suite may know when it lays out its grid: sizes follow the device's cache, never a constant."""
+
+    backend: str
+    quick: bool
+    cache_bytes: int
+    memory_bytes: int
+    sizes: tuple[int, ...] | None = None  # --sizes, in bytes, where the suite has a size axis
+    dtypes: tuple[str, ...] | None = None  # --dtype
+
+
+class Suite:
+    """Base class of every suite; subclass it in one file under ``suites/`` (or register an entry point)."""
+
+    name: ClassVar[str]
+    version: ClassVar[int]  # bump whenever what the suite measures changes: compare refuses across versions
+    backends: ClassVar[frozenset[str]]
+    metrics: ClassVar[tuple[Metric, ...]]
+    description: ClassVar[str] = ""
+    # Parameter names that are per-case columns; fixes their order in the table.
+    params: ClassVar[tuple[str, ...]] = ()
+
+    def cases(self, ctx: GridContext) -> Iterable[Case]:
+        raise NotImplementedError
+
+    def prepare(self, case: Case, backend: Any) -> Workload:
+        raise NotImplementedError

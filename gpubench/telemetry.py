@@ -1,0 +1,448 @@
+"""Device state (clocks, power, temperature, throttling) during a measurement.
+
+A benchmark number is only comparable to another if the GPU ran at similar
+clocks and was not throttling, so every measurement can be paired with a
+summary of what the device was doing while it ran.
+
+Sources:
+  * NVIDIA: NVML through nvidia-ml-py (module ``pynvml``).
+  * AMD: ROCm's ``amdsmi`` Python package. This path was written from the
+    amdsmi Python interface source and API docs (ROCm 6.x) and has only been
+    exercised against a fake module; it has NOT run on AMD hardware yet.
+
+Both libraries are imported lazily so that this module imports on machines
+that have neither. Nothing here raises on a missing or broken library:
+``open_telemetry`` falls back to the null ``Telemetry`` and says why.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+
+READ_KEYS = ("sm_clock_mhz", "mem_clock_mhz", "power_w", "temp_c", "throttle")
+STATIC_KEYS = ("driver_version", "max_sm_clock_mhz", "max_mem_clock_mhz",
+               "power_limit_w", "uuid", "pci_bus_id")
+
+# NVML clock-event (formerly "throttle") reason bits, documented values. The
+# pynvml module's own constants win where present, in case NVML renumbers.
+_NVML_REASONS = (
+    ("GpuIdle", 0x1),
+    ("ApplicationsClocksSetting", 0x2),
+    ("SwPowerCap", 0x4),
+    ("HwSlowdown", 0x8),
+    ("SyncBoost", 0x10),
+    ("SwThermalSlowdown", 0x20),
+    ("HwThermalSlowdown", 0x40),
+    ("HwPowerBrakeSlowdown", 0x80),
+    ("DisplayClockSetting", 0x100),
+)
+
+
+class TelemetryUnavailable(Exception):
+    """Raised by a vendor Telemetry constructor; the message becomes `.why`."""
+
+
+def _try(fn):
+    # One unreadable sensor (unsupported on this SKU, permission, MIG) must
+    # not cost the others, so every field is read on its own.
+    try:
+        return fn()
+    except Exception:
+        return None
+
+
+def _num(x):
+    # Vendor libraries signal "unsupported" with strings such as "N/A";
+    # bool is excluded because amdsmi uses it for flags, not quantities.
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    return float(x)
+
+
+def _str(x):
+    if x is None:
+        return None
+    return x.decode(errors="replace") if isinstance(x, bytes) else str(x)
+
+
+def _bdf_parts(bus_id):
+    """(domain, bus, device, function) from any common PCI bus id spelling."""
+    s = _str(bus_id).strip().lower()
+    head, _, func = s.partition(".")
+    parts = head.split(":")
+    if len(parts) == 2:
+        parts.insert(0, "0")
+    if len(parts) != 3:
+        raise ValueError(f"not a PCI bus id: {bus_id!r}")
+    return tuple(int(p, 16) for p in parts) + (int(func or "0", 16),)
+
+
+def normalize_pci_bus_id(bus_id):
+    """Canonical lower-case 'dddd:bb:dd.f' form; NVML pads the domain to 8
+    digits and upper-cases, sysfs/amdsmi/torch do not. Unparsable ids are
+    returned as given (decoded), None stays None."""
+    if bus_id is None:
+        return None
+    try:
+        d, b, dev, f = _bdf_parts(bus_id)
+    except ValueError:
+        return _str(bus_id)
+    return f"{d:04x}:{b:02x}:{dev:02x}.{f:x}"
+
+
+def _uuid_key(u):
+    # torch prints CUDA UUIDs without NVML's "GPU-" prefix; compare bare.
+    s = _str(u).strip().lower()
+    return s[4:] if s.startswith("gpu-") else s
+
+
+class Telemetry:
+    """Null telemetry: every reading is None. Vendor classes override."""
+
+    source = "none"
+
+    def __init__(self, why=None):
+        self.why = why      # why this is the null source, if it is
+        self.match = None   # "uuid" | "pci" | "index" for vendor sources
+
+    def read(self) -> dict:
+        """Volatile state now: clocks (MHz), power (W), temperature (C) and
+        the sorted list of active throttle reasons ([] none, None unknown)."""
+        return dict.fromkeys(READ_KEYS)
+
+    def static(self) -> dict:
+        """Facts that do not change during a run (None where unreadable)."""
+        return dict.fromkeys(STATIC_KEYS)
+
+    def close(self) -> None:
+        """Release the vendor library; safe to call more than once."""
+
+
+class NvmlTelemetry(Telemetry):
+    """NVIDIA telemetry through NVML (nvidia-ml-py)."""
+
+    source = "nvml"
+
+    def __init__(self, device_index, uuid=None, pci_bus_id=None, nvml=None):
+        super().__init__()
+        if nvml is None:
+            try:
+                import pynvml as nvml
+            except ImportError:
+                raise TelemetryUnavailable("pynvml not installed") from None
+        self._nv = nvml
+        try:
+            nvml.nvmlInit()
+        except Exception as e:
+            raise TelemetryUnavailable(f"nvmlInit failed: {e!r}") from None
+        self._open = True
+        try:
+            self._h, self.match = self._find(device_index, uuid, pci_bus_id)
+        except Exception as e:
+            self.close()
+            raise TelemetryUnavailable(
+                f"no NVML device for index={device_index} uuid={uuid} "
+                f"pci={pci_bus_id}: {e!r}") from None
+        self._reasons = [
+            (name, getattr(nvml, "nvmlClocksEventReason" + name,
+                           getattr(nvml, "nvmlClocksThrottleReason" + name, bit)))
+            for name, bit in _NVML_REASONS]
+
+    def _find(self, index, uuid, pci_bus_id):
+        # NVML numbers all GPUs on the host while CUDA numbers only the
+        # visible ones (and may reorder them), so identity beats index.
+        nv = self._nv
+        if uuid:
+            u = _str(uuid).strip()
+            forms = [u] if u[:4].upper() in ("GPU-", "MIG-") else ["GPU-" + u, u]
+            for form in forms:
+                try:
+                    return nv.nvmlDeviceGetHandleByUUID(form), "uuid"
+                except Exception:
+                    pass
+        if pci_bus_id:
+            try:
+                d, b, dev, f = _bdf_parts(pci_bus_id)
+                return nv.nvmlDeviceGetHandleByPciBusId(
+                    f"{d:08X}:{b:02X}:{dev:02X}.{f:X}"), "pci"
+            except Exception:
+                pass
+        if uuid or pci_bus_id:
+            # An identity that matches nothing means the index would name another GPU: read none.
+            raise LookupError("neither uuid nor pci bus id matches an NVML device")
+        return nv.nvmlDeviceGetHandleByIndex(index), "index"
+
+    def _decode(self, mask):
+        names, known = [], 0
+        for name, bit in self._reasons:
+            known |= bit
+            if mask & bit:
+                names.append(name)
+        rest, bit = mask & ~known, 1
+        # Bits newer than our table are still reported, never dropped.
+        while rest:
+            if rest & bit:
+                names.append(f"Unknown0x{bit:x}")
+                rest &= ~bit
+            bit <<= 1
+        return sorted(names)
+
+    def read(self) -> dict:
+        """See Telemetry.read."""
+        nv, h = self._nv, self._h
+        sm = getattr(nv, "NVML_CLOCK_SM", 1)
+        mem = getattr(nv, "NVML_CLOCK_MEM", 2)
+        gpu_temp = getattr(nv, "NVML_TEMPERATURE_GPU", 0)
+        # Renamed "clocks event reasons" in NVML 12.2; the old name is deprecated.
+        reasons = (getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                   or nv.nvmlDeviceGetCurrentClocksThrottleReasons)
+        return {
+            "sm_clock_mhz": _try(lambda: _num(nv.nvmlDeviceGetClockInfo(h, sm))),
+            "mem_clock_mhz": _try(lambda: _num(nv.nvmlDeviceGetClockInfo(h, mem))),
+            "power_w": _try(lambda: _num(nv.nvmlDeviceGetPowerUsage(h)) / 1000.0),
+            "temp_c": _try(lambda: _num(nv.nvmlDeviceGetTemperature(h, gpu_temp))),
+            "throttle": _try(lambda: self._decode(int(reasons(h)))),
+        }
+
+    def static(self) -> dict:
+        """See Telemetry.static."""
+        nv, h = self._nv, self._h
+        sm = getattr(nv, "NVML_CLOCK_SM", 1)
+        mem = getattr(nv, "NVML_CLOCK_MEM", 2)
+        return {
+            "driver_version": _try(lambda: _str(nv.nvmlSystemGetDriverVersion())),
+            "max_sm_clock_mhz": _try(lambda: _num(nv.nvmlDeviceGetMaxClockInfo(h, sm))),
+            "max_mem_clock_mhz": _try(lambda: _num(nv.nvmlDeviceGetMaxClockInfo(h, mem))),
+            "power_limit_w": _try(
+                lambda: _num(nv.nvmlDeviceGetEnforcedPowerLimit(h)) / 1000.0),
+            "uuid": _try(lambda: _str(nv.nvmlDeviceGetUUID(h))),
+            "pci_bus_id": _try(
+                lambda: normalize_pci_bus_id(nv.nvmlDeviceGetPciInfo(h).busId)),
+        }
+
+    def close(self) -> None:
+        """See Telemetry.close. NVML reference-counts init/shutdown, so this
+        does not disturb other NVML users in the process."""
+        if getattr(self, "_open", False):
+            self._open = False
+            _try(self._nv.nvmlShutdown)
+
+
+class AmdSmiTelemetry(Telemetry):
+    """AMD telemetry through ROCm's amdsmi (untested on hardware, see module doc)."""
+
+    source = "amdsmi"
+
+    def __init__(self, device_index, uuid=None, pci_bus_id=None, amdsmi=None):
+        super().__init__()
+        if amdsmi is None:
+            try:
+                import amdsmi
+            except ImportError:
+                raise TelemetryUnavailable("amdsmi not installed") from None
+        self._smi = amdsmi
+        try:
+            amdsmi.amdsmi_init()
+        except Exception as e:
+            raise TelemetryUnavailable(f"amdsmi_init failed: {e!r}") from None
+        self._open = True
+        try:
+            self._h, self.match = self._find(device_index, uuid, pci_bus_id)
+        except Exception as e:
+            self.close()
+            raise TelemetryUnavailable(
+                f"no amdsmi device for index={device_index} uuid={uuid} "
+                f"pci={pci_bus_id}: {e!r}") from None
+
+    def _find(self, index, uuid, pci_bus_id):
+        # HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES renumber HIP devices but
+        # not amdsmi's handle list, so identity beats index.
+        smi = self._smi
+        handles = list(smi.amdsmi_get_processor_handles())
+        if uuid:
+            want = _uuid_key(uuid)
+            for h in handles:
+                if _try(lambda: _uuid_key(smi.amdsmi_get_gpu_device_uuid(h))) == want:
+                    return h, "uuid"
+        if pci_bus_id:
+            want = normalize_pci_bus_id(pci_bus_id)
+            for h in handles:
+                got = _try(lambda: normalize_pci_bus_id(smi.amdsmi_get_gpu_device_bdf(h)))
+                if got == want:
+                    return h, "pci"
+        if uuid or pci_bus_id:
+            # An identity that matches nothing means the index would name another GPU: read none.
+            raise LookupError("neither uuid nor bdf matches an amdsmi device")
+        if not 0 <= index < len(handles):
+            raise IndexError(f"{len(handles)} amdsmi devices")
+        return handles[index], "index"
+
+    def _clock(self, kind, key):
+        info = self._smi.amdsmi_get_clock_info(
+            self._h, getattr(self._smi.AmdSmiClkType, kind))
+        # ROCm < 6.2 called the current clock "cur_clk"; 6.2+ calls it "clk".
+        if key == "clk" and "clk" not in info:
+            key = "cur_clk"
+        return _num(info.get(key))
+
+    def _power(self):
+        p = self._smi.amdsmi_get_power_info(self._h)
+        # MI300 reports only the current socket power, older parts only the
+        # average; the other one is "N/A".
+        for key in ("current_socket_power", "average_socket_power"):
+            v = _num(p.get(key))
+            if v is not None:
+                return v
+        return None
+
+    def _temp(self):
+        smi = self._smi
+        tt, metric = smi.AmdSmiTemperatureType, smi.AmdSmiTemperatureMetric.CURRENT
+        # HOTSPOT was named JUNCTION before ROCm 6.0; EDGE is absent on MI300.
+        for name in ("HOTSPOT", "JUNCTION", "EDGE"):
+            sensor = getattr(tt, name, None)
+            if sensor is None:
+                continue
+            v = _try(lambda: _num(smi.amdsmi_get_temp_metric(self._h, sensor, metric)))
+            if v is not None:
+                return v
+        return None
+
+    def _throttle(self):
+        smi = self._smi
+        # amdsmi_get_violation_status exists from ROCm 6.3 and only works on
+        # MI300+; elsewhere fall back to the gpu_metrics throttle word.
+        violation = getattr(smi, "amdsmi_get_violation_status", None)
+        if violation is not None:
+            status = _try(lambda: violation(self._h)) or {}
+            flags = {k[len("active_"):]: v for k, v in status.items()
+                     if k.startswith("active_") and v != "N/A"}
+            if flags:
+                return sorted(k for k, v in flags.items() if v is True or v == 1)
+        ts = smi.amdsmi_get_gpu_metrics_info(self._h)["throttle_status"]
+        # ROCm 6.3 collapses the word to a bool; earlier versions give the bits.
+        if isinstance(ts, bool):
+            return ["throttle_status"] if ts else []
+        if not isinstance(ts, int):
+            return None
+        return [f"throttle_status=0x{ts:x}"] if ts else []
+
+    def read(self) -> dict:
+        """See Telemetry.read."""
+        return {
+            "sm_clock_mhz": _try(lambda: self._clock("GFX", "clk")),
+            "mem_clock_mhz": _try(lambda: self._clock("MEM", "clk")),
+            "power_w": _try(self._power),
+            "temp_c": _try(self._temp),
+            "throttle": _try(self._throttle),
+        }
+
+    def static(self) -> dict:
+        """See Telemetry.static."""
+        smi, h = self._smi, self._h
+        return {
+            "driver_version": _try(
+                lambda: _str(smi.amdsmi_get_gpu_driver_info(h)["driver_version"])),
+            "max_sm_clock_mhz": _try(lambda: self._clock("GFX", "max_clk")),
+            "max_mem_clock_mhz": _try(lambda: self._clock("MEM", "max_clk")),
+            # Microwatts on bare-metal Linux per the amdsmi header.
+            "power_limit_w": _try(
+                lambda: _num(smi.amdsmi_get_power_cap_info(h)["power_cap"]) / 1e6),
+            "uuid": _try(lambda: _str(smi.amdsmi_get_gpu_device_uuid(h))),
+            "pci_bus_id": _try(
+                lambda: normalize_pci_bus_id(smi.amdsmi_get_gpu_device_bdf(h))),
+        }
+
+    def close(self) -> None:
+        """See Telemetry.close."""
+        if getattr(self, "_open", False):
+            self._open = False
+            _try(self._smi.amdsmi_shut_down)
+
+
+def open_telemetry(backend: str, device_index: int, uuid: str | None = None,
+                   pci_bus_id: str | None = None) -> Telemetry:
+    """Telemetry for one device of `backend` ("cuda" -> NVML, "hip" ->
+    amdsmi, anything else -> null). Never raises: on any failure the null
+    Telemetry comes back with `.why` saying what went wrong."""
+    cls = {"cuda": NvmlTelemetry, "hip": AmdSmiTelemetry}.get(backend)
+    if cls is None:
+        return Telemetry(why=f"no telemetry for backend {backend!r}")
+    try:
+        return cls(device_index, uuid=uuid, pci_bus_id=pci_bus_id)
+    except TelemetryUnavailable as e:
+        return Telemetry(why=str(e))
+    except Exception as e:
+        return Telemetry(why=f"{cls.source} telemetry failed: {e!r}")
+
+
+def _median(values):
+    return float(statistics.median(values)) if values else None
+
+
+class Sampler:
+    """Context manager sampling telemetry.read() in a background thread.
+
+    One reading is taken on entry, one every `interval_s` while the block
+    runs, and one on exit, so even a block shorter than the interval gets
+    two readings.
+    """
+
+    def __init__(self, telemetry: Telemetry, interval_s: float = 0.05):
+        self.telemetry = telemetry
+        self.interval_s = interval_s
+        self._readings = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
+
+    def _sample(self):
+        # A failing sensor must not abort or hang the measurement it observes.
+        try:
+            r = self.telemetry.read()
+        except Exception:
+            return
+        with self._lock:
+            self._readings.append(r)
+
+    def _run(self):
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def __enter__(self):
+        self._stop.clear()
+        self._sample()
+        self._thread = threading.Thread(
+            target=self._run, name="gpubench-telemetry", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        # Bounded: a read stuck in the driver must not stall the benchmark;
+        # the daemon thread is then abandoned.
+        self._thread.join(timeout=max(1.0, 4 * self.interval_s))
+        self._sample()
+        return False
+
+    def summary(self) -> dict:
+        """Median clocks and power, max temperature, the union of throttle
+        reasons ("" none seen, None never readable) and the reading count."""
+        with self._lock:
+            rs = list(self._readings)
+
+        def vals(key):
+            return [r[key] for r in rs if r.get(key) is not None]
+
+        temps = vals("temp_c")
+        throttles = vals("throttle")
+        return {
+            "sm_clock_mhz": _median(vals("sm_clock_mhz")),
+            "mem_clock_mhz": _median(vals("mem_clock_mhz")),
+            "power_w": _median(vals("power_w")),
+            "temp_c": float(max(temps)) if temps else None,
+            "throttle": (",".join(sorted(set().union(*throttles)))
+                         if throttles else None),
+            "readings": len(rs),
+        }

@@ -1,0 +1,178 @@
+"""``elementwise``: BabelStream's memory-bandwidth kernels — copy, mul, add, triad, dot — plus fill.
+
+Bytes are counted as BabelStream counts them: every array read or written once per element, no
+write-allocate traffic. copy and mul move 2 arrays, add and triad 3, dot 2 (two reads), fill 1 (one write).
+Arrays are sized from the device's last-level cache (4× and 16× its size, rounded up to a power of two),
+never a fixed 256 MB, so every call streams from device memory. Each op runs through torch and, on GPUs,
+through a Triton kernel (``impl`` column): the faster is what a user can get.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gpubench.errors import UsageError
+from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Check, GridContext, Skip, Suite, Workload
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "fp64": torch.float64}
+# Exact in every dtype above (BabelStream's 0.4 is not; a Triton float argument arrives as fp32, and the
+# fp64 check would then fail on the scalar alone).
+SCALAR = 0.375
+
+
+@dataclass(frozen=True)
+class Op:
+    reads: tuple[str, ...]
+    write: str | None  # None: the op returns a scalar (dot)
+    flops_per_element: int
+
+    @property
+    def arrays(self) -> int:
+        return len(self.reads) + (1 if self.write else 0)
+
+
+# Which arrays each op reads and writes follows BabelStream: c=a, b=s*c, c=a+b, a=b+s*c, sum(a*b).
+OPS = {
+    "copy": Op(("a",), "c", 0),
+    "mul": Op(("c",), "b", 1),
+    "add": Op(("a", "b"), "c", 1),
+    "triad": Op(("b", "c"), "a", 2),
+    "dot": Op(("a", "b"), None, 2),
+    "fill": Op((), "a", 0),
+}
+
+# Unit roundoff of each dtype: a correctly rounded result is within one of these of the exact one.
+_UNIT_ROUNDOFF = {"fp64": 2.0**-53, "fp32": 2.0**-24, "fp16": 2.0**-11, "bf16": 2.0**-8}
+# Elementwise results are one or two roundings from exact; dot adds fp32/fp64 accumulation over blocks.
+_TOL_FACTOR = {"elementwise": 4.0, "dot": 16.0}
+
+
+def _torch_run(op: str):
+    if op == "copy":
+        return lambda x: x["c"].copy_(x["a"])
+    if op == "mul":
+        return lambda x: torch.mul(x["c"], SCALAR, out=x["b"])
+    if op == "add":
+        return lambda x: torch.add(x["a"], x["b"], out=x["c"])
+    if op == "triad":
+        return lambda x: torch.add(x["b"], x["c"], alpha=SCALAR, out=x["a"])
+    if op == "dot":
+        return lambda x: torch.dot(x["a"], x["b"])
+    return lambda x: x["a"].fill_(SCALAR)
+
+
+def _triton_run(op: str):
+    try:
+        from gpubench.kernels import stream_triton as k
+    except ImportError as e:
+        raise Skip(f"triton is not installed ({e}); pip install triton") from e
+    return {
+        "copy": lambda x: k.copy(x["a"], x["c"]),
+        "mul": lambda x: k.mul(x["c"], x["b"], SCALAR),
+        "add": lambda x: k.add(x["a"], x["b"], x["c"]),
+        "triad": lambda x: k.triad(x["b"], x["c"], x["a"], SCALAR),
+        "dot": lambda x: k.dot(x["a"], x["b"]),
+        "fill": lambda x: k.fill(x["a"], SCALAR),
+    }[op]
+
+
+def _reference(op: str, x: dict[str, torch.Tensor]) -> torch.Tensor:
+    d = {k: v.double() for k, v in x.items() if k in OPS[op].reads}
+    if op == "copy":
+        return d["a"]
+    if op == "mul":
+        return SCALAR * d["c"]
+    if op == "add":
+        return d["a"] + d["b"]
+    if op == "triad":
+        return d["b"] + SCALAR * d["c"]
+    if op == "dot":
+        return (d["a"] * d["b"]).sum()
+    return torch.full_like(x["a"], SCALAR, dtype=torch.float64)
+
+
+def _checker(op: str, dtype: str):
+    u = _UNIT_ROUNDOFF[dtype]
+
+    def check(x: dict[str, torch.Tensor], out: torch.Tensor) -> Check:
+        ref = _reference(op, x)
+        got = out.double()
+        if op == "dot":
+            # Relative to sum|a·b|, not to the dot itself: a random dot can be near zero by cancellation.
+            scale = (x["a"].double() * x["b"].double()).abs().sum().item()
+            err = abs(got.item() - ref.item()) / scale if scale else abs(got.item())
+            tol = _TOL_FACTOR["dot"] * u
+        else:
+            if not torch.isfinite(got).all():
+                bad = int((~torch.isfinite(got)).sum())
+                return Check(False, math.inf, 0.0, f"{bad} elements not finite: unwritten output or overflow")
+            err = (torch.linalg.vector_norm(got - ref) / torch.linalg.vector_norm(ref)).item()
+            tol = _TOL_FACTOR["elementwise"] * u
+        ok = math.isfinite(err) and err <= tol
+        return Check(ok, err, tol, "" if ok else f"relative error {err:.3g} > {tol:.3g} against fp64 reference")
+
+    return check
+
+
+def _array_sizes(ctx: GridContext) -> list[int]:
+    if ctx.sizes:
+        return list(ctx.sizes)
+    mults = (4,) if ctx.quick else (4, 16)
+    return [1 << math.ceil(math.log2(m * ctx.cache_bytes)) for m in mults]
+
+
+class Elementwise(Suite):
+    name = "elementwise"
+    version = 1
+    backends = frozenset({"cuda", "hip", "cpu", "fake"})
+    metrics = (BANDWIDTH, TIME, THROUGHPUT)
+    description = "BabelStream copy/mul/add/triad/dot + fill; memory bandwidth past the last-level cache"
+    params = ("op", "dtype", "array_bytes", "impl")
+
+    def cases(self, ctx: GridContext):
+        dtypes = list(ctx.dtypes) if ctx.dtypes else (["fp32", "bf16"] if ctx.quick else list(DTYPES))
+        unknown = [d for d in dtypes if d not in DTYPES]
+        if unknown:
+            raise UsageError(f"elementwise has no dtype {', '.join(unknown)}: choose from {', '.join(DTYPES)}")
+        # Triton compiles for GPUs only; the fake backend runs torch on CPU tensors.
+        impls = ["torch", "triton"] if ctx.backend in ("cuda", "hip") else ["torch"]
+        for size in _array_sizes(ctx):
+            for dtype in dtypes:
+                if size % DTYPES[dtype].itemsize:
+                    raise UsageError(f"size {size} is not a whole number of {dtype} elements")
+                for op in OPS:
+                    for impl in impls:
+                        yield Case.of(op=op, dtype=dtype, array_bytes=size, impl=impl)
+
+    def prepare(self, case: Case, backend: Any) -> Workload:
+        op, dtype, size, impl = case["op"], case["dtype"], case["array_bytes"], case["impl"]
+        spec, tdtype, device = OPS[op], DTYPES[dtype], backend.torch_device
+        n = size // tdtype.itemsize
+        # The check set, one timing set, and the fp64 reference (2-3 arrays of n doubles) must fit.
+        need = 2 * spec.arrays * size + 3 * n * 8
+        if need > 0.9 * backend.memory_bytes():
+            raise Skip(f"needs ~{need / 2**30:.1f} GiB, device has {backend.memory_bytes() / 2**30:.1f} GiB")
+        run = _triton_run(op) if impl == "triton" else _torch_run(op)
+
+        def make_inputs() -> dict[str, torch.Tensor]:
+            x = {}
+            for name in spec.reads:
+                x[name] = torch.empty(n, dtype=tdtype, device=device).uniform_(-1.0, 1.0)
+            if spec.write:
+                # Poisoned, so that an element the kernel never wrote fails the check.
+                x[spec.write] = torch.full((n,), math.nan, dtype=tdtype, device=device)
+            return x
+
+        return Workload(
+            run=run,
+            make_inputs=make_inputs,
+            bytes=spec.arrays * size,
+            flops=spec.flops_per_element * n,
+            check=_checker(op, dtype),
+            footprint=spec.arrays * size,
+            extra={"elements": n},
+        )

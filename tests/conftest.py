@@ -1,0 +1,32 @@
+import pytest
+
+from gpubench.backends.fake import FakeBackend
+from gpubench.suite import Check, Workload
+
+
+@pytest.fixture
+def fake():
+    return FakeBackend()
+
+
+def make_workload(bytes=1000, flops=0, ok=True, cache="warm", footprint=None, calls=None):
+    """A workload that records each input set it is called with; its inputs are integers."""
+    counter = {"made": 0}
+    seen = calls if calls is not None else []
+
+    def make_inputs():
+        counter["made"] += 1
+        return counter["made"]
+
+    def run(x):
+        seen.append(x)
+        return x
+
+    def check(inputs, out):
+        return Check(ok, 0.0 if ok else 1.0, 0.5, "" if ok else "wrong answer")
+
+    w = Workload(run=run, make_inputs=make_inputs, bytes=bytes, flops=flops, check=check, cache=cache,
+                 footprint=footprint)
+    w.counter = counter
+    w.seen = seen
+    return w

@@ -1,0 +1,179 @@
+"""The CLI end to end on the fake backend: output, exit codes, bad input, faults, Ctrl-C."""
+
+import json
+import os
+import signal
+
+import pytest
+
+from gpubench import registry, results
+from gpubench.cli import main
+from gpubench.suite import TIME, Case, Check, Suite, Workload
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_error(err):
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("gpubench: error: ")
+    return lines[0]
+
+
+class Scripted(Suite):
+    """Four cases whose behaviour a test scripts: ok, raise, wrong answer, or Ctrl-C while preparing."""
+
+    name = "scripted"
+    version = 3
+    backends = frozenset({"fake"})
+    metrics = (TIME,)
+    params = ("i",)
+    script: dict = {}
+
+    def cases(self, ctx):
+        return [Case.of(i=i) for i in range(4)]
+
+    def prepare(self, case, backend):
+        what = self.script.get(case["i"], "ok")
+        if what == "raise":
+            raise MemoryError("CUDA out of memory. Tried to allocate 8.00 GiB\nsecond line")
+        if what == "sigint":
+            os.kill(os.getpid(), signal.SIGINT)
+        if what == "sigint2":
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+        ok = what != "wrong"
+        return Workload(run=lambda x: x, make_inputs=lambda: 1, bytes=100,
+                        check=lambda x, out: Check(ok, 0.0 if ok else 0.5, 0.1))
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    real = registry.all_suites
+
+    def with_scripted():
+        return {**real(), "scripted": Scripted}
+
+    monkeypatch.setattr(registry, "all_suites", with_scripted)
+    Scripted.script = {}
+    return Scripted
+
+
+def only_run_dir(out, cluster="t"):
+    runs = list((out / cluster).iterdir())
+    assert len(runs) == 1
+    return runs[0]
+
+
+def test_list_shows_suites_backends_and_metrics(capsys):
+    code, out, _ = run(capsys, "list")
+    assert code == 0
+    assert "elementwise" in out and "GB/s" in out
+
+
+def test_info_json_on_fake(capsys):
+    code, out, _ = run(capsys, "info", "--json", "--backend", "fake", "--cluster", "lab")
+    assert code == 0
+    info = json.loads(out)
+    assert info["identity"]["gpu_model"] == "Fake GPU" and info["identity"]["cluster"] == "lab"
+    assert len(info["fingerprint"]) == 16
+    assert info["device"]["state"]["sm_clock_mhz"] == 1980.0
+
+
+def test_run_writes_a_run_directory_that_loads(capsys, tmp_path):
+    code, out, err = run(capsys, "run", "--suite", "elementwise", "--backend", "fake", "--quick",
+                         "--out", str(tmp_path), "--cluster", "t", "--dtype", "fp32")
+    assert code == 0, err
+    rd = only_run_dir(tmp_path)
+    assert f"run directory: {rd}" in out
+    assert "[6/6] elementwise op=fill" in err  # progress lines in a log
+    meta = json.loads((rd / "run.json").read_text())
+    assert meta["status"] == "complete" and meta["schema_version"] == results.SCHEMA_VERSION
+    assert meta["argv"][:3] == ["gpubench", "run", "--suite"]
+    assert meta["fingerprint"]["identity"]["gpu_model"] == "Fake GPU"
+    df = results.load(rd)
+    assert set(df["op"]) == {"copy", "mul", "add", "triad", "dot", "fill"}
+    assert set(df["metric"]) == {"bandwidth", "time", "throughput"}
+    assert (df["status"] == "ok").all()
+    assert (df["run_id"] == meta["run_id"]).all()
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["run", "--suite", "nosuch", "--backend", "fake"], "unknown suite 'nosuch': choose from"),
+    (["run", "--suite", "elementwise", "--backend", "tpu"], "invalid choice: 'tpu'"),
+    (["run", "--suite", "elementwise", "--backend", "fake", "--device", "7"], "device 7 does not exist"),
+    (["run", "--suite", "elementwise", "--backend", "fake", "--sizes", "12Q"], "malformed size '12Q'"),
+    (["run", "--suite", "elementwise", "--backend", "fake", "--dtype", "fp8"], "no dtype fp8"),
+    (["run", "--suite", "elementwise", "--backend", "fake", "--filter", "("], "bad --filter"),
+    (["run", "--suite", "elementwise", "--backend", "fake", "--filter", "op=nothing"], "no case matches"),
+    (["run", "--suite", "elementwise", "--backend", "fake", "--cluster", "a/b"], "bad --cluster"),
+    (["run", "--backend", "fake"], "the following arguments are required: --suite"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(capsys, tmp_path, argv, needle):
+    out = tmp_path / "out"
+    code, _, err = run(capsys, *argv, *(["--out", str(out)] if argv[0] == "run" else []))
+    assert code == 2
+    assert needle in one_line_error(err)
+    assert not out.exists()
+
+
+def test_unavailable_backend_says_why(capsys, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    code, _, err = run(capsys, "run", "--suite", "elementwise", "--backend", "cuda", "--out", str(tmp_path / "o"))
+    assert code == 2
+    assert "backend 'cuda' is not available" in one_line_error(err)
+
+
+def test_unwritable_output_directory(capsys, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    code, _, err = run(capsys, "run", "--suite", "elementwise", "--backend", "fake", "--out", str(blocker / "x"))
+    assert code == 2
+    assert "cannot write results under" in one_line_error(err)
+
+
+def test_a_case_that_raises_becomes_an_error_row_and_the_run_goes_on(capsys, tmp_path, scripted):
+    scripted.script = {1: "raise", 2: "wrong"}
+    code, out, _ = run(capsys, "run", "--suite", "scripted", "--backend", "fake", "--out", str(tmp_path), "--cluster", "t")
+    assert code == 1
+    assert "2 case(s) failed" in out
+    df = results.load(only_run_dir(tmp_path)).set_index("i")
+    assert list(df["status"]) == ["ok", "error", "invalid", "ok"]
+    assert df.loc[1, "message"] == "MemoryError: CUDA out of memory. Tried to allocate 8.00 GiB"
+    assert df.loc[2, "message"] == "check failed: error 0.5 > tolerance 0.1"
+    assert df.loc[2, "n"] == 0 and df.loc[2, "samples"] == []  # never timed
+    assert df.loc[0, "n"] >= 5 and df.loc[0, "suite_version"] == 3
+
+
+def test_ctrl_c_stops_after_the_current_case_and_keeps_it(capsys, tmp_path, scripted):
+    scripted.script = {1: "sigint"}
+    code, out, err = run(capsys, "run", "--suite", "scripted", "--backend", "fake", "--out", str(tmp_path), "--cluster", "t")
+    assert code == 130
+    rd = only_run_dir(tmp_path)
+    assert json.loads((rd / "run.json").read_text())["status"] == "interrupted"
+    df = results.load(rd)
+    assert list(df["i"]) == [0, 1] and (df["status"] == "ok").all()
+    assert "stopping after this case" in err
+
+
+def test_second_ctrl_c_stops_at_once_and_keeps_earlier_cases(capsys, tmp_path, scripted):
+    scripted.script = {2: "sigint2"}
+    code, _, _ = run(capsys, "run", "--suite", "scripted", "--backend", "fake", "--out", str(tmp_path), "--cluster", "t")
+    assert code == 130
+    rd = only_run_dir(tmp_path)
+    assert json.loads((rd / "run.json").read_text())["status"] == "interrupted"
+    assert list(results.load(rd)["i"]) == [0, 1]
+
+
+def test_suite_on_a_backend_it_does_not_support(capsys, tmp_path, scripted):
+    code, _, err = run(capsys, "run", "--suite", "scripted", "--backend", "cpu", "--out", str(tmp_path / "o"))
+    assert code == 2
+    assert "does not run on backend 'cpu'" in one_line_error(err)

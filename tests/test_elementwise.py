@@ -1,0 +1,123 @@
+"""The elementwise suite on CPU: grid sizing, byte accounting, correctness checks that can fail."""
+
+import importlib
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpubench import engine, runner
+from gpubench.backends.cpu import CpuBackend
+from gpubench.backends.fake import FakeBackend
+from gpubench.errors import UsageError
+from gpubench.suite import Case, GridContext
+
+E = importlib.import_module("gpubench.suites.elementwise")
+SMALL = engine.EngineConfig(min_samples=3, budget_s=0.05, min_warmup_s=0.0, max_warmup_s=0.05, min_sample_s=1e-4)
+
+
+def ctx(**kw):
+    base = dict(backend="cuda", quick=False, cache_bytes=50 << 20, memory_bytes=80 << 30)
+    return GridContext(**{**base, **kw})
+
+
+def test_sizes_follow_the_cache_never_a_constant():
+    # 4x and 16x a 50 MiB L2, rounded up to powers of two
+    sizes = sorted({c["array_bytes"] for c in E.Elementwise().cases(ctx())})
+    assert sizes == [256 << 20, 1 << 30]
+    sizes = sorted({c["array_bytes"] for c in E.Elementwise().cases(ctx(cache_bytes=60 << 20, quick=True))})
+    assert sizes == [256 << 20]
+    sizes = sorted({c["array_bytes"] for c in E.Elementwise().cases(ctx(cache_bytes=32 << 20, quick=True))})
+    assert sizes == [128 << 20]
+
+
+def test_full_grid_on_gpu_is_every_op_dtype_size_and_both_impls():
+    cases = list(E.Elementwise().cases(ctx()))
+    assert len(cases) == 6 * 4 * 2 * 2
+    assert {c["impl"] for c in cases} == {"torch", "triton"}
+    cpu = list(E.Elementwise().cases(ctx(backend="cpu", quick=True)))
+    assert {c["impl"] for c in cpu} == {"torch"} and {c["dtype"] for c in cpu} == {"fp32", "bf16"}
+
+
+def test_unknown_dtype_and_odd_size_are_usage_errors():
+    with pytest.raises(UsageError, match="no dtype int4"):
+        list(E.Elementwise().cases(ctx(dtypes=("int4",))))
+    with pytest.raises(UsageError, match="not a whole number of fp64 elements"):
+        list(E.Elementwise().cases(ctx(sizes=(12,), dtypes=("fp64",))))
+
+
+@pytest.mark.parametrize("op,arrays,flops_per_elem", [
+    ("copy", 2, 0), ("mul", 2, 1), ("add", 3, 1), ("triad", 3, 2), ("dot", 2, 2), ("fill", 1, 0)])
+def test_bytes_are_counted_as_babelstream_counts_them(op, arrays, flops_per_elem):
+    w = E.Elementwise().prepare(Case.of(op=op, dtype="fp32", array_bytes=4096, impl="torch"), CpuBackend())
+    assert w.bytes == arrays * 4096
+    assert w.flops == flops_per_elem * 1024
+    assert w.extra == {"elements": 1024}
+
+
+@pytest.mark.parametrize("dtype", list(E.DTYPES))
+@pytest.mark.parametrize("op", list(E.OPS))
+def test_every_torch_op_passes_its_check_on_fresh_random_inputs(op, dtype):
+    w = E.Elementwise().prepare(Case.of(op=op, dtype=dtype, array_bytes=1 << 16, impl="torch"), CpuBackend())
+    x = w.make_inputs()
+    for name in E.OPS[op].reads:  # random, not zeros
+        assert x[name].abs().max() > 0 and x[name].unique().numel() > 100
+    chk = w.check(x, w.run(x))
+    assert chk.ok, chk
+
+
+@pytest.mark.parametrize("op", ["copy", "triad", "dot", "fill"])
+def test_a_wrong_result_fails_the_check(op, monkeypatch):
+    w = E.Elementwise().prepare(Case.of(op=op, dtype="fp32", array_bytes=1 << 16, impl="torch"), CpuBackend())
+    x = w.make_inputs()
+    out = w.run(x)
+    if op == "dot":
+        bad = out + 1e-3 * x["a"].double().abs().sum().item()
+    else:
+        bad = out.clone()
+        bad[::97] += 1e-2  # a few elements off by a little
+    chk = w.check(x, bad)
+    assert not chk.ok and chk.error > chk.tolerance
+
+
+def test_an_unwritten_element_fails_the_check():
+    w = E.Elementwise().prepare(Case.of(op="triad", dtype="bf16", array_bytes=1 << 16, impl="torch"), CpuBackend())
+    x = w.make_inputs()
+    out = w.run(x)
+    out[-1] = math.nan  # as the poisoned output looks where a kernel skipped the tail
+    chk = w.check(x, out)
+    assert not chk.ok and "not finite" in chk.detail
+
+
+def test_a_broken_implementation_is_recorded_invalid_not_fast(monkeypatch):
+    monkeypatch.setattr(E, "_torch_run", lambda op: (lambda x: torch.add(x["a"], x["a"], out=x["c"])))
+    suite = E.Elementwise()
+    be = FakeBackend()
+    p = runner.plan([suite], be, quick=True, sizes=[1 << 14], dtypes=["fp32"], case_filter="op=add")
+    rows = runner.run_case(suite, p.cases["elementwise"][0], be, {}, SMALL, None)
+    assert {r["status"] for r in rows} == {"invalid"}
+    assert all(r["n"] == 0 and math.isnan(r["value"]) for r in rows)
+
+
+def test_cpu_backend_measures_every_op_and_dtype():
+    suite = E.Elementwise()
+    be = CpuBackend()
+    p = runner.plan([suite], be, quick=True, sizes=[1 << 18], dtypes=list(E.DTYPES))
+    for case in p.cases["elementwise"]:
+        rows = runner.run_case(suite, case, be, {}, SMALL, None)
+        bw = next(r for r in rows if r["metric"] == "bandwidth")
+        assert bw["status"] == "ok", bw["message"]
+        assert bw["value"] > 0.05 and bw["n"] >= 3  # GB/s: any real CPU moves more than this
+        assert bw["check_error"] <= bw["check_tolerance"]
+
+
+def test_triton_kernels_are_correct_in_the_interpreter(tmp_path):
+    pytest.importorskip("triton")
+    script = Path(__file__).with_name("triton_interpret_check.py")
+    env = {**__import__("os").environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("ok") == 6 * 4

@@ -1,0 +1,114 @@
+"""The engine on the fake backend: every duration is programmed, so every number is exact."""
+
+import math
+
+import pytest
+
+from gpubench import engine
+from gpubench.backends.fake import FakeBackend
+from gpubench.engine import EngineConfig
+from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Metric, Workload
+
+from conftest import make_workload
+
+# No batching (min_sample_s tiny) and no warm-up minimum, so each sample is one programmed call.
+ONE_CALL = EngineConfig(min_samples=3, max_samples=50, budget_s=1.0, min_warmup_s=0.0, max_warmup_s=1.0,
+                        settle_window=2, settle_tol=0.0, min_sample_s=1e-12, target_cv=0.01)
+
+
+def test_constant_durations_stop_on_cv_at_min_samples():
+    be = FakeBackend(durations=[1e-3])
+    m = engine.measure(make_workload(), be, ONE_CALL)
+    assert m.samples_s == [1e-3] * 3
+    assert m.stop == "cv" and m.inner == 1 and m.settled
+
+
+def test_warmup_waits_for_settled_times_and_samples_follow_the_programmed_clock():
+    # check call (1), warm-up: 5,4,3,3 ms -> settled after the two 3 ms batches; then samples.
+    durations = [9e-3, 5e-3, 4e-3, 3e-3, 3e-3, 1e-3, 2e-3, 3e-3, 1e-3, 2e-3, 3e-3]
+    be = FakeBackend(durations=lambda w, i: durations[min(i, len(durations) - 1)])
+    cfg = EngineConfig(**{**ONE_CALL.__dict__, "min_samples": 3, "max_samples": 6})
+    m = engine.measure(make_workload(), be, cfg)
+    assert m.warmup_s == pytest.approx(15e-3)  # 5+4+3+3 ms of fake time
+    assert m.samples_s == pytest.approx([1e-3, 2e-3, 3e-3, 1e-3, 2e-3, 3e-3])
+    assert m.stop == "max_samples"  # spread never falls under 1%
+
+
+def test_budget_stops_a_noisy_measurement():
+    be = FakeBackend(durations=[1e-3, 3e-3])  # CV ~ 0.7 forever
+    cfg = EngineConfig(**{**ONE_CALL.__dict__, "budget_s": 0.02, "max_samples": 10_000, "settle_tol": 1.0})
+    m = engine.measure(make_workload(), be, cfg)
+    assert m.stop == "budget"
+    # sampling stops at the first sample that ends at or past 20 ms of fake time
+    assert sum(m.samples_s) >= 0.02 and sum(m.samples_s[:-1]) < 0.02
+
+
+def test_batches_calls_until_a_sample_is_long_enough():
+    be = FakeBackend(durations=[1e-4])
+    cfg = EngineConfig(**{**ONE_CALL.__dict__, "min_sample_s": 1e-3})
+    m = engine.measure(make_workload(), be, cfg)
+    assert m.inner == 10
+    assert m.samples_s == pytest.approx([1e-4] * len(m.samples_s))
+
+
+def test_failed_check_is_never_timed():
+    be = FakeBackend(durations=[1e-3])
+    w = make_workload(ok=False)
+    m = engine.measure(w, be, ONE_CALL)
+    assert not m.valid and m.stop == "check" and m.samples_s == []
+    assert be.calls == 1  # the check's own call only
+
+
+@pytest.mark.parametrize("footprint,expected", [(1 << 20, 4), (3 << 19, 3), (8 << 20, 1), (1, 64)])
+def test_rotation_spans_four_times_the_cache(footprint, expected):
+    be = FakeBackend(cache_bytes=1 << 20)
+    w = make_workload(cache="rotate", footprint=footprint)
+    assert engine.rotation_sets(w, be.cache_bytes(), ONE_CALL) == expected
+
+
+def test_rotation_cycles_through_every_input_set():
+    be = FakeBackend(durations=[1e-3], cache_bytes=1 << 20)
+    w = make_workload(cache="rotate", footprint=1 << 20)
+    m = engine.measure(w, be, ONE_CALL)
+    assert m.sets == 4
+    timed = w.seen[1:]  # after the check's call (set 1)
+    assert set(timed) == {2, 3, 4, 5}
+    assert timed == [2, 3, 4, 5, 2]  # 2 warm-up calls, then 3 samples, cycling
+
+
+def test_flush_mode_flushes_before_every_single_call_sample():
+    be = FakeBackend(durations=[1e-4])
+    cfg = EngineConfig(**{**ONE_CALL.__dict__, "min_sample_s": 1e-3})
+    m = engine.measure(make_workload(cache="flush"), be, cfg)
+    assert m.inner == 1  # a flushed cache only holds for one call
+    assert be.flushes == be.calls - 1  # every timed call, none for the check
+
+
+def test_metrics_derive_from_bytes_flops_and_time():
+    w = Workload(run=lambda x: x, make_inputs=lambda: 0, bytes=2_000_000_000, flops=4_000_000_000_000)
+    got = engine.metric_samples(w, (TIME, BANDWIDTH, THROUGHPUT), [1.0, 2.0])
+    assert got["time"] == [1e6, 2e6]  # us
+    assert got["bandwidth"] == [2.0, 1.0]  # GB/s
+    assert got["throughput"] == [4.0, 2.0]  # TFLOP/s
+
+
+def test_suite_specific_metric_from_derive():
+    w = Workload(run=lambda x: x, make_inputs=lambda: 0, bytes=1e9, derive=lambda s: {"busbw": 1.5 / s})
+    got = engine.metric_samples(w, (Metric("busbw", "GB/s", "higher"),), [0.5])
+    assert got == {"busbw": [3.0]}
+    with pytest.raises(ValueError, match="neither engine-derived"):
+        engine.metric_samples(w, (Metric("nope", "x", "higher"),), [0.5])
+
+
+def test_device_state_is_recorded_from_telemetry():
+    be = FakeBackend(durations=[1e-3], reading={"sm_clock_mhz": 1755.0, "mem_clock_mhz": 2619.0, "power_w": 300.0,
+                                                "temp_c": 61.0, "throttle": ["SwPowerCap"]})
+    m = engine.measure(make_workload(), be, ONE_CALL, telemetry=be.telemetry())
+    assert m.state["sm_clock_mhz"] == 1755.0 and m.state["throttle"] == "SwPowerCap"
+    assert m.state["readings"] >= 2
+
+
+def test_zero_duration_fake_is_refused():
+    be = FakeBackend(durations=[0.0])
+    with pytest.raises(ValueError, match="positive"):
+        engine.measure(make_workload(ok=True), be, ONE_CALL)

@@ -1,0 +1,129 @@
+"""Schema v1: round trip, refusal of newer files, upgrade steps, atomic writes."""
+
+import json
+import math
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpubench import results
+
+
+def sample_frame():
+    rows = []
+    for i, (op, dtype) in enumerate([("copy", "fp32"), ("triad", "bf16")]):
+        rows.append({
+            "run_id": "20261121T000000Z-abcdef", "suite": "elementwise", "suite_version": 1,
+            "case": f"op={op},dtype={dtype}", "op": op, "dtype": dtype, "array_bytes": 1 << 28,
+            "metric": "bandwidth", "unit": "GB/s", "better": "higher", "value": 3000.0 + i, "mean": 3000.5,
+            "min": 2990.0, "max": 3010.0, "stdev": 5.0, "iqr": 4.0, "cv": 0.0017, "n": 3,
+            "samples": [2990.0, 3000.0 + i, 3010.0], "noisy": False, "status": "ok", "message": "",
+            "backend": "cuda", "device": "NVIDIA H100 80GB HBM3", "device_index": 0, "host": "h", "cluster": "c",
+            "work_bytes": 1 << 29, "work_flops": 0, "inner": 10, "sets": 1, "warmup_s": 0.3, "settled": True,
+            "stop": "cv", "check_error": 0.0, "check_tolerance": 1e-7, "sm_clock_mhz": 1980.0,
+            "mem_clock_mhz": 2619.0, "power_w": math.nan, "temp_c": 50.0, "throttle": "",
+        })
+    return results.frame(rows, ("op", "dtype", "array_bytes"))
+
+
+def test_column_order_head_params_body():
+    df = sample_frame()
+    assert list(df.columns[:7]) == ["run_id", "suite", "suite_version", "case", "op", "dtype", "array_bytes"]
+    assert list(df.columns[7:]) == list(results.BODY)
+
+
+def test_save_then_load_gives_the_same_frame(tmp_path):
+    df = sample_frame()
+    path = results.save(df, tmp_path / "elementwise.parquet")
+    back = results.load(path)
+    pd.testing.assert_frame_equal(back, df)
+    assert back.attrs["schema_version"] == results.SCHEMA_VERSION
+    assert back["samples"][1] == [2990.0, 3001.0, 3010.0]
+
+
+def test_write_is_atomic_and_leaves_no_temporary_files(tmp_path):
+    results.save(sample_frame(), tmp_path / "t.parquet")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet"]
+
+
+def test_missing_columns_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="missing columns"):
+        results.save(pd.DataFrame({"a": [1]}), tmp_path / "t.parquet")
+
+
+def _rewrite_version(path, version):
+    table = pq.read_table(path)
+    meta = dict(table.schema.metadata)
+    meta[results.META_KEY] = json.dumps({"schema_version": version, "suite": "elementwise"}).encode()
+    pq.write_table(table.replace_schema_metadata(meta), path)
+
+
+def test_newer_schema_is_refused_with_a_clear_message(tmp_path):
+    path = results.save(sample_frame(), tmp_path / "t.parquet")
+    _rewrite_version(path, results.SCHEMA_VERSION + 1)
+    with pytest.raises(results.SchemaError, match="newer than this gpubench reads.*upgrade gpubench"):
+        results.load(path)
+
+
+def test_file_without_version_is_refused(tmp_path):
+    path = tmp_path / "plain.parquet"
+    pq.write_table(pa.Table.from_pandas(pd.DataFrame({"x": [1]})), path)
+    with pytest.raises(results.SchemaError, match="not a gpubench result table"):
+        results.load(path)
+
+
+def test_older_schema_is_upgraded_step_by_step(tmp_path, monkeypatch):
+    # Pretend the current version is 3 and that this file is v1: both steps must run, in order.
+    path = results.save(sample_frame(), tmp_path / "t.parquet")
+    calls = []
+
+    def v1_to_v2(df):
+        calls.append(1)
+        return df.rename(columns={"value": "value_v2"})
+
+    def v2_to_v3(df):
+        calls.append(2)
+        df["added_in_v3"] = "x"
+        return df.rename(columns={"value_v2": "value"})
+
+    monkeypatch.setattr(results, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(results, "_UPGRADES", {1: v1_to_v2, 2: v2_to_v3})
+    df = results.load(path)
+    assert calls == [1, 2]
+    assert (df["added_in_v3"] == "x").all() and "value" in df.columns
+    assert df.attrs["schema_version"] == 3
+
+
+def test_missing_upgrade_step_is_an_error(tmp_path, monkeypatch):
+    path = results.save(sample_frame(), tmp_path / "t.parquet")
+    monkeypatch.setattr(results, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(results, "_UPGRADES", {})
+    with pytest.raises(results.SchemaError, match="no upgrade from result schema 1"):
+        results.load(path)
+
+
+def test_load_run_directory_concatenates_tables_and_reads_run_json(tmp_path):
+    df = sample_frame()
+    results.save(df, tmp_path / "elementwise.parquet")
+    other = df.copy()
+    other["suite"] = "other"
+    results.save(other, tmp_path / "other.parquet")
+    (tmp_path / "run.json").write_text(json.dumps({"schema_version": 1, "run_id": "r"}))
+    got = results.load(tmp_path)
+    assert len(got) == 4 and set(got["suite"]) == {"elementwise", "other"}
+    assert got.attrs["run"]["run_id"] == "r"
+
+
+def test_run_json_of_a_newer_schema_is_refused(tmp_path):
+    (tmp_path / "run.json").write_text(json.dumps({"schema_version": 99}))
+    with pytest.raises(results.SchemaError, match="newer"):
+        results.load(tmp_path)
+
+
+def test_not_a_run_directory(tmp_path):
+    with pytest.raises(results.SchemaError, match="not a gpubench run directory"):
+        results.load(tmp_path)
+    with pytest.raises(results.SchemaError, match="does not exist"):
+        results.load(tmp_path / "nope")

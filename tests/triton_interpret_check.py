@@ -1,0 +1,23 @@
+"""Run every Triton stream kernel through Triton's CPU interpreter (TRITON_INTERPRET=1 must be set before
+triton is imported, hence a separate process) and check it like the suite does, on an odd length so that
+the masked tail is exercised. Prints one 'ok'/'FAIL' line per (dtype, op); exits 1 on any failure."""
+
+import importlib
+import math
+import sys
+
+import torch
+
+E = importlib.import_module("gpubench.suites.elementwise")
+
+failed = 0
+for dtype in E.DTYPES:
+    for op, spec in E.OPS.items():
+        n = 3 * 8192 + 5
+        x = {k: torch.empty(n, dtype=E.DTYPES[dtype]).uniform_(-1, 1) for k in spec.reads}
+        if spec.write:
+            x[spec.write] = torch.full((n,), math.nan, dtype=E.DTYPES[dtype])
+        chk = E._checker(op, dtype)(x, E._triton_run(op)(x))
+        print(dtype, op, "ok" if chk.ok else f"FAIL {chk}")
+        failed += not chk.ok
+sys.exit(1 if failed else 0)
