@@ -119,11 +119,19 @@ def save(df: pd.DataFrame, path: str | os.PathLike, *, suite: str | None = None)
     os.close(fd)
     try:
         pq.write_table(table, tmp)
+        share(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def share(path: str | os.PathLike) -> None:
+    """mkstemp makes files private (0600); results are shared, so give them the umask's usual mode."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
 
 
 def _version_of(meta: Mapping[bytes, bytes] | None, where: Path) -> int:

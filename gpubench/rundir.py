@@ -65,6 +65,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     with os.fdopen(fd, "w") as f:
         json.dump(data, f, indent=2, sort_keys=False, default=str)
         f.write("\n")
+    results.share(tmp)
     os.replace(tmp, path)
 
 

@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 
 import pandas as pd
 import pyarrow as pa
@@ -46,6 +47,15 @@ def test_save_then_load_gives_the_same_frame(tmp_path):
 def test_write_is_atomic_and_leaves_no_temporary_files(tmp_path):
     results.save(sample_frame(), tmp_path / "t.parquet")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet"]
+
+
+def test_tables_are_readable_by_others_as_the_umask_allows(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = results.save(sample_frame(), tmp_path / "t.parquet")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
 
 
 def test_missing_columns_are_refused(tmp_path):

@@ -1,29 +1,36 @@
 """BabelStream's kernels in Triton: copy, mul, add, triad, dot, fill.
 
-One program handles one BLOCK of elements (a flat grid, no grid-stride loop): for streaming kernels this
+One program handles one block of elements (a flat grid, no grid-stride loop): for streaming kernels this
 keeps every load independent and lets the compiler issue 16-byte vector accesses. Offsets are 64-bit
 because arrays past 2**31 elements are in the grid. Half types compute in fp32 and round once on store,
 as torch does; fp64 stays fp64.
+
+Block shape (docs/measurements.md; tests/gpu/sweep_stream_variants.py): one 16-byte access per thread per
+array was fastest on H100 and H200. How many threads a program should have differs by GPU: 512 (8 KiB per
+program) was best on H100 and 128 (2 KiB, the shape of PyTorch's own elementwise kernel) on H200, each by
+0.3-0.8% — so triton.autotune picks between the two once per (kernel, length, dtype). Persistent grid-stride
+variants were ~5% slower on both and streaming cache hints changed nothing measurable. The autotuner only
+chooses a shape; every reported figure is timed by gpubench's engine.
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import triton
 import triton.language as tl
 
-# Defaults chosen by measurement on an H100 (docs/measurements.md, tests/gpu/sweep_stream_variants.py): the
-# fastest shapes gave each of 512 threads exactly one 16-byte access per array, i.e. 8 KiB per program;
-# persistent grid-stride variants were ~5% slower and streaming cache hints changed nothing measurable.
-PROGRAM_BYTES = 8192
-NUM_WARPS = 16
+VECTOR_BYTES = 16
+WARP_CHOICES = (4, 16)  # 128 or 512 threads per program
 DOT_BLOCK = 8192
 DOT_WARPS = 8
+# Triton's interpreter (TRITON_INTERPRET=1, used by the CPU tests) cannot run the autotuner's timing.
+_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def block_for(t: torch.Tensor) -> int:
-    """Elements per program: PROGRAM_BYTES of this tensor's dtype."""
-    return PROGRAM_BYTES // t.element_size()
+def _tuned(fn):
+    return triton.autotune(configs=[triton.Config({"W": w}, num_warps=w) for w in WARP_CHOICES], key=["n"])(fn)
 
 
 @triton.jit
@@ -32,23 +39,26 @@ def _offsets(n, BLOCK: tl.constexpr):
     return offs, offs < n
 
 
+@_tuned
 @triton.jit
-def _copy_kernel(src, dst, n, BLOCK: tl.constexpr):
-    offs, mask = _offsets(n, BLOCK)
+def _copy_kernel(src, dst, n, ELEMS: tl.constexpr, W: tl.constexpr):
+    offs, mask = _offsets(n, ELEMS * 32 * W)
     tl.store(dst + offs, tl.load(src + offs, mask=mask), mask=mask)
 
 
+@_tuned
 @triton.jit
-def _mul_kernel(src, dst, s, n, BLOCK: tl.constexpr, IS64: tl.constexpr):
-    offs, mask = _offsets(n, BLOCK)
+def _mul_kernel(src, dst, s, n, IS64: tl.constexpr, ELEMS: tl.constexpr, W: tl.constexpr):
+    offs, mask = _offsets(n, ELEMS * 32 * W)
     x = tl.load(src + offs, mask=mask)
     x = x.to(tl.float64) if IS64 else x.to(tl.float32)
     tl.store(dst + offs, (s * x).to(dst.dtype.element_ty), mask=mask)
 
 
+@_tuned
 @triton.jit
-def _add_kernel(a, b, dst, n, BLOCK: tl.constexpr, IS64: tl.constexpr):
-    offs, mask = _offsets(n, BLOCK)
+def _add_kernel(a, b, dst, n, IS64: tl.constexpr, ELEMS: tl.constexpr, W: tl.constexpr):
+    offs, mask = _offsets(n, ELEMS * 32 * W)
     x = tl.load(a + offs, mask=mask)
     y = tl.load(b + offs, mask=mask)
     if IS64:
@@ -58,9 +68,10 @@ def _add_kernel(a, b, dst, n, BLOCK: tl.constexpr, IS64: tl.constexpr):
     tl.store(dst + offs, r.to(dst.dtype.element_ty), mask=mask)
 
 
+@_tuned
 @triton.jit
-def _triad_kernel(b, c, dst, s, n, BLOCK: tl.constexpr, IS64: tl.constexpr):
-    offs, mask = _offsets(n, BLOCK)
+def _triad_kernel(b, c, dst, s, n, IS64: tl.constexpr, ELEMS: tl.constexpr, W: tl.constexpr):
+    offs, mask = _offsets(n, ELEMS * 32 * W)
     x = tl.load(b + offs, mask=mask)
     y = tl.load(c + offs, mask=mask)
     if IS64:
@@ -70,10 +81,11 @@ def _triad_kernel(b, c, dst, s, n, BLOCK: tl.constexpr, IS64: tl.constexpr):
     tl.store(dst + offs, r.to(dst.dtype.element_ty), mask=mask)
 
 
+@_tuned
 @triton.jit
-def _fill_kernel(dst, s, n, BLOCK: tl.constexpr):
-    offs, mask = _offsets(n, BLOCK)
-    v = tl.full((BLOCK,), s, dtype=tl.float32).to(dst.dtype.element_ty)
+def _fill_kernel(dst, s, n, ELEMS: tl.constexpr, W: tl.constexpr):
+    offs, mask = _offsets(n, ELEMS * 32 * W)
+    v = tl.full((ELEMS * 32 * W,), s, dtype=tl.float32).to(dst.dtype.element_ty)
     tl.store(dst + offs, v, mask=mask)
 
 
@@ -89,38 +101,40 @@ def _dot_kernel(a, b, partial, n, BLOCK: tl.constexpr, IS64: tl.constexpr):
     tl.store(partial + tl.program_id(0), acc)
 
 
-def _grid(n: int, block: int):
-    return (triton.cdiv(n, block),)
+def _launch(kernel, n: int, t: torch.Tensor, *args, warps: int | None = None, **kw) -> None:
+    """Launch an elementwise kernel over n elements of t's dtype: autotuned, or with ``warps`` fixed."""
+    elems = VECTOR_BYTES // t.element_size()
+    if warps is None and _INTERPRET:
+        warps = WARP_CHOICES[0]
+    if warps is not None:
+        grid = (triton.cdiv(n, elems * 32 * warps),)
+        kernel.fn[grid](*args, n, **kw, ELEMS=elems, W=warps, num_warps=warps)
+    else:
+        kernel[lambda meta: (triton.cdiv(n, elems * 32 * meta["W"]),)](*args, n, **kw, ELEMS=elems)
 
 
-def copy(a: torch.Tensor, c: torch.Tensor, block: int | None = None, num_warps: int = NUM_WARPS) -> torch.Tensor:
-    n, block = a.numel(), block or block_for(a)
-    _copy_kernel[_grid(n, block)](a, c, n, BLOCK=block, num_warps=num_warps)
+def copy(a: torch.Tensor, c: torch.Tensor, warps: int | None = None) -> torch.Tensor:
+    _launch(_copy_kernel, a.numel(), a, a, c, warps=warps)
     return c
 
 
-def mul(c: torch.Tensor, b: torch.Tensor, s: float, block: int | None = None, num_warps: int = NUM_WARPS) -> torch.Tensor:
-    n, block = c.numel(), block or block_for(c)
-    _mul_kernel[_grid(n, block)](c, b, s, n, BLOCK=block, IS64=c.dtype == torch.float64, num_warps=num_warps)
+def mul(c: torch.Tensor, b: torch.Tensor, s: float, warps: int | None = None) -> torch.Tensor:
+    _launch(_mul_kernel, c.numel(), c, c, b, s, warps=warps, IS64=c.dtype == torch.float64)
     return b
 
 
-def add(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, block: int | None = None, num_warps: int = NUM_WARPS) -> torch.Tensor:
-    n, block = a.numel(), block or block_for(a)
-    _add_kernel[_grid(n, block)](a, b, c, n, BLOCK=block, IS64=a.dtype == torch.float64, num_warps=num_warps)
+def add(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, warps: int | None = None) -> torch.Tensor:
+    _launch(_add_kernel, a.numel(), a, a, b, c, warps=warps, IS64=a.dtype == torch.float64)
     return c
 
 
-def triad(b: torch.Tensor, c: torch.Tensor, a: torch.Tensor, s: float, block: int | None = None,
-          num_warps: int = NUM_WARPS) -> torch.Tensor:
-    n, block = b.numel(), block or block_for(b)
-    _triad_kernel[_grid(n, block)](b, c, a, s, n, BLOCK=block, IS64=b.dtype == torch.float64, num_warps=num_warps)
+def triad(b: torch.Tensor, c: torch.Tensor, a: torch.Tensor, s: float, warps: int | None = None) -> torch.Tensor:
+    _launch(_triad_kernel, b.numel(), b, b, c, a, s, warps=warps, IS64=b.dtype == torch.float64)
     return a
 
 
-def fill(a: torch.Tensor, s: float, block: int | None = None, num_warps: int = NUM_WARPS) -> torch.Tensor:
-    n, block = a.numel(), block or block_for(a)
-    _fill_kernel[_grid(n, block)](a, s, n, BLOCK=block, num_warps=num_warps)
+def fill(a: torch.Tensor, s: float, warps: int | None = None) -> torch.Tensor:
+    _launch(_fill_kernel, a.numel(), a, a, s, warps=warps)
     return a
 
 
@@ -129,5 +143,6 @@ def dot(a: torch.Tensor, b: torch.Tensor, block: int = DOT_BLOCK, num_warps: int
     n = a.numel()
     acc = torch.float64 if a.dtype == torch.float64 else torch.float32
     partial = torch.empty(triton.cdiv(n, block), dtype=acc, device=a.device)
-    _dot_kernel[_grid(n, block)](a, b, partial, n, BLOCK=block, IS64=a.dtype == torch.float64, num_warps=num_warps)
+    _dot_kernel[(triton.cdiv(n, block),)](a, b, partial, n, BLOCK=block, IS64=a.dtype == torch.float64,
+                                          num_warps=num_warps)
     return partial.sum()

@@ -14,11 +14,14 @@ python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", tr
 python3 -m pytest -q -x tests 2>&1 | tail -5
 rm -rf ~/.triton/cache
 for pass in cold warm; do
-  start=$(date +%s.%N)
+  start=$EPOCHREALTIME
   gpubench run --suite elementwise --quick --out "$out/quick" --cluster "$cluster" >"$out/quick-$pass.log" 2>&1
-  echo "quick ($pass triton cache): rc=$? wall=$(echo "$(date +%s.%N) - $start" | bc) s"
+  rc=$?
+  echo "quick ($pass triton cache): rc=$rc wall=$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $start}") s"
 done
-gpubench run --suite elementwise --out "$out/runs" --cluster "$cluster" >"$out/full.log" 2>&1; echo "full: rc=$?"
+start=$EPOCHREALTIME
+gpubench run --suite elementwise --out "$out/runs" --cluster "$cluster" >"$out/full.log" 2>&1; rc=$?
+echo "full: rc=$rc wall=$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $start}") s"
 python3 tests/gpu/hand_probe.py --sizes 256M,1G --out "$out/hand.json"
 run=$(ls -d "$out"/runs/"$cluster"/*/ | tail -1)
 python3 tests/gpu/compare_hand.py "$run" "$out/hand.json"; echo "compare: rc=$?"

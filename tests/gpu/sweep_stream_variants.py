@@ -2,7 +2,9 @@
 gpubench/kernels/stream_triton.py were chosen): flat vs persistent grid, with and without streaming cache
 hints, timed through gpubench's engine at 1 GiB fp32/bf16 arrays against torch.
 
-    python tests/gpu/sweep_stream_variants.py
+    python tests/gpu/sweep_stream_variants.py                 # flat, persistent, hinted shapes
+    python tests/gpu/sweep_stream_variants.py --per-thread 16 --repeat 2   # flat only, 16 B per thread,
+                                                              # 128/256/512 threads, each timed twice
 """
 
 from __future__ import annotations
@@ -76,6 +78,12 @@ def triad_pers(b, c, a, s, n, BLOCK: tl.constexpr, HINT: tl.constexpr):
 
 
 def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--per-thread", type=int, default=0, help="bytes per thread: flat shapes of 128/256/512 threads")
+    ap.add_argument("--repeat", type=int, default=1)
+    args = ap.parse_args()
     backend = open_backend("cuda", 0)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     cfg = engine.EngineConfig(min_samples=10, budget_s=0.5, min_warmup_s=0.1)
@@ -88,20 +96,25 @@ def main() -> None:
         variants = {
             "torch": (lambda x: x[1].copy_(x[0]), lambda x: torch.add(x[0], x[1], alpha=S, out=x[2])),
         }
-        for block, warps, hint in itertools.product((2048, 4096, 8192), (4, 8, 16), (False, True)):
+        if args.per_thread:
+            shapes = [(args.per_thread // dtype.itemsize * 32 * w, w, False) for w in (4, 8, 16)]
+        else:
+            shapes = list(itertools.product((2048, 4096, 8192), (4, 8, 16), (False, True)))
+        for block, warps, hint in shapes:
             g = (triton.cdiv(n, block),)
             variants[f"flat {block}/{warps}{' hint' if hint else ''}"] = (
                 lambda x, g=g, b=block, w=warps, h=hint: copy_flat[g](x[0], x[1], n, BLOCK=b, HINT=h, num_warps=w),
                 lambda x, g=g, b=block, w=warps, h=hint: triad_flat[g](x[0], x[1], x[2], S, n, BLOCK=b, HINT=h, num_warps=w),
             )
-        for block, warps, per_sm, hint in itertools.product((4096, 8192), (8, 16), (2, 4, 8), (False, True)):
+        persistent = [] if args.per_thread else itertools.product((4096, 8192), (8, 16), (2, 4, 8), (False, True))
+        for block, warps, per_sm, hint in persistent:
             g = (sms * per_sm,)
             variants[f"pers {block}/{warps} x{per_sm}{' hint' if hint else ''}"] = (
                 lambda x, g=g, b=block, w=warps, h=hint: copy_pers[g](x[0], x[1], n, BLOCK=b, HINT=h, num_warps=w),
                 lambda x, g=g, b=block, w=warps, h=hint: triad_pers[g](x[0], x[1], x[2], S, n, BLOCK=b, HINT=h, num_warps=w),
             )
         rows = []
-        for name, (cp, tr) in variants.items():
+        for name, (cp, tr) in [item for _ in range(args.repeat) for item in variants.items()]:
             bw = []
             for fn, words in ((cp, 2), (tr, 3)):
                 m = engine.measure(Workload(run=fn, make_inputs=make, bytes=words * SIZE), backend, cfg)
