@@ -80,6 +80,15 @@ def _triton_run(op: str):
     }[op]
 
 
+def _triton_config(op: str) -> str:
+    """The launch shape, recorded per row so that runs with other shapes are told apart."""
+    from gpubench.kernels import stream_triton as k
+
+    if op == "dot":
+        return f"block={k.DOT_BLOCK},warps={k.DOT_WARPS}"
+    return f"vector_bytes={k.VECTOR_BYTES},warps={k.NUM_WARPS}"
+
+
 def _reference(op: str, x: dict[str, torch.Tensor]) -> torch.Tensor:
     d = {k: v.double() for k, v in x.items() if k in OPS[op].reads}
     if op == "copy":
@@ -157,6 +166,7 @@ class Elementwise(Suite):
         if need > 0.9 * backend.memory_bytes():
             raise Skip(f"needs ~{need / 2**30:.1f} GiB, device has {backend.memory_bytes() / 2**30:.1f} GiB")
         run = _triton_run(op) if impl == "triton" else _torch_run(op)
+        config = _triton_config(op) if impl == "triton" else ""
 
         def make_inputs() -> dict[str, torch.Tensor]:
             x = {}
@@ -174,5 +184,5 @@ class Elementwise(Suite):
             flops=spec.flops_per_element * n,
             check=_checker(op, dtype),
             footprint=spec.arrays * size,
-            extra={"elements": n},
+            extra={"elements": n, "impl_config": config},
         )
