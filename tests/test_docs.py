@@ -1,0 +1,23 @@
+"""The code in the docs runs as written."""
+
+import re
+from pathlib import Path
+
+from gpubench import engine, runner
+from gpubench.backends.cpu import CpuBackend
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def test_writing_a_suite_example_runs_and_measures():
+    text = (DOCS / "writing-a-suite.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    ns: dict = {}
+    exec(compile(code, "writing-a-suite.md", "exec"), ns)
+    suite = ns["Scale"]()
+    be = CpuBackend()
+    p = runner.plan([suite], be, quick=True, dtypes=["fp32", "bf16"])
+    cfg = engine.EngineConfig(min_samples=3, budget_s=0.05, min_warmup_s=0.0, max_warmup_s=0.05, min_sample_s=1e-4)
+    fp32, bf16 = (runner.run_case(suite, c, be, {}, cfg, None) for c in p.cases["scale"])
+    assert {r["status"] for r in fp32} == {"ok"} and fp32[0]["value"] > 0
+    assert {r["status"] for r in bf16} == {"skipped"} and bf16[0]["message"] == "only fp32 here"
