@@ -38,6 +38,13 @@ def check_label(label: str) -> str:
 def git_sha() -> str | None:
     """The commit of the gpubench source in use, when it runs from a git checkout."""
     here = Path(__file__).resolve().parent.parent
+    # Installed into site-packages, the parent may sit inside some other project's git tree: only a
+    # gpubench checkout's own commit means anything.
+    try:
+        if 'name = "gpubench"' not in (here / "pyproject.toml").read_text():
+            return None
+    except OSError:
+        return None
     try:
         out = subprocess.run(
             ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5

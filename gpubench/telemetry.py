@@ -17,6 +17,7 @@ that have neither. Nothing here raises on a missing or broken library:
 
 from __future__ import annotations
 
+import importlib
 import statistics
 import threading
 
@@ -119,35 +120,62 @@ class Telemetry:
         """Release the vendor library; safe to call more than once."""
 
 
-class NvmlTelemetry(Telemetry):
-    """NVIDIA telemetry through NVML (nvidia-ml-py)."""
+class _VendorTelemetry(Telemetry):
+    """Opening sequence shared by the vendor sources: import (or take) the library, init it, find the
+    device, and shut the library down again if the device cannot be found."""
 
-    source = "nvml"
+    _module: str  # import name of the vendor library
+    _init: str  # its init function
+    _shutdown: str
+    _label: str  # how messages name it
 
-    def __init__(self, device_index, uuid=None, pci_bus_id=None, nvml=None):
+    def __init__(self, device_index, uuid=None, pci_bus_id=None, lib=None):
         super().__init__()
-        if nvml is None:
+        if lib is None:
             try:
-                import pynvml as nvml
+                lib = importlib.import_module(self._module)
             except ImportError:
-                raise TelemetryUnavailable("pynvml not installed") from None
-        self._nv = nvml
+                raise TelemetryUnavailable(f"{self._module} not installed") from None
+        self._lib = lib
         try:
-            nvml.nvmlInit()
+            getattr(lib, self._init)()
         except Exception as e:
-            raise TelemetryUnavailable(f"nvmlInit failed: {e!r}") from None
+            raise TelemetryUnavailable(f"{self._init} failed: {e!r}") from None
         self._open = True
         try:
             self._h, self.match = self._find(device_index, uuid, pci_bus_id)
         except Exception as e:
             self.close()
             raise TelemetryUnavailable(
-                f"no NVML device for index={device_index} uuid={uuid} "
+                f"no {self._label} device for index={device_index} uuid={uuid} "
                 f"pci={pci_bus_id}: {e!r}") from None
+
+    def _find(self, index, uuid, pci_bus_id):
+        raise NotImplementedError
+
+    def close(self) -> None:
+        if getattr(self, "_open", False):
+            self._open = False
+            _try(getattr(self._lib, self._shutdown))
+
+
+class NvmlTelemetry(_VendorTelemetry):
+    """NVIDIA telemetry through NVML (nvidia-ml-py). NVML reference-counts init/shutdown, so closing does
+    not disturb other NVML users in the process."""
+
+    source = "nvml"
+    _module, _init, _shutdown, _label = "pynvml", "nvmlInit", "nvmlShutdown", "NVML"
+
+    def __init__(self, device_index, uuid=None, pci_bus_id=None, nvml=None):
+        super().__init__(device_index, uuid, pci_bus_id, lib=nvml)
         self._reasons = [
-            (name, getattr(nvml, "nvmlClocksEventReason" + name,
-                           getattr(nvml, "nvmlClocksThrottleReason" + name, bit)))
+            (name, getattr(self._nv, "nvmlClocksEventReason" + name,
+                           getattr(self._nv, "nvmlClocksThrottleReason" + name, bit)))
             for name, bit in _NVML_REASONS]
+
+    @property
+    def _nv(self):
+        return self._lib
 
     def _find(self, index, uuid, pci_bus_id):
         # NVML numbers all GPUs on the host while CUDA numbers only the
@@ -221,39 +249,19 @@ class NvmlTelemetry(Telemetry):
                 lambda: normalize_pci_bus_id(nv.nvmlDeviceGetPciInfo(h).busId)),
         }
 
-    def close(self) -> None:
-        """See Telemetry.close. NVML reference-counts init/shutdown, so this
-        does not disturb other NVML users in the process."""
-        if getattr(self, "_open", False):
-            self._open = False
-            _try(self._nv.nvmlShutdown)
 
-
-class AmdSmiTelemetry(Telemetry):
+class AmdSmiTelemetry(_VendorTelemetry):
     """AMD telemetry through ROCm's amdsmi (untested on hardware, see module doc)."""
 
     source = "amdsmi"
+    _module, _init, _shutdown, _label = "amdsmi", "amdsmi_init", "amdsmi_shut_down", "amdsmi"
 
     def __init__(self, device_index, uuid=None, pci_bus_id=None, amdsmi=None):
-        super().__init__()
-        if amdsmi is None:
-            try:
-                import amdsmi
-            except ImportError:
-                raise TelemetryUnavailable("amdsmi not installed") from None
-        self._smi = amdsmi
-        try:
-            amdsmi.amdsmi_init()
-        except Exception as e:
-            raise TelemetryUnavailable(f"amdsmi_init failed: {e!r}") from None
-        self._open = True
-        try:
-            self._h, self.match = self._find(device_index, uuid, pci_bus_id)
-        except Exception as e:
-            self.close()
-            raise TelemetryUnavailable(
-                f"no amdsmi device for index={device_index} uuid={uuid} "
-                f"pci={pci_bus_id}: {e!r}") from None
+        super().__init__(device_index, uuid, pci_bus_id, lib=amdsmi)
+
+    @property
+    def _smi(self):
+        return self._lib
 
     def _find(self, index, uuid, pci_bus_id):
         # HIP_VISIBLE_DEVICES/ROCR_VISIBLE_DEVICES renumber HIP devices but
@@ -353,12 +361,6 @@ class AmdSmiTelemetry(Telemetry):
             "pci_bus_id": _try(
                 lambda: normalize_pci_bus_id(smi.amdsmi_get_gpu_device_bdf(h))),
         }
-
-    def close(self) -> None:
-        """See Telemetry.close."""
-        if getattr(self, "_open", False):
-            self._open = False
-            _try(self._smi.amdsmi_shut_down)
 
 
 def open_telemetry(backend: str, device_index: int, uuid: str | None = None,

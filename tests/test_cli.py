@@ -177,3 +177,18 @@ def test_suite_on_a_backend_it_does_not_support(capsys, tmp_path, scripted):
     code, _, err = run(capsys, "run", "--suite", "scripted", "--backend", "cpu", "--out", str(tmp_path / "o"))
     assert code == 2
     assert "does not run on backend 'cpu'" in one_line_error(err)
+
+
+def test_run_json_records_the_checkout_commit_only_for_a_gpubench_checkout(tmp_path, monkeypatch):
+    import subprocess
+
+    from gpubench import rundir
+
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                         cwd=rundir.Path(rundir.__file__).parent).stdout.strip()
+    if len(sha) == 40:  # running from a git checkout of gpubench
+        assert rundir.git_sha() == sha
+    fake_pkg = tmp_path / "site" / "gpubench"
+    fake_pkg.mkdir(parents=True)
+    monkeypatch.setattr(rundir, "__file__", str(fake_pkg / "rundir.py"))
+    assert rundir.git_sha() is None  # no pyproject of gpubench above it
