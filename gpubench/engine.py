@@ -53,6 +53,7 @@ class Measurement:
     warmup_s: float = 0.0
     settled: bool = False
     stop: str = ""  # "cv" | "budget" | "max_samples" | "check"
+    unheld: int = 0  # held batches thrown away because the hold ran out before the batch was enqueued
     state: dict[str, Any] = field(default_factory=dict)
     check: Check | None = None
 
@@ -110,21 +111,36 @@ def measure(
         return result
 
     flush = workload.cache == "flush"
+    host = workload.timing == "host"
     result.sets = sets = rotation_sets(workload, backend.cache_bytes(), config)
     inputs = [workload.make_inputs() for _ in range(sets)]
     turn = 0
+    hold_s = max(2 * config.min_sample_s, 0.005)
 
     def batch(inner: int) -> float:
-        nonlocal turn
-        if flush:
-            backend.flush_cache()
-        timer = backend.timer()
-        timer.start()
-        for _ in range(inner):
-            backend.call(workload, inputs[turn % sets])
-            turn += 1
-        timer.stop()
-        return timer.elapsed_s() / inner
+        nonlocal turn, hold_s
+        for _ in range(_MAX_HOLD_TRIES):
+            if flush:
+                backend.flush_cache()
+            if host:
+                backend.synchronize()  # an empty queue: the enqueue cost alone, no back-pressure
+            guard = _hold(backend, hold_s) if workload.hold else None
+            timer = backend.host_timer() if host else backend.timer()
+            timer.start()
+            for _ in range(inner):
+                backend.call(workload, inputs[turn % sets])
+                turn += 1
+            timer.stop()
+            held = guard is None or guard.held()
+            elapsed = timer.elapsed_s()
+            if host:
+                backend.synchronize()
+            if held:
+                return elapsed / inner
+            # The GPU started before the host had enqueued the batch: launch gaps are in this sample.
+            result.unheld += 1
+            hold_s = min(2 * hold_s, _MAX_HOLD_S)
+        raise RuntimeError(f"the stream hold ran out before {inner} calls were enqueued, {_MAX_HOLD_TRIES} times")
 
     # Warm-up: batches grow towards a sample's length, and end once their per-call times agree.
     inner = 1
@@ -159,6 +175,19 @@ def measure(
     result.state = sampler.summary()
     del inputs
     return result
+
+
+_MAX_HOLD_TRIES = 8
+_MAX_HOLD_S = 2.0
+
+
+def _hold(backend: Any, seconds: float):
+    guard = backend.hold(seconds)
+    if guard is None:
+        from gpubench.suite import Skip
+
+        raise Skip(f"backend {backend.name!r} cannot hold a stream, which this measurement needs")
+    return guard
 
 
 class _NoSampler:

@@ -23,7 +23,7 @@ from gpubench import engine, results
 from gpubench.errors import UsageError
 from gpubench.rundir import RunDir
 from gpubench.stats import summarize
-from gpubench.suite import Case, GridContext, Skip, Suite
+from gpubench.suite import Case, Derived, GridContext, Skip, Suite
 
 # Messages in tables are for people; keep them to what fits a table cell and a log line.
 _MAX_MESSAGE = 500
@@ -161,6 +161,32 @@ def case_rows(
     return rows
 
 
+def derived_rows(suite: Suite, derived: Sequence[Derived], base: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows for figures a suite derives across its cases (a fit, a ratio): a value, no samples of its own."""
+    rows = []
+    for d in derived:
+        st = summarize([])
+        rows.append({
+            **base,
+            "suite": suite.name,
+            "suite_version": suite.version,
+            "case": d.case.id,
+            **d.case.as_dict(),
+            "metric": d.metric.name,
+            "unit": d.metric.unit,
+            "better": d.metric.better,
+            "value": float(d.value),
+            **{k: st[k] for k in ("mean", "min", "max", "stdev", "iqr", "cv")},
+            "n": 0,
+            "samples": [],
+            "noisy": False,
+            "status": "ok" if math.isfinite(d.value) else "error",
+            "message": d.message[:_MAX_MESSAGE],
+            "stop": "derived",
+        })
+    return rows
+
+
 def run_case(
     suite: Suite, case: Case, backend: Any, base: dict[str, Any], config: engine.EngineConfig, telemetry: Any
 ) -> list[dict[str, Any]]:
@@ -272,6 +298,11 @@ def execute(
                 if stop.set:
                     status = "interrupted"
                     break
+                derived = derived_rows(suite, suite.summarize(rows), base)
+                if derived:
+                    rows.extend(derived)
+                    outcome.tables[suite.name] = df = results.frame(rows, suite.params)
+                    rd.write_table(suite.name, df)
     except KeyboardInterrupt:
         status = "interrupted"
     except BaseException:

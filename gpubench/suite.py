@@ -96,6 +96,22 @@ class Workload:
     # engine's own time/bandwidth/throughput.
     derive: Callable[[float], Mapping[str, float]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # extra columns for the rows of this case
+    # "device": device events around the batch (what the GPU spent). "host": the host's clock around the
+    # enqueue alone, the queue drained before it (what the CPU spent issuing the calls).
+    timing: Literal["device", "host"] = "device"
+    # Hold the stream (a sleep kernel) until the whole batch is enqueued, so that device timing sees a full
+    # queue and no launch gaps (nvbandwidth's method). Needs a backend that can hold.
+    hold: bool = False
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A figure a suite computes from its measured rows (e.g. a fit across cases), reported as a row."""
+
+    case: Case
+    metric: Metric
+    value: float
+    message: str = ""  # how it was derived, e.g. "least-squares fit over nodes=1,10,100,1000"
 
 
 @dataclass(frozen=True)
@@ -126,3 +142,7 @@ class Suite:
 
     def prepare(self, case: Case, backend: Any) -> Workload:
         raise NotImplementedError
+
+    def summarize(self, rows: list[dict[str, Any]]) -> list[Derived]:
+        """Figures derived across this suite's measured rows, after its last case. None by default."""
+        return []

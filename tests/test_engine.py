@@ -112,3 +112,76 @@ def test_zero_duration_fake_is_refused():
     be = FakeBackend(durations=[0.0])
     with pytest.raises(ValueError, match="positive"):
         engine.measure(make_workload(ok=True), be, ONE_CALL)
+
+
+class CountingSync(FakeBackend):
+    """Records the order of synchronize calls and timer kinds, to check what host timing brackets."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.log = []
+
+    def synchronize(self):
+        self.log.append("sync")
+
+    def call(self, workload, inputs):
+        self.log.append("call")
+        return super().call(workload, inputs)
+
+
+def test_host_timing_drains_the_queue_before_and_after_the_timed_enqueue():
+    be = CountingSync(durations=[1e-3])
+    w = make_workload()
+    w.timing = "host"
+    m = engine.measure(w, be, ONE_CALL)
+    assert m.samples_s == [1e-3] * 3
+    # check: call, sync; then every batch: sync, call (timed), sync
+    assert be.log[:2] == ["call", "sync"]
+    assert be.log[2:] == ["sync", "call", "sync"] * (len(be.log[2:]) // 3)
+
+
+class FlakyHold:
+    def __init__(self, ok):
+        self.ok = ok
+
+    def held(self):
+        return self.ok
+
+
+class HoldingBackend(FakeBackend):
+    def __init__(self, pattern, **kw):
+        super().__init__(**kw)
+        self.pattern = list(pattern)
+
+    def hold(self, seconds):
+        self.holds.append(seconds)
+        return FlakyHold(self.pattern.pop(0) if self.pattern else True)
+
+
+def test_a_hold_that_ran_out_discards_the_sample_and_doubles_the_hold():
+    be = HoldingBackend([False, False], durations=[1e-3])
+    w = make_workload()
+    w.hold = True
+    m = engine.measure(w, be, ONE_CALL)
+    assert m.unheld == 2
+    assert be.holds[:3] == [0.005, 0.01, 0.02]  # doubled after each failure, then kept
+    assert set(be.holds[3:]) == {0.02}
+    assert m.samples_s == [1e-3] * 3
+
+
+def test_a_hold_that_never_holds_is_an_error():
+    be = HoldingBackend([False] * 100, durations=[1e-3])
+    w = make_workload()
+    w.hold = True
+    with pytest.raises(RuntimeError, match="stream hold ran out"):
+        engine.measure(w, be, ONE_CALL)
+
+
+def test_hold_on_a_backend_that_cannot_hold_is_a_skip():
+    from gpubench.backends.cpu import CpuBackend
+    from gpubench.suite import Skip
+
+    w = make_workload()
+    w.hold = True
+    with pytest.raises(Skip, match="cannot hold a stream"):
+        engine.measure(w, CpuBackend(), ONE_CALL)

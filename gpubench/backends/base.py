@@ -32,6 +32,14 @@ class HostTimer(Timer):
         return (self._t1 - self._t0) * 1e-9
 
 
+class Hold:
+    """A stream stalled so that work enqueued behind it starts all at once."""
+
+    def held(self) -> bool:
+        """Was the stream still stalled now, i.e. did the whole batch get enqueued in time?"""
+        return True
+
+
 class Backend:
     """One device as seen by the engine and the suites.
 
@@ -83,6 +91,14 @@ class Backend:
     # --- timing ----------------------------------------------------------------------------------
     def timer(self) -> Timer:
         return HostTimer()
+
+    def host_timer(self) -> Timer:
+        """The host's clock, for what the CPU spends (the fake backend substitutes its own)."""
+        return HostTimer()
+
+    def hold(self, seconds: float) -> Hold | None:
+        """Stall the device's stream for about ``seconds`` (None: this backend cannot)."""
+        return None
 
     def synchronize(self) -> None:
         pass

@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from gpubench.backends.base import Backend, Timer
+from gpubench.backends.base import Backend, Hold, Timer
 
 
 class FakeClock:
@@ -63,6 +63,7 @@ class FakeBackend(Backend):
         self.clock = FakeClock()
         self.calls = 0
         self.flushes = 0
+        self.holds: list[float] = []
         if durations is None:
             self._duration = default_model
         elif callable(durations):
@@ -138,6 +139,13 @@ class FakeBackend(Backend):
 
     def timer(self) -> Timer:
         return FakeTimer(self.clock)
+
+    def host_timer(self) -> Timer:
+        return FakeTimer(self.clock)
+
+    def hold(self, seconds: float) -> Hold | None:
+        self.holds.append(seconds)
+        return Hold()
 
     def now(self) -> float:
         return self.clock.now()

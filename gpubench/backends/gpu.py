@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import torch
 
-from gpubench.backends.base import Backend, Timer
+from gpubench.backends.base import Backend, Hold, Timer
+
+# torch.cuda._sleep counts GPU cycles; 2 GHz is about the top SM clock of H100/H200/MI300, so a hold is at
+# least as long as asked. Whether it was long enough is checked, not assumed (SleepHold.held).
+_CYCLES_PER_SECOND = 2.0e9
 
 
 class EventTimer(Timer):
@@ -28,6 +32,16 @@ class EventTimer(Timer):
     def elapsed_s(self) -> float:
         self._end.synchronize()
         return self._start.elapsed_time(self._end) * 1e-3
+
+
+class SleepHold(Hold):
+    def __init__(self, seconds: float):
+        torch.cuda._sleep(int(seconds * _CYCLES_PER_SECOND))
+        self._done = torch.cuda.Event()
+        self._done.record()
+
+    def held(self) -> bool:
+        return not self._done.query()
 
 
 class _TorchGpuBackend(Backend):
@@ -104,6 +118,11 @@ class _TorchGpuBackend(Backend):
 
     def timer(self) -> Timer:
         return EventTimer()
+
+    def hold(self, seconds: float) -> Hold | None:
+        if not hasattr(torch.cuda, "_sleep"):
+            return None
+        return SleepHold(seconds)
 
     def synchronize(self) -> None:
         torch.cuda.synchronize(self.device_index)

@@ -1,0 +1,213 @@
+"""``launch``: the launch-latency numbers people confuse, each its own case (``measure`` column).
+
+- ``host_launch``: CPU time to enqueue one kernel, the queue drained first — through CuPy ``RawKernel``
+  (``api = raw``, no framework), Triton's launcher (``triton``) and a tiny torch op (``torch``);
+- ``gpu_gap``: GPU time per kernel when the queue is already full (the stream is held until a long batch
+  is enqueued, then events time it);
+- ``graph_replay`` / ``graph_launch``: one replay of a captured graph of ``nodes`` tiny kernels, timed on the
+  GPU (queue full) and on the host; ``summarize`` fits per-node and fixed cost over nodes = 1…1000;
+- ``sync_roundtrip``: launch + ``synchronize`` of one tiny kernel; ``event_roundtrip``: record an event and
+  poll ``query`` until it completes;
+- ``chain``: a step of ``kernels`` tiny kernels, eager and as one graph replay, back to back as a training
+  loop issues them; ``summarize`` reports the graph-vs-eager speedup.
+
+Every kernel is the same tiny one: add 1 to a single fp32 value, so that each measured call can be checked
+(the value must rise by exactly the number of kernels). GPUs only: on the CPU there is no launch to time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gpubench.suite import TIME, Case, Check, Derived, GridContext, Metric, Skip, Suite, Workload
+
+APIS = ("raw", "triton", "torch")
+GRAPH_NODES = (1, 10, 100, 1000)
+CHAIN_KERNELS = 100
+SPEEDUP = Metric("speedup", "x", "higher")
+# Host-timed: what the CPU spends. The rest is device-timed: what the GPU spends.
+_HOST_TIMED = ("host_launch", "graph_launch", "sync_roundtrip", "event_roundtrip")
+
+_RAW_SOURCE = r'extern "C" __global__ void gpubench_inc(float* x) { x[0] += 1.0f; }'
+
+
+def _raw_kernel():
+    try:
+        import cupy
+    except ImportError as e:
+        raise Skip(f"cupy is not installed ({e}); pip install cupy-cuda12x (or the build for your CUDA)") from e
+    kernel = cupy.RawKernel(_RAW_SOURCE, "gpubench_inc")
+
+    def launch(x: torch.Tensor) -> None:
+        kernel((1,), (1,), (cupy.asarray(x),))
+
+    return launch
+
+
+def _triton_kernel():
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError as e:
+        raise Skip(f"triton is not installed ({e})") from e
+
+    @triton.jit
+    def _inc(x):
+        tl.store(x, tl.load(x) + 1.0)
+
+    def launch(x: torch.Tensor) -> None:
+        _inc[(1,)](x)
+
+    return launch
+
+
+def _torch_kernel():
+    return lambda x: x.add_(1.0)
+
+
+_LAUNCHERS = {"raw": _raw_kernel, "triton": _triton_kernel, "torch": _torch_kernel}
+
+
+@dataclass
+class Counter:
+    """One input set: a single fp32 value on the device, the value it started from, and (for graph
+    cases) the graph captured on it."""
+
+    x: torch.Tensor
+    start: float = 0.0
+    graph: Any = None
+
+
+def _check(per_call: int):
+    def check(c: Counter, _out: Any) -> Check:
+        moved = float(c.x.item()) - c.start
+        err = abs(moved - per_call)
+        return Check(err == 0.0, err, 0.0, "" if err == 0 else f"value moved by {moved:g}, expected {per_call}")
+
+    return check
+
+
+def _capture(fn, x: torch.Tensor, nodes: int):
+    """``nodes`` calls of fn(x) captured into one CUDA/HIP graph; warm-up on a side stream, as torch asks."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn(x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            for _ in range(nodes):
+                fn(x)
+    except Exception as e:  # HIP graph capture gaps: record why, don't crash (issue text)
+        raise Skip(f"unsupported: graph capture failed: {type(e).__name__}: {e}") from e
+    return graph
+
+
+class Launch(Suite):
+    name = "launch"
+    version = 1
+    backends = frozenset({"cuda", "hip", "cpu", "fake"})
+    metrics = (TIME,)
+    description = "host launch cost, GPU-side gap, graph replay (fitted), sync round trips, graph vs eager"
+    params = ("measure", "api", "nodes")
+
+    def cases(self, ctx: GridContext):
+        for api in APIS:
+            yield Case.of(measure="host_launch", api=api, nodes=1)
+        for api in APIS:
+            yield Case.of(measure="gpu_gap", api=api, nodes=1)
+        for nodes in GRAPH_NODES:
+            yield Case.of(measure="graph_replay", api="torch", nodes=nodes)
+        for nodes in GRAPH_NODES:
+            yield Case.of(measure="graph_launch", api="torch", nodes=nodes)
+        yield Case.of(measure="sync_roundtrip", api="torch", nodes=1)
+        yield Case.of(measure="event_roundtrip", api="torch", nodes=1)
+        for mode in ("chain_eager", "chain_graph"):
+            yield Case.of(measure=mode, api="torch", nodes=CHAIN_KERNELS)
+
+    def prepare(self, case: Case, backend: Any) -> Workload:
+        if backend.name == "cpu":
+            raise Skip("no GPU: kernel launch latency has no meaning on the CPU backend")
+        measure, api, nodes = case["measure"], case["api"], case["nodes"]
+        device, on_gpu = backend.torch_device, backend.name in ("cuda", "hip")
+        if api != "torch" and not on_gpu:
+            raise Skip(f"{api} kernels need a GPU (backend {backend.name!r} runs torch on CPU tensors)")
+        fn = _LAUNCHERS[api]()
+        graphed = measure in ("graph_replay", "graph_launch", "chain_graph")
+
+        def make_inputs() -> Counter:
+            # A fresh random start: an increment that did not happen cannot hide behind a constant. Whole
+            # numbers, so that fp32 adds of 1.0 are exact however many kernels run.
+            c = Counter(torch.randint(-(1 << 20), 1 << 20, (1,), device=device).float())
+            if graphed and on_gpu:
+                c.graph = _capture(fn, c.x, nodes)  # its warm-up call moves the value: read start after it
+            c.start = float(c.x.item())
+            return c
+
+        if measure in ("host_launch", "gpu_gap"):
+            run, per_call = (lambda c: fn(c.x)), 1
+        elif graphed and on_gpu:
+            run, per_call = (lambda c: c.graph.replay()), nodes
+        elif graphed or measure == "chain_eager":
+            # Eager chain; also the fake backend's stand-in for a replay (same calls, CPU tensors).
+            run, per_call = (lambda c: [fn(c.x) for _ in range(nodes)]), nodes
+        elif measure == "sync_roundtrip":
+            run, per_call = (lambda c: (fn(c.x), backend.synchronize())), 1
+        elif measure == "event_roundtrip":
+            run, per_call = _event_roundtrip(fn, on_gpu), 1
+        else:
+            raise ValueError(f"unknown measure {measure!r}")
+
+        return Workload(
+            run=run,
+            make_inputs=make_inputs,
+            check=_check(per_call),
+            cache="warm",  # one float: there is nothing to rotate
+            timing="host" if measure in _HOST_TIMED else "device",
+            hold=measure in ("gpu_gap", "graph_replay"),
+            extra={"kernels_per_call": per_call},
+        )
+
+    def summarize(self, rows: list[dict[str, Any]]) -> list[Derived]:
+        out: list[Derived] = []
+        times = {(r["measure"], r["nodes"]): r["value"] for r in rows if r["metric"] == "time" and r["status"] == "ok"}
+        for measure, what in (("graph_replay", "GPU"), ("graph_launch", "host")):
+            pts = [(n, times[(measure, n)]) for n in GRAPH_NODES if (measure, n) in times]
+            if len(pts) >= 2:
+                fixed, per_node = fit_line(pts)
+                nodes_text = ",".join(str(n) for n, _ in pts)
+                out.append(Derived(Case.of(measure=f"{measure}_fixed", api="torch", nodes=0), TIME, fixed,
+                                   f"{what} time per replay = fixed + nodes × per_node, least squares over nodes={nodes_text}"))
+                out.append(Derived(Case.of(measure=f"{measure}_per_node", api="torch", nodes=0), TIME, per_node,
+                                   f"slope of the same fit over nodes={nodes_text}"))
+        eager, graph = times.get(("chain_eager", CHAIN_KERNELS)), times.get(("chain_graph", CHAIN_KERNELS))
+        if eager and graph:
+            out.append(Derived(Case.of(measure="chain_speedup", api="torch", nodes=CHAIN_KERNELS), SPEEDUP,
+                               eager / graph, f"chain of {CHAIN_KERNELS} kernels: eager time / graph replay time"))
+        return out
+
+
+def fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares intercept and slope of y over x."""
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
+    return my - slope * mx, slope
+
+
+def _event_roundtrip(fn, on_gpu: bool):
+    def run(c: Counter) -> None:
+        fn(c.x)
+        if on_gpu:
+            ev = torch.cuda.Event()
+            ev.record()
+            while not ev.query():
+                pass
+
+    return run

@@ -1,0 +1,75 @@
+"""A hand-written launch-latency probe, independent of gpubench's engine (the reference figures' method):
+a tiny torch op (x.add_(1) on one float) enqueued 1000 times between perf_counter reads after a sync; the
+same op captured 1000 times in a CUDA graph, replayed between CUDA events (GPU time per kernel) and between
+perf_counter reads (host cost of one replay). Median of 9 repeats after warm-up.
+
+    python tests/gpu/hand_launch_probe.py --out hand-launch.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+N = 1000
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    x = torch.zeros(1, device="cuda")
+    eager, graph_gpu, replay_host = [], [], []
+    for _ in range(100):
+        x.add_(1.0)
+    torch.cuda.synchronize()
+    for _ in range(9):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(N):
+            x.add_(1.0)
+        eager.append((time.perf_counter() - t0) / N * 1e6)
+    torch.cuda.synchronize()
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        x.add_(1.0)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(N):
+            x.add_(1.0)
+    for _ in range(5):
+        g.replay()
+    torch.cuda.synchronize()
+    for _ in range(9):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        g.replay()
+        e.record()
+        e.synchronize()
+        graph_gpu.append(s.elapsed_time(e) * 1e3 / N)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        g.replay()
+        replay_host.append((time.perf_counter() - t0) * 1e6)
+        torch.cuda.synchronize()
+    res = {
+        "device": torch.cuda.get_device_name(),
+        "eager_host_us": statistics.median(eager),
+        "graph_gpu_per_kernel_us": statistics.median(graph_gpu),
+        "graph_replay_host_us_1000": statistics.median(replay_host),
+    }
+    for k, v in res.items():
+        print(f"hand {k}: {v if isinstance(v, str) else f'{v:.3f}'}")
+    with open(args.out, "w") as f:
+        json.dump(res, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
