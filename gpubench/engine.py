@@ -36,6 +36,9 @@ class EngineConfig:
     settle_tol: float = 0.02  # ...within this relative range
     min_sample_s: float = 2e-3  # a sample batches calls until it lasts this long (event resolution ~µs)
     max_inner: int = 100_000
+    # CUDA blocks a launch once about a thousand are pending; behind a held stream, a batch larger than that
+    # could never finish enqueueing while the hold lasts.
+    max_held_inner: int = 256
     rotate_factor: float = 4.0
     max_sets: int = 64
 
@@ -150,6 +153,8 @@ def measure(
         per_call.append(batch(inner))
         if not flush:
             inner = _inner_for(per_call[-1], config)
+            if workload.hold:
+                inner = min(inner, config.max_held_inner)
         elapsed = backend.now() - t0
         result.settled = _settled(per_call, config)
         if (elapsed >= config.min_warmup_s and result.settled) or elapsed >= config.max_warmup_s:

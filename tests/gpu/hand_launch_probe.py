@@ -59,11 +59,23 @@ def main() -> None:
         g.replay()
         replay_host.append((time.perf_counter() - t0) * 1e6)
         torch.cuda.synchronize()
+    # The same replays behind a stalled stream (as gpubench times graph_replay): two back to back.
+    held = []
+    for _ in range(9):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(int(20e-3 * 2e9))
+        s.record()
+        g.replay()
+        g.replay()
+        e.record()
+        e.synchronize()
+        held.append(s.elapsed_time(e) * 1e3 / (2 * N))
     res = {
         "device": torch.cuda.get_device_name(),
         "eager_host_us": statistics.median(eager),
         "graph_gpu_per_kernel_us": statistics.median(graph_gpu),
         "graph_replay_host_us_1000": statistics.median(replay_host),
+        "graph_gpu_per_kernel_us_held": statistics.median(held),
     }
     for k, v in res.items():
         print(f"hand {k}: {v if isinstance(v, str) else f'{v:.3f}'}")
