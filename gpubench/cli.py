@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sizes", default=None, metavar="LIST", help="sizes for suites with a size axis, e.g. 256M,1G")
     p.add_argument("--dtype", default=None, metavar="LIST", help="dtypes to run, e.g. fp32,bf16")
     p.add_argument("--filter", default=None, metavar="REGEX", help="only cases whose id matches")
+    p.add_argument("--no-telemetry", action="store_true",
+                   help="don't poll NVML/amdsmi while measuring (its queries can perturb latency figures)")
     return parser
 
 
@@ -140,7 +142,8 @@ def cmd_run(args, argv: Sequence[str]) -> int:
     progress = RunProgress()
     try:
         outcome = runner.execute(
-            p, backend, out=args.out, cluster=cluster, argv=argv, quick=args.quick, progress=progress
+            p, backend, out=args.out, cluster=cluster, argv=argv, quick=args.quick, progress=progress,
+            telemetry=not args.no_telemetry,
         )
     finally:
         progress.stop()

@@ -130,10 +130,9 @@ def measure(
             guard = _hold(backend, hold_s) if workload.hold else None
             timer = backend.host_timer() if host else backend.timer()
             timer.start()
-            for _ in range(inner):
-                backend.call(workload, inputs[turn % sets])
-                turn += 1
+            backend.call_batch(workload, inputs, turn, inner)
             timer.stop()
+            turn += inner
             held = guard is None or guard.held()
             elapsed = timer.elapsed_s()
             if host:

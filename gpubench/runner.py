@@ -248,13 +248,15 @@ def execute(
     quick: bool,
     config: engine.EngineConfig | None = None,
     progress: Any = None,
+    telemetry: bool = True,
 ) -> Outcome:
     """Run the plan; ``progress`` gets ``start(total)``, ``advance(suite, case, rows)``, ``note(text)``."""
     from gpubench.fingerprint import collect
 
     config = config or (engine.QUICK if quick else engine.FULL)
-    telemetry = backend.telemetry()
-    fingerprint = collect(backend.identity(), cluster, telemetry)
+    reader = backend.telemetry()
+    fingerprint = collect(backend.identity(), cluster, reader)  # one reading for the record, even if off
+    sampler_source = reader if telemetry else None
     rd = RunDir.create(
         out,
         cluster,
@@ -265,7 +267,7 @@ def execute(
             "quick": quick,
             "engine": {k: getattr(config, k) for k in config.__dataclass_fields__},
             "suites": {s.name: {"version": s.version, "cases": len(p.cases[s.name])} for s in p.suites},
-            "telemetry": getattr(telemetry, "source", "none"),
+            "telemetry": getattr(reader, "source", "none") if telemetry else "off",
             "fingerprint": fingerprint,
         },
     )
@@ -288,7 +290,7 @@ def execute(
                 for case in p.cases[suite.name]:
                     if stop.set:
                         break
-                    new = run_case(suite, case, backend, base, config, telemetry)
+                    new = run_case(suite, case, backend, base, config, sampler_source)
                     rows.extend(new)
                     df = results.frame(rows, suite.params)
                     outcome.tables[suite.name] = df
@@ -310,7 +312,7 @@ def execute(
         raise
     finally:
         try:
-            telemetry.close()
+            reader.close()
         except Exception:  # noqa: BLE001
             pass
     outcome.status = status

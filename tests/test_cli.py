@@ -192,3 +192,13 @@ def test_run_json_records_the_checkout_commit_only_for_a_gpubench_checkout(tmp_p
     fake_pkg.mkdir(parents=True)
     monkeypatch.setattr(rundir, "__file__", str(fake_pkg / "rundir.py"))
     assert rundir.git_sha() is None  # no pyproject of gpubench above it
+
+
+def test_no_telemetry_records_no_device_state(capsys, tmp_path):
+    code, _, _ = run(capsys, "run", "--suite", "elementwise", "--backend", "fake", "--quick", "--dtype", "fp32",
+                     "--filter", "op=copy", "--out", str(tmp_path), "--cluster", "t", "--no-telemetry")
+    assert code == 0
+    rd = only_run_dir(tmp_path)
+    assert json.loads((rd / "run.json").read_text())["telemetry"] == "off"
+    df = results.load(rd)
+    assert df["sm_clock_mhz"].isna().all() and df["throttle"].isna().all()

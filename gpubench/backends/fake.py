@@ -159,5 +159,9 @@ class FakeBackend(Backend):
         self.calls += 1
         return out
 
+    def call_batch(self, workload: Any, sets: list, turn: int, inner: int) -> None:
+        for i in range(turn, turn + inner):
+            self.call(workload, sets[i % len(sets)])
+
     def flush_cache(self) -> None:
         self.flushes += 1
