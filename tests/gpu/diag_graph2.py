@@ -38,18 +38,23 @@ def per_node(g):
     return statistics.median(t)
 
 
-x = torch.zeros(1, device="cuda")
-graphs = []
-for i in range(6):
+def main():
+    x = torch.zeros(1, device="cuda")
+    graphs = []
+    for i in range(6):
+        g = capture(x)
+        graphs.append(g)
+        print(f"same tensor, capture {i + 1}, all kept: {per_node(g):.3f} us/node")
+    print(f"first graph again, after 6 captures: {per_node(graphs[0]):.3f}")
+    print(f"last graph again: {per_node(graphs[-1]):.3f}")
+    del graphs, g
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
     g = capture(x)
-    graphs.append(g)
-    print(f"same tensor, capture {i + 1}, all kept: {per_node(g):.3f} us/node")
-print(f"first graph again, after 6 captures: {per_node(graphs[0]):.3f}")
-print(f"last graph again: {per_node(graphs[-1]):.3f}")
-del graphs, g
-torch.cuda.synchronize()
-torch.cuda.empty_cache()
-g = capture(x)
-print(f"after freeing all graphs + empty_cache, new capture: {per_node(g):.3f}")
-y = torch.zeros(1, device="cuda")
-print(f"new tensor {y.data_ptr():#x} (x at {x.data_ptr():#x}): {per_node(capture(y)):.3f}")
+    print(f"after freeing all graphs + empty_cache, new capture: {per_node(g):.3f}")
+    y = torch.zeros(1, device="cuda")
+    print(f"new tensor {y.data_ptr():#x} (x at {x.data_ptr():#x}): {per_node(capture(y)):.3f}")
+
+
+if __name__ == "__main__":
+    main()
