@@ -10,7 +10,9 @@ For one workload it
    budget or the sample cap is reached;
 5. records the device state (clocks, power, temperature, throttle reasons) sampled while it measured.
 
-Device events time GPU backends and ``perf_counter_ns`` times the CPU, through ``Backend.timer``.
+Device events time GPU backends and ``perf_counter_ns`` times the CPU, through ``Backend.timer``. A workload
+may ask instead for the host's clock around the enqueue alone (``timing="host"``), or for a stream held until
+its whole batch is enqueued (``hold=True``); docs/method.md says how each is done.
 """
 
 from __future__ import annotations
