@@ -179,7 +179,7 @@ def measure(
                 result.stop = "budget"
                 break
     result.state = sampler.summary()
-    del inputs
+    inputs.clear()  # let the input sets go before the next case allocates its own
     return result
 
 

@@ -88,13 +88,11 @@ _UPGRADES: dict[int, Callable[[pd.DataFrame], pd.DataFrame]] = {}
 def frame(rows: Iterable[Mapping[str, Any]], params: Sequence[str] = ()) -> pd.DataFrame:
     """Rows (dicts) → a DataFrame with the schema's column order: HEAD, parameters, BODY, then extras."""
     df = pd.DataFrame(list(rows))
-    known = [c for c in (*HEAD, *params, *BODY) if c in df.columns]
-    missing = [c for c in COLUMNS if c not in df.columns]
-    for c in missing:
-        df[c] = None
-    extras = [c for c in df.columns if c not in known and c not in missing]
-    ordered = [c for c in (*HEAD, *params, *BODY) if c in df.columns] + extras
-    return df[ordered]
+    for c in COLUMNS:
+        if c not in df.columns:
+            df[c] = None
+    schema = [c for c in dict.fromkeys((*HEAD, *params, *BODY)) if c in df.columns]
+    return df[schema + [c for c in df.columns if c not in schema]]
 
 
 def save(df: pd.DataFrame, path: str | os.PathLike, *, suite: str | None = None) -> Path:

@@ -125,7 +125,7 @@ def case_rows(
         samples = per_metric.get(m.name, [])
         st = summarize(samples)
         row = {
-            **{k: v for k, v in base.items()},
+            **base,
             "suite": suite.name,
             "suite_version": suite.version,
             "case": case.id,

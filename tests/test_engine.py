@@ -1,6 +1,5 @@
 """The engine on the fake backend: every duration is programmed, so every number is exact."""
 
-import math
 
 import pytest
 

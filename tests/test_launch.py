@@ -1,14 +1,12 @@
 """The launch suite's plumbing on the fake backend, and its skips on the CPU."""
 
 import importlib
-import math
 
 import pytest
 
 from gpubench import engine, runner
 from gpubench.backends.cpu import CpuBackend
 from gpubench.backends.fake import FakeBackend
-from gpubench.rundir import RunDir
 
 L = importlib.import_module("gpubench.suites.launch")
 CFG = engine.EngineConfig(min_samples=3, budget_s=0.01, min_warmup_s=0.0, max_warmup_s=0.01, min_sample_s=1e-9)

@@ -5,25 +5,16 @@ depends on the process's graph history (cause not established).
 
     python tests/gpu/diag_graph.py
 """
-import statistics, sys, torch
-N = 1000
+import torch
+
+from diag_graph2 import capture
+from diag_graph2 import per_node as _time
+
+
 def per_node(x):
-    side = torch.cuda.Stream(); side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        x.add_(1.0)
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(N):
-            x.add_(1.0)
-    for _ in range(3): g.replay()
-    torch.cuda.synchronize()
-    t = []
-    for _ in range(7):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); g.replay(); e.record(); e.synchronize()
-        t.append(s.elapsed_time(e) * 1e3 / N)
-    return statistics.median(t)
+    return _time(capture(x))  # the graph is freed when this returns, as in the first run
+
+
 print("zeros", per_node(torch.zeros(1, device="cuda")))
 print("randint.float", per_node(torch.randint(-(1 << 20), 1 << 20, (1,), device="cuda").float()))
 print("uniform", per_node(torch.empty(1, device="cuda").uniform_(-1000, 1000)))
