@@ -117,6 +117,8 @@ def _param_text(name: str, value: Any) -> str:
         from gpubench.units import format_bytes
 
         return format_bytes(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # an int column that pandas widened to float (another suite's rows are NaN)
     return str(value)
 
 

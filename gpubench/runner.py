@@ -8,6 +8,7 @@ a second one stops at once.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import signal
@@ -68,6 +69,7 @@ def plan(
     sizes: Sequence[int] | None = None,
     dtypes: Sequence[str] | None = None,
     case_filter: str | None = None,
+    search: bool = False,
 ) -> Plan:
     ctx = GridContext(
         backend=backend.name,
@@ -76,6 +78,9 @@ def plan(
         memory_bytes=backend.memory_bytes(),
         sizes=tuple(sizes) if sizes else None,
         dtypes=tuple(dtypes) if dtypes else None,
+        search=search,
+        device_index=backend.device_index,
+        device_count=type(backend).device_count(),
     )
     try:
         pattern = re.compile(case_filter) if case_filter else None
@@ -193,7 +198,8 @@ def run_case(
     workload = None
     try:
         workload = suite.prepare(case, backend)
-        meas = engine.measure(workload, backend, config, telemetry)
+        with workload.context() if workload.context else contextlib.nullcontext():
+            meas = engine.measure(workload, backend, config, telemetry)
     except Skip as e:
         return case_rows(suite, case, base, status="skipped", message=str(e)[:_MAX_MESSAGE], workload=workload)
     except KeyboardInterrupt:

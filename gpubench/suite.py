@@ -9,6 +9,7 @@ cache, repeats until the spread is small, and derives the metrics below from byt
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -102,6 +103,9 @@ class Workload:
     # Hold the stream (a sleep kernel) until the whole batch is enqueued, so that device timing sees a full
     # queue and no launch gaps (nvbandwidth's method). Needs a backend that can hold.
     hold: bool = False
+    # A context-manager factory the runner enters around the measurement (not the preparation), e.g. to bind
+    # the host thread to the GPU's NUMA node while pageable copies are timed; it is exited even on failure.
+    context: Callable[[], AbstractContextManager] | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,9 @@ class GridContext:
     memory_bytes: int
     sizes: tuple[int, ...] | None = None  # --sizes, in bytes, where the suite has a size axis
     dtypes: tuple[str, ...] | None = None  # --dtype
+    search: bool = False  # --search: a suite with a search mode (gemm) sweeps its shapes; others ignore it
+    device_index: int = 0  # the device this run measures (--device)
+    device_count: int = 1  # devices of this backend on the host, for suites with pairs (peer copies)
 
 
 class Suite:

@@ -53,7 +53,7 @@ def test_hip_backend_identity_and_infinity_cache(monkeypatch):
     assert ident["runtime"] == "hip" and ident["runtime_version"] == "6.4.1" and ident["gpu_count"] == 2
     # MI300-class: rotation must span the 256 MB Infinity Cache behind L2, which torch does not report
     assert be.cache_bytes() == (4 << 20) + (256 << 20)
-    assert be._pci_bus_id() == "00000000:1b:00.0"
+    assert be.pci_bus_id() == "00000000:1b:00.0"
 
 
 def test_hip_backend_without_infinity_cache(monkeypatch):

@@ -82,6 +82,10 @@ class Backend:
         """Stable facts for the fingerprint (model, count, runtime); no clocks or temperatures."""
         raise NotImplementedError
 
+    def pci_bus_id(self, index: int | None = None) -> str | None:
+        """PCI address of device ``index`` (default: this one), for NUMA and link lookups; None if unknown."""
+        return None
+
     def telemetry(self):
         """Device-state reader (clocks, power, throttle reasons); the null one where nothing is readable."""
         from gpubench.telemetry import Telemetry

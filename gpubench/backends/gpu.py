@@ -103,18 +103,19 @@ class _TorchGpuBackend(Backend):
         uuid = getattr(self._props, "uuid", None)
         return str(uuid) if uuid is not None else None
 
-    def _pci_bus_id(self) -> str | None:
-        bus = getattr(self._props, "pci_bus_id", None)
+    def pci_bus_id(self, index: int | None = None) -> str | None:
+        props = self._props if index is None else torch.cuda.get_device_properties(index)
+        bus = getattr(props, "pci_bus_id", None)
         if bus is None:
             return None
-        dom = getattr(self._props, "pci_domain_id", 0)
-        dev = getattr(self._props, "pci_device_id", 0)
+        dom = getattr(props, "pci_domain_id", 0)
+        dev = getattr(props, "pci_device_id", 0)
         return f"{dom:08x}:{bus:02x}:{dev:02x}.0"
 
     def telemetry(self):
         from gpubench.telemetry import open_telemetry
 
-        return open_telemetry(self.name, self.device_index, uuid=self._uuid(), pci_bus_id=self._pci_bus_id())
+        return open_telemetry(self.name, self.device_index, uuid=self._uuid(), pci_bus_id=self.pci_bus_id())
 
     def timer(self) -> Timer:
         return EventTimer()
@@ -136,6 +137,10 @@ class _TorchGpuBackend(Backend):
     def release(self) -> None:
         torch.cuda.synchronize(self.device_index)
         torch.cuda.empty_cache()
+        # Pinned host blocks stay in torch's own cache too; a GiB per copy case would pile up without this.
+        empty_host = getattr(torch._C, "_host_emptyCache", None)
+        if empty_host is not None:
+            empty_host()
 
 
 class CudaBackend(_TorchGpuBackend):

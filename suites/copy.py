@@ -1,0 +1,276 @@
+"""``copy``: host↔device and GPU↔GPU copies, by host memory kind and size.
+
+Directions (``direction``; ``src`` and ``dst`` name the ends, ``host`` or ``gpuN``):
+
+- ``h2d`` / ``d2h``: one copy between a host buffer and this GPU's memory;
+- ``bidir``: an H2D and a D2H of the same size at once, on two streams;
+- ``d2d``: between two buffers in this GPU's memory (``cudaMemcpyAsync``, the copy engine path);
+- ``peer``: between this GPU and each other GPU, both ways, issued on this GPU's stream — so ``gpu0→gpu1``
+  is a *write* (this GPU pushes) and ``gpu1→gpu0`` a *read* (it pulls), nvbandwidth's write/read CE cases.
+  Run once per ``--device`` for the whole matrix on more than two GPUs.
+
+Host memory (``memory``): ``pinned`` (``cudaHostAlloc`` through torch), ``pageable`` (plain ``malloc``), and
+``registered`` (a pageable buffer page-locked in place with ``cudaHostRegister``/``hipHostRegister``).
+
+Bytes are counted **once per copy** (nvbandwidth's convention): a 1 GiB H2D moves 1 GiB; ``bidir`` counts
+both directions (2 × size); ``d2d`` counts the size once, although the GPU reads and writes it — so the same
+traffic reads half of the ``elementwise`` copy figure, which counts read + write as BabelStream does.
+
+Timing: page-locked copies (pinned, registered, d2d, peer) are queued behind a stream hold and timed with
+device events, so enqueue cost stays out (nvbandwidth's spin-kernel method). A pageable copy is synchronous
+for the host (the driver stages it through its own pinned buffer), so it cannot be queued: it is timed by
+the host's clock around copy + synchronize, which is what a caller of ``tensor.to("cuda")`` waits for.
+
+NUMA: host buffers are allocated, and pageable copies issued, from a thread bound to the CPUs of the GPU's
+NUMA node (nvbandwidth does this with ``nvmlDeviceSetCpuAffinity``) when the host has several; the node of
+the GPU and the node the buffer's pages landed on are columns of every row.
+
+Correctness: data are random bytes; each check compares 4096 random positions plus the first and last byte
+of every destination with its source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gpubench import topology
+from gpubench.suite import BANDWIDTH, TIME, Case, Check, GridContext, Skip, Suite, Workload
+from gpubench.units import format_bytes
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+SIZES = (4 * KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB, 256 * MiB, GiB)
+QUICK_SIZES = (MiB, GiB)
+HOST_MEMORY = ("pinned", "pageable", "registered")
+_SAMPLE = 4096  # positions compared per destination
+_POISON = 0xA5  # destinations start as this byte: a copy that did not happen cannot pass
+
+
+def _gpu(index: int) -> str:
+    return f"gpu{index}"
+
+
+class Copy(Suite):
+    name = "copy"
+    version = 1
+    backends = frozenset({"cuda", "hip", "cpu", "fake"})
+    metrics = (BANDWIDTH, TIME)
+    description = "H2D/D2H/bidirectional/D2D/peer copies; pinned, pageable and registered host memory"
+    params = ("direction", "memory", "src", "dst", "copy_bytes")
+
+    def cases(self, ctx: GridContext):
+        sizes = ctx.sizes or (QUICK_SIZES if ctx.quick else SIZES)
+        me, host = _gpu(ctx.device_index), "host"
+        peers = [i for i in range(ctx.device_count) if i != ctx.device_index]
+        for size in sizes:
+            for memory in HOST_MEMORY:
+                yield Case.of(direction="h2d", memory=memory, src=host, dst=me, copy_bytes=size)
+                yield Case.of(direction="d2h", memory=memory, src=me, dst=host, copy_bytes=size)
+            # Pageable copies are synchronous for the host: two of them cannot overlap from one thread.
+            yield Case.of(direction="bidir", memory="pinned", src=host, dst=me, copy_bytes=size)
+            yield Case.of(direction="d2d", memory="device", src=me, dst=me, copy_bytes=size)
+            for p in peers:
+                yield Case.of(direction="peer", memory="device", src=me, dst=_gpu(p), copy_bytes=size)
+                yield Case.of(direction="peer", memory="device", src=_gpu(p), dst=me, copy_bytes=size)
+
+    def prepare(self, case: Case, backend: Any) -> Workload:
+        if backend.name == "cpu":
+            raise Skip("no GPU: host↔device copies need a GPU (the cpu backend has no device memory)")
+        direction, memory, size = case["direction"], case["memory"], case["copy_bytes"]
+        on_gpu = backend.name in ("cuda", "hip")
+        # Every size except bidir's has one source and one destination of `size` on the device side.
+        device_bytes = size * (2 if direction in ("bidir", "d2d") else 1)
+        if device_bytes > backend.memory_bytes() // 2:
+            raise Skip(f"{format_bytes(device_bytes)} of device buffers is over half of this GPU's memory")
+        me = backend.device_index
+        gpu_numa = topology.pci_numa_node(backend.pci_bus_id())
+        extra: dict[str, Any] = {"gpu_numa": gpu_numa, "host_numa": None, "numa_bound": False,
+                                 "peer_access": None, "link": None}
+
+        if direction == "peer":
+            src_dev, dst_dev = _index(case["src"]), _index(case["dst"])
+            peer = dst_dev if src_dev == me else src_dev
+            extra["issued_on"] = "write" if src_dev == me else "read"
+            extra["peer_access"], extra["link"] = _peer_facts(backend, me, peer, on_gpu)
+            copy_fn = _peer_copy(on_gpu, src_dev, dst_dev)
+        else:
+            copy_fn = _bidir_copy(on_gpu) if direction == "bidir" else _one_copy
+        pageable = memory == "pageable"
+
+        def make_inputs() -> Buffers:
+            with topology.bind_to_node(gpu_numa) as binding:
+                bufs = _make_buffers(direction, memory, size, backend, on_gpu, case)
+            if extra["host_numa"] is None and bufs.host is not None:
+                extra["host_numa"] = topology.address_numa_node(bufs.host.data_ptr(), size)
+            extra["numa_bound"] = binding.bound
+            return bufs
+
+        if pageable:
+            def run(b: Buffers) -> None:
+                copy_fn(b)
+                backend.synchronize()  # the copy is done when the caller gets its data
+        else:
+            run = copy_fn
+
+        return Workload(
+            run=run,
+            make_inputs=make_inputs,
+            bytes=size * (2 if direction == "bidir" else 1),
+            check=_check,
+            footprint=device_bytes,
+            timing="host" if pageable else "device",
+            hold=not pageable,
+            extra={**extra, "timing_method": "host clock, copy + sync" if pageable else "held stream, events"},
+            # The host thread stages pageable copies itself: it runs on the GPU's node while they are timed.
+            context=(lambda: topology.bind_to_node(gpu_numa)) if pageable else None,
+        )
+
+
+def _index(name: str) -> int:
+    return int(name.removeprefix("gpu"))
+
+
+@dataclass
+class Buffers:
+    """One input set: (source, destination) pairs copied by one call, and the host buffer (for NUMA)."""
+
+    pairs: list[tuple[torch.Tensor, torch.Tensor]]
+    host: torch.Tensor | None = None
+    keep: list[Any] = field(default_factory=list)  # page-locked registrations, unlocked when the set goes
+
+
+def _one_copy(b: Buffers) -> None:
+    src, dst = b.pairs[0]
+    dst.copy_(src, non_blocking=True)
+
+
+def _bidir_copy(on_gpu: bool):
+    if not on_gpu:
+        return lambda b: [dst.copy_(src) for src, dst in b.pairs]
+    side = torch.cuda.Stream()
+
+    def run(b: Buffers) -> None:
+        (h2d_src, h2d_dst), (d2h_src, d2h_dst) = b.pairs
+        main = torch.cuda.current_stream()
+        side.wait_stream(main)  # starts together with the main stream's copy (and behind its hold)
+        with torch.cuda.stream(side):
+            d2h_dst.copy_(d2h_src, non_blocking=True)
+        h2d_dst.copy_(h2d_src, non_blocking=True)
+        main.wait_stream(side)  # the end event waits for both directions
+
+    return run
+
+
+def _peer_copy(on_gpu: bool, src_dev: int, dst_dev: int):
+    if not on_gpu:
+        return _one_copy
+    try:
+        import cupy
+    except ImportError as e:
+        raise Skip(f"peer copies go through CuPy's runtime bindings; install cupy ({e})") from e
+    rt = cupy.cuda.runtime
+
+    def run(b: Buffers) -> None:
+        src, dst = b.pairs[0]
+        # On this GPU's current stream whichever end it is (write or read), unlike torch's copy_, which
+        # always issues on the source device and adds a cross-device barrier per copy.
+        rt.memcpyPeerAsync(dst.data_ptr(), dst_dev, src.data_ptr(), src_dev, src.numel(),
+                           torch.cuda.current_stream().cuda_stream)
+
+    return run
+
+
+def _peer_facts(backend: Any, me: int, peer: int, on_gpu: bool) -> tuple[bool | None, str | None]:
+    """(peer access enabled, link) — enabling it first, as a framework would, so copies go direct."""
+    if not on_gpu:
+        return None, None
+    if not torch.cuda.can_device_access_peer(me, peer):
+        return False, topology.gpu_link(backend.name, backend.pci_bus_id(me), backend.pci_bus_id(peer))
+    import cupy
+
+    for a, b in ((me, peer), (peer, me)):
+        with cupy.cuda.Device(a):
+            try:
+                cupy.cuda.runtime.deviceEnablePeerAccess(b)
+            except cupy.cuda.runtime.CUDARuntimeError as e:
+                if "AlreadyEnabled" not in str(e):
+                    raise
+    return True, topology.gpu_link(backend.name, backend.pci_bus_id(me), backend.pci_bus_id(peer))
+
+
+def _make_buffers(direction: str, memory: str, size: int, backend: Any, on_gpu: bool, case: Case) -> Buffers:
+    dev = backend.torch_device
+    keep: list[Any] = []
+
+    def device(where: str) -> torch.Tensor:
+        return torch.empty(size, dtype=torch.uint8, device=f"cuda:{_index(where)}" if on_gpu else dev)
+
+    def host() -> torch.Tensor:
+        if not on_gpu:
+            return torch.empty(size, dtype=torch.uint8)  # the fake backend: bookkeeping only
+        if memory == "pinned":
+            return torch.empty(size, dtype=torch.uint8, pin_memory=True)
+        if memory == "registered":
+            reg = _Registered(size)
+            keep.append(reg)
+            return reg.tensor
+        return torch.empty(size, dtype=torch.uint8)
+
+    if direction == "h2d":
+        pairs = [(host(), device(case["dst"]))]
+    elif direction == "d2h":
+        pairs = [(device(case["src"]), host())]
+    elif direction == "bidir":
+        pairs = [(host(), device(case["dst"])), (device(case["dst"]), host())]
+    else:  # d2d, peer
+        pairs = [(device(case["src"]), device(case["dst"]))]
+    for src, dst in pairs:
+        _randomize(src, dev)
+        dst.fill_(_POISON)
+    host_buf = next((t for pair in pairs for t in pair if t.device.type == "cpu" and on_gpu), None)
+    return Buffers(pairs, host_buf, keep)
+
+
+def _randomize(t: torch.Tensor, dev: str) -> None:
+    # Random bytes made on the device and copied over: generating a GiB on the host takes seconds.
+    t.copy_(torch.randint(0, 256, t.shape, dtype=torch.uint8, device=dev if t.device.type == "cpu" else t.device))
+
+
+def _check(b: Buffers, _out: Any) -> Check:
+    bad = 0
+    for src, dst in b.pairs:
+        n = src.numel()
+        idx = torch.cat([torch.randint(0, n, (min(n, _SAMPLE),)), torch.tensor([0, n - 1])])
+        got = dst[idx.to(dst.device)].cpu()
+        want = src[idx.to(src.device)].cpu()
+        bad += int((got != want).sum())
+    return Check(bad == 0, float(bad), 0.0, "" if bad == 0 else f"{bad} sampled bytes differ from the source")
+
+
+class _Registered:
+    """A pageable buffer page-locked in place (``cudaHostRegister``), unlocked before it is freed.
+
+    The registered range must own its pages — two registrations of one page fail — so the tensor is a
+    page-aligned view into a larger allocation, and the whole pages under it are registered.
+    """
+
+    def __init__(self, size: int):
+        import mmap
+
+        page = mmap.PAGESIZE
+        span = -(-size // page) * page
+        self._raw = torch.empty(span + page, dtype=torch.uint8)
+        offset = -self._raw.data_ptr() % page
+        self.tensor = self._raw[offset : offset + size]
+        self._ptr = self._raw.data_ptr() + offset
+        rc = torch.cuda.cudart().cudaHostRegister(self._ptr, span, 0)
+        if int(getattr(rc, "value", rc)) != 0:
+            raise RuntimeError(f"cudaHostRegister of {format_bytes(span)} failed: {rc}")
+
+    def __del__(self):
+        try:
+            torch.cuda.cudart().cudaHostUnregister(self._ptr)
+        except Exception:  # noqa: BLE001 — at interpreter exit the runtime may be gone; the OS frees it anyway
+            pass
