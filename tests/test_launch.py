@@ -71,3 +71,18 @@ def test_cpu_backend_skips_every_case_with_the_reason():
         assert {r["status"] for r in rows} == {"skipped"}
         assert "no GPU" in rows[0]["message"]
     assert suite.summarize([]) == []
+
+
+def test_graphs_are_captured_once_per_node_count_largest_first(monkeypatch):
+    captured = []
+    monkeypatch.setattr(L, "_capture", lambda fn, x, nodes: captured.append(nodes) or object())
+    monkeypatch.setattr(L, "_GRAPHS", {})
+    a = L._graph_counter("torch", None, 1000, "cpu")
+    a.x.add_(5.0)  # as replays move it
+    b = L._graph_counter("torch", None, 1000, "cpu")
+    assert a is b and captured == [1000]  # graph_launch and chain_graph reuse graph_replay's graph
+    assert b.start == float(b.x.item())  # refilled with a fresh start, which check() counts from
+    L._graph_counter("torch", None, 10, "cpu")
+    assert captured == [1000, 10]
+    grid = [c["nodes"] for c in L.Launch().cases(None) if c["measure"] == "graph_replay"]
+    assert grid == sorted(L.GRAPH_NODES, reverse=True)

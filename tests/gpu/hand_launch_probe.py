@@ -1,7 +1,7 @@
 """A hand-written launch-latency probe, independent of gpubench's engine (the reference figures' method):
 a tiny torch op (x.add_(1) on one float) enqueued 1000 times between perf_counter reads after a sync; the
 same op captured 1000 times in a CUDA graph, replayed between CUDA events (GPU time per kernel) and between
-perf_counter reads (host cost of one replay). Median of 9 repeats after warm-up.
+perf_counter reads (host cost of one replay). Median of 31 (eager) or 9 (graph) repeats after warm-up.
 
     python tests/gpu/hand_launch_probe.py --out hand-launch.json
 """
@@ -16,6 +16,9 @@ import time
 import torch
 
 N = 1000
+# Host enqueue cost moves by ±10 % between runs of one script (CPU frequency, which core): more repeats,
+# and the spread is kept.
+EAGER_REPEATS = 31
 
 
 def main() -> None:
@@ -24,10 +27,13 @@ def main() -> None:
     args = ap.parse_args()
     x = torch.zeros(1, device="cuda")
     eager, graph_gpu, replay_host = [], [], []
-    for _ in range(100):
-        x.add_(1.0)
-    torch.cuda.synchronize()
-    for _ in range(9):
+    # Warm up for half a second, as gpubench's engine does at least: host clocks and caches settle.
+    t_end = time.perf_counter() + 0.5
+    while time.perf_counter() < t_end:
+        for _ in range(100):
+            x.add_(1.0)
+        torch.cuda.synchronize()
+    for _ in range(EAGER_REPEATS):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         for _ in range(N):
@@ -73,6 +79,8 @@ def main() -> None:
     res = {
         "device": torch.cuda.get_device_name(),
         "eager_host_us": statistics.median(eager),
+        "eager_host_us_min": min(eager),
+        "eager_host_us_max": max(eager),
         "graph_gpu_per_kernel_us": statistics.median(graph_gpu),
         "graph_replay_host_us_1000": statistics.median(replay_host),
         "graph_gpu_per_kernel_us_held": statistics.median(held),
