@@ -11,6 +11,7 @@ import json
 import socket
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from gpubench import __version__
 from gpubench.errors import UsageError
@@ -54,8 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sizes", default=None, metavar="LIST", help="sizes for suites with a size axis, e.g. 256M,1G")
     p.add_argument("--dtype", default=None, metavar="LIST", help="dtypes to run, e.g. fp32,bf16")
     p.add_argument("--filter", default=None, metavar="REGEX", help="only cases whose id matches")
+    p.add_argument("--search", action="store_true",
+                   help="suites with a search mode sweep their shapes for the best figure (gemm: M,N,K, as "
+                        "mamf-finder does); others ignore it")
     p.add_argument("--no-telemetry", action="store_true",
                    help="don't poll NVML/amdsmi while measuring (its queries can perturb latency figures)")
+
+    p = sub.add_parser("roofline", help="measured roofline chart of a run (elementwise and gemm rows)")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by gpubench run")
+    p.add_argument("--out", default=None, metavar="FILE.png", help="chart file (default: RUN_DIR/roofline.png)")
     return parser
 
 
@@ -136,7 +144,8 @@ def cmd_run(args, argv: Sequence[str]) -> int:
     sizes = parse_size_list(args.sizes) if args.sizes else None
     dtypes = [d.strip() for d in args.dtype.split(",") if d.strip()] if args.dtype else None
     backend = open_backend(args.backend, args.device)
-    p = runner.plan(suites, backend, quick=args.quick, sizes=sizes, dtypes=dtypes, case_filter=args.filter)
+    p = runner.plan(suites, backend, quick=args.quick, sizes=sizes, dtypes=dtypes, case_filter=args.filter,
+                    search=args.search)
     ensure_writable(args.out, cluster)
 
     progress = RunProgress()
@@ -160,6 +169,44 @@ def cmd_run(args, argv: Sequence[str]) -> int:
     return EXIT_OK
 
 
+def cmd_roofline(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gpubench import results, roofline
+
+    df = results.load(args.run_dir)
+    device, all_roofs = roofline.analyze(df)
+    if not any(ro.points for ro in all_roofs):
+        raise UsageError(f"{args.run_dir} has no elementwise or gemm throughput rows: run "
+                         "`gpubench run --suite elementwise,gemm` and give its run directory")
+    out = Path(args.out) if args.out else Path(args.run_dir) / "roofline.png"
+    if not out.parent.is_dir():
+        raise UsageError(f"{out.parent} does not exist: give --out a file in an existing directory")
+    bad = roofline.violations(all_roofs)
+    roofline.plot(device, all_roofs, out, bad)
+
+    def fmt(x, unit):
+        return "—" if x is None else f"{x:.1f} {unit}"
+
+    table = Table(title=f"roofline — {device or 'unknown device'}", title_justify="left")
+    for col in ("dtype", "points", "memory (measured / spec)", "gemm (measured / spec tensor)",
+                "fma (measured / spec vector)"):
+        table.add_column(col)
+    for ro in all_roofs:
+        table.add_row(ro.dtype, str(len(ro.points)),
+                      f"{fmt(ro.memory_gbps, 'GB/s')} / {fmt(ro.spec_memory_gbps, 'GB/s')}",
+                      f"{fmt(ro.tensor_tflops, 'TF/s')} / {fmt(ro.spec_tensor_tflops, 'TF/s')}",
+                      f"{fmt(ro.vector_tflops, 'TF/s')} / {fmt(ro.spec_vector_tflops, 'TF/s')}")
+    console = Console() if Console().is_terminal else Console(width=200)
+    console.print(table)
+    for ro, p, roof in bad:
+        console.print(f"measurement error: {ro.dtype} {p.label} {p.case}: {p.tflops:.2f} TF/s at {p.intensity:.3g} "
+                      f"FLOP/B is above the spec roof {roof:.2f} TF/s", markup=False, highlight=False)
+    console.print(f"chart: {out}", markup=False, highlight=False)
+    return EXIT_FAILED if bad else EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -168,6 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_list(args)
         if args.command == "info":
             return cmd_info(args)
+        if args.command == "roofline":
+            return cmd_roofline(args)
         return cmd_run(args, ["gpubench", *argv])
     except UsageError as e:
         print(f"gpubench: error: {e}", file=sys.stderr)

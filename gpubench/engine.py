@@ -146,9 +146,11 @@ def measure(
             hold_s = min(2 * hold_s, _MAX_HOLD_S)
         raise RuntimeError(f"the stream hold ran out before {inner} calls were enqueued, {_MAX_HOLD_TRIES} times")
 
-    # Warm-up: batches grow towards a sample's length, and end once their per-call times agree.
+    # Warm-up: batches grow towards a sample's length, and end once their per-call times agree (and the
+    # workload's own minimum has passed: power limits take hold later than per-call times settle).
     inner = 1
     per_call: list[float] = []
+    min_warmup = min(max(config.min_warmup_s, workload.min_warmup_s), config.max_warmup_s)
     t0 = backend.now()
     while True:
         per_call.append(batch(inner))
@@ -158,7 +160,7 @@ def measure(
                 inner = min(inner, config.max_held_inner)
         elapsed = backend.now() - t0
         result.settled = _settled(per_call, config)
-        if (elapsed >= config.min_warmup_s and result.settled) or elapsed >= config.max_warmup_s:
+        if (elapsed >= min_warmup and result.settled) or elapsed >= config.max_warmup_s:
             break
     result.warmup_s = backend.now() - t0
     result.inner = inner

@@ -106,6 +106,10 @@ class Workload:
     # A context-manager factory the runner enters around the measurement (not the preparation), e.g. to bind
     # the host thread to the GPU's NUMA node while pageable copies are timed; it is exited even on failure.
     context: Callable[[], AbstractContextManager] | None = None
+    # The least warm-up this workload needs, in seconds (capped by the engine's max_warmup_s). Per-call times
+    # agree within milliseconds, but a power-hungry kernel (a large GEMM) pulls the SM clock down under the
+    # power limit only after a few hundred ms: without this its figure would be the boost clock's.
+    min_warmup_s: float = 0.0
 
 
 @dataclass(frozen=True)
