@@ -5,6 +5,9 @@ write-allocate traffic. copy and mul move 2 arrays, add and triad 3, dot 2 (two 
 Arrays are sized from the device's last-level cache (4× and 16× its size, rounded up to a power of two),
 never a fixed 256 MB, so every call streams from device memory. Each op runs through torch and, on GPUs,
 through a Triton kernel (``impl`` column): the faster is what a user can get.
+
+On GPUs the suite also sweeps arithmetic intensity (ops ``fma0`` … ``fma512``, Triton only, see FMA_STEPS):
+the points ``gpubench roofline`` draws between the memory roof and the vector-arithmetic roof.
 """
 
 from __future__ import annotations
@@ -45,13 +48,32 @@ OPS = {
     "fill": Op((), "a", 0),
 }
 
+# The arithmetic-intensity sweep (mixbench/ERT style): c = f^k(a) with f(x) = A·x + B, one read, one write
+# and k multiply-adds (2k flops) per element, in the array's own dtype; k from 0 (a copy) to a few hundred
+# traces the memory roof, the knee and the vector-arithmetic roof. A = B = 0.5 keep values bounded and are
+# exact in every dtype; f is contractive, so past k ≈ 30 every element lands on 1.0 whatever its input and
+# the check then confirms that each element was written with the right value, not that each step ran — the
+# timing still does all k steps, since A and B are runtime arguments the compiler cannot fold.
+FMA_STEPS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+FMA_STEPS_QUICK = (0, 16, 128)
+FMA_DTYPES = ("fp32", "bf16", "fp16")
+FMA_A = FMA_B = 0.5
+FMA_OPS = {f"fma{k}": Op(("a",), "c", 2 * k) for k in FMA_STEPS}
+
 # Unit roundoff of each dtype: a correctly rounded result is within one of these of the exact one.
 _UNIT_ROUNDOFF = {"fp64": 2.0**-53, "fp32": 2.0**-24, "fp16": 2.0**-11, "bf16": 2.0**-8}
 # Elementwise results are one or two roundings from exact; dot adds fp32/fp64 accumulation over blocks.
-_TOL_FACTOR = {"elementwise": 4.0, "dot": 16.0}
+# fma rounds up to twice per step in the array's dtype; f halves old errors, so they stay under 2·2u.
+_TOL_FACTOR = {"elementwise": 4.0, "dot": 16.0, "fma": 8.0}
+
+
+def _fma_steps(op: str) -> int:
+    return int(op.removeprefix("fma"))
 
 
 def _torch_run(op: str):
+    if op in FMA_OPS:
+        raise Skip("the fma sweep needs one fused kernel (Triton); torch would run k separate passes")
     if op == "copy":
         return lambda x: x["c"].copy_(x["a"])
     if op == "mul":
@@ -70,6 +92,9 @@ def _triton_run(op: str):
         from gpubench.kernels import stream_triton as k
     except ImportError as e:
         raise Skip(f"triton is not installed ({e}); pip install triton") from e
+    if op in FMA_OPS:
+        steps = _fma_steps(op)
+        return lambda x: k.fma(x["a"], x["c"], steps, FMA_A, FMA_B)
     return {
         "copy": lambda x: k.copy(x["a"], x["c"]),
         "mul": lambda x: k.mul(x["c"], x["b"], SCALAR),
@@ -80,17 +105,28 @@ def _triton_run(op: str):
     }[op]
 
 
+def _op(name: str) -> Op:
+    return FMA_OPS.get(name) or OPS[name]
+
+
 def _triton_config(op: str) -> str:
     """The launch shape, recorded per row so that runs with other shapes are told apart."""
     from gpubench.kernels import stream_triton as k
 
     if op == "dot":
         return f"block={k.DOT_BLOCK},warps={k.DOT_WARPS}"
+    if op in FMA_OPS:
+        return f"vector_bytes={k.VECTOR_BYTES},warps={k.NUM_WARPS},unrolled"
     return f"vector_bytes={k.VECTOR_BYTES},warps={k.NUM_WARPS}"
 
 
 def _reference(op: str, x: dict[str, torch.Tensor]) -> torch.Tensor:
-    d = {k: v.double() for k, v in x.items() if k in OPS[op].reads}
+    d = {k: v.double() for k, v in x.items() if k in _op(op).reads}
+    if op in FMA_OPS:
+        y = d["a"]
+        for _ in range(_fma_steps(op)):
+            y = FMA_A * y + FMA_B
+        return y
     if op == "copy":
         return d["a"]
     if op == "mul":
@@ -120,7 +156,7 @@ def _checker(op: str, dtype: str):
                 bad = int((~torch.isfinite(got)).sum())
                 return Check(False, math.inf, 0.0, f"{bad} elements not finite: unwritten output or overflow")
             err = (torch.linalg.vector_norm(got - ref) / torch.linalg.vector_norm(ref)).item()
-            tol = _TOL_FACTOR["elementwise"] * u
+            tol = _TOL_FACTOR["fma" if op in FMA_OPS else "elementwise"] * u
         ok = math.isfinite(err) and err <= tol
         return Check(ok, err, tol, "" if ok else f"relative error {err:.3g} > {tol:.3g} against fp64 reference")
 
@@ -156,10 +192,16 @@ class Elementwise(Suite):
                 for op in OPS:
                     for impl in impls:
                         yield Case.of(op=op, dtype=dtype, array_bytes=size, impl=impl)
+        # The intensity sweep at the first size only: one size is enough to place the roofs.
+        if "triton" in impls:
+            steps = FMA_STEPS_QUICK if ctx.quick else FMA_STEPS
+            for dtype in (d for d in FMA_DTYPES if d in dtypes):
+                for k in steps:
+                    yield Case.of(op=f"fma{k}", dtype=dtype, array_bytes=_array_sizes(ctx)[0], impl="triton")
 
     def prepare(self, case: Case, backend: Any) -> Workload:
         op, dtype, size, impl = case["op"], case["dtype"], case["array_bytes"], case["impl"]
-        spec, tdtype, device = OPS[op], DTYPES[dtype], backend.torch_device
+        spec, tdtype, device = _op(op), DTYPES[dtype], backend.torch_device
         n = size // tdtype.itemsize
         # The check set, one timing set, and the fp64 reference (2-3 arrays of n doubles) must fit.
         need = 2 * spec.arrays * size + 3 * n * 8
@@ -184,5 +226,5 @@ class Elementwise(Suite):
             flops=spec.flops_per_element * n,
             check=_checker(op, dtype),
             footprint=spec.arrays * size,
-            extra={"elements": n, "impl_config": config},
+            extra={"elements": n, "impl_config": config, "fma_steps": _fma_steps(op) if op in FMA_OPS else 0},
         )

@@ -35,7 +35,7 @@ def test_sizes_follow_the_cache_never_a_constant():
 
 
 def test_full_grid_on_gpu_is_every_op_dtype_size_and_both_impls():
-    cases = list(E.Elementwise().cases(ctx()))
+    cases = [c for c in E.Elementwise().cases(ctx()) if not c["op"].startswith("fma")]
     assert len(cases) == 6 * 4 * 2 * 2
     assert {c["impl"] for c in cases} == {"torch", "triton"}
     cpu = list(E.Elementwise().cases(ctx(backend="cpu", quick=True)))
@@ -55,7 +55,33 @@ def test_bytes_are_counted_as_babelstream_counts_them(op, arrays, flops_per_elem
     w = E.Elementwise().prepare(Case.of(op=op, dtype="fp32", array_bytes=4096, impl="torch"), CpuBackend())
     assert w.bytes == arrays * 4096
     assert w.flops == flops_per_elem * 1024
-    assert w.extra == {"elements": 1024, "impl_config": ""}
+    assert w.extra == {"elements": 1024, "impl_config": "", "fma_steps": 0}
+
+
+def test_intensity_sweep_on_gpus_only_at_one_size_in_fp32_and_half_types():
+    fma = [c for c in E.Elementwise().cases(ctx()) if c["op"].startswith("fma")]
+    assert [c["op"] for c in fma if c["dtype"] == "fp32"] == [f"fma{k}" for k in E.FMA_STEPS]
+    assert {c["dtype"] for c in fma} == {"fp32", "bf16", "fp16"} and {c["impl"] for c in fma} == {"triton"}
+    assert {c["array_bytes"] for c in fma} == {256 << 20}
+    assert max(E.FMA_STEPS) >= 256 and min(E.FMA_STEPS) == 0  # memory roof to the arithmetic roof
+    quick = [c for c in E.Elementwise().cases(ctx(quick=True, dtypes=("fp32",))) if c["op"].startswith("fma")]
+    assert [c["op"] for c in quick] == [f"fma{k}" for k in E.FMA_STEPS_QUICK]
+    assert not [c for c in E.Elementwise().cases(ctx(backend="cpu")) if c["op"].startswith("fma")]
+    assert not [c for c in E.Elementwise().cases(ctx(dtypes=("fp64",))) if c["op"].startswith("fma")]
+
+
+@pytest.mark.parametrize("k", [0, 1, 64])
+def test_fma_work_and_reference(k):
+    spec = E._op(f"fma{k}")
+    assert spec.arrays == 2 and spec.flops_per_element == 2 * k  # one read, one write, k multiply-adds
+    x = {"a": torch.tensor([0.25, -1.0, 3.0], dtype=torch.float64)}
+    ref = E._reference(f"fma{k}", x)
+    expect = x["a"].clone()
+    for _ in range(k):
+        expect = 0.5 * expect + 0.5
+    assert torch.equal(ref, expect)
+    with pytest.raises(E.Skip, match="fused"):
+        E.Elementwise().prepare(Case.of(op=f"fma{k}", dtype="fp32", array_bytes=4096, impl="torch"), CpuBackend())
 
 
 @pytest.mark.parametrize("dtype", list(E.DTYPES))
@@ -122,4 +148,4 @@ def test_triton_kernels_are_correct_in_the_interpreter(tmp_path):
     env = {**__import__("os").environ, "TRITON_INTERPRET": "1"}
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count("ok") == 6 * 4
+    assert proc.stdout.count("ok") == 6 * 4 + 3 * 2  # BabelStream ops × dtypes, fma × (fp32, fp16)

@@ -20,4 +20,13 @@ for dtype in E.DTYPES:
         chk = E._checker(op, dtype)(x, E._triton_run(op)(x))
         print(dtype, op, "ok" if chk.ok else f"FAIL {chk}")
         failed += not chk.ok
+# Not bf16: the interpreter does bf16 arithmetic on raw bits (numpy has no bf16), so the fma kernel's native
+# bf16 multiply-adds are checked on GPUs only, by the engine's check before every timed case.
+for dtype in (d for d in E.FMA_DTYPES if d != "bf16"):
+    for op in ("fma0", "fma1", "fma16"):
+        n = 8192 + 5
+        x = {"a": torch.empty(n, dtype=E.DTYPES[dtype]).uniform_(-1, 1), "c": torch.full((n,), math.nan, dtype=E.DTYPES[dtype])}
+        chk = E._checker(op, dtype)(x, E._triton_run(op)(x))
+        print(dtype, op, "ok" if chk.ok else f"FAIL {chk}")
+        failed += not chk.ok
 sys.exit(1 if failed else 0)

@@ -1,4 +1,5 @@
-"""BabelStream's kernels in Triton: copy, mul, add, triad, dot, fill.
+"""BabelStream's kernels in Triton: copy, mul, add, triad, dot, fill; and ``fma``, k multiply-adds per element
+for the arithmetic-intensity (roofline) sweep.
 
 One program handles one block of elements (a flat grid, no grid-stride loop): for streaming kernels this
 keeps every load independent and lets the compiler issue 16-byte vector accesses. Offsets are 64-bit
@@ -88,6 +89,19 @@ def _dot_kernel(a, b, partial, n, BLOCK: tl.constexpr, IS64: tl.constexpr):
     tl.store(partial + tl.program_id(0), acc)
 
 
+@triton.jit
+def _fma_kernel(src, dst, coef, n, K: tl.constexpr, ELEMS: tl.constexpr, W: tl.constexpr):
+    offs, mask = _offsets(n, ELEMS * 32 * W)
+    # In the array's own dtype, half types included (unlike the kernels above), so that each dtype's own
+    # vector-arithmetic roof shows. a and b come from memory: values the compiler cannot fold.
+    x = tl.load(src + offs, mask=mask)
+    a = tl.load(coef)
+    b = tl.load(coef + 1)
+    for _ in tl.static_range(K):  # unrolled: no loop counter between the multiply-adds
+        x = x * a + b
+    tl.store(dst + offs, x.to(dst.dtype.element_ty), mask=mask)
+
+
 def _launch(kernel, n: int, t: torch.Tensor, *args, warps: int | None = None, **kw) -> None:
     """Launch an elementwise kernel over n elements of t's dtype, one 16-byte vector per thread."""
     elems = VECTOR_BYTES // t.element_size()
@@ -118,6 +132,20 @@ def triad(b: torch.Tensor, c: torch.Tensor, a: torch.Tensor, s: float, warps: in
 def fill(a: torch.Tensor, s: float, warps: int | None = None) -> torch.Tensor:
     _launch(_fill_kernel, a.numel(), a, a, s, warps=warps)
     return a
+
+
+def fma(src: torch.Tensor, dst: torch.Tensor, k: int, a: float, b: float, warps: int | None = None) -> torch.Tensor:
+    """dst = f^k(src) with f(x) = a·x + b: one read, one write and k multiply-adds per element, in the
+    array's own dtype. a and b are read from device memory, so the compiler cannot fold the chain."""
+    key = (src.dtype, src.device, a, b)
+    coef = _COEFS.get(key)
+    if coef is None:  # made once: a host-to-device copy per call would be timed with the kernel
+        coef = _COEFS[key] = torch.tensor([a, b], dtype=src.dtype, device=src.device)
+    _launch(_fma_kernel, src.numel(), src, src, dst, coef, warps=warps, K=k)
+    return dst
+
+
+_COEFS: dict = {}
 
 
 def dot(a: torch.Tensor, b: torch.Tensor, block: int = DOT_BLOCK, num_warps: int = DOT_WARPS) -> torch.Tensor:

@@ -1,0 +1,102 @@
+"""The roofline: roofs taken from the right rows, points at their analytic intensity, impossible points
+flagged, and the CLI around it (a chart written, exit 1 on an impossible point, exit 2 on an empty run)."""
+
+import pandas as pd
+import pytest
+
+from gpubench import peaks, results, roofline
+from gpubench.cli import main
+
+
+def row(suite, metric, value, *, dtype="fp32", flops=0, nbytes=1, case="c", status="ok", **params):
+    return {"suite": suite, "metric": metric, "value": value, "dtype": dtype, "work_flops": flops,
+            "work_bytes": nbytes, "case": case, "status": status, "device": "NVIDIA H200", **params}
+
+
+def frame(rows):
+    return pd.DataFrame(rows)
+
+
+H200_ROWS = [
+    row("elementwise", "bandwidth", 4200.0, op="copy", case="copy fp32"),
+    row("elementwise", "bandwidth", 4300.0, op="triad", case="triad fp32"),  # not the memory roof: copy is
+    row("elementwise", "bandwidth", 4400.0, op="copy", case="copy bad", status="invalid"),  # never counted
+    row("elementwise", "throughput", 0.7, op="triad", flops=2 * 10, nbytes=12 * 10, case="triad fp32"),
+    row("elementwise", "throughput", 60.0, op="fma256", flops=512 * 10, nbytes=8 * 10, case="fma256 fp32"),
+    row("elementwise", "throughput", float("nan"), op="copy", case="copy fp32"),  # no flops: no point
+    row("gemm", "throughput", 680.0, dtype="bf16", flops=2 * 8192**3, nbytes=6 * 8192**2, impl="torch",
+        case="bf16 8192"),
+    row("gemm", "throughput", 570.0, dtype="bf16", flops=2 * 8192**3, nbytes=6 * 8192**2, impl="triton",
+        case="bf16 8192 triton"),
+]
+
+
+def test_roofs_are_the_best_copy_gemm_and_fma_rows_and_specs_come_from_the_table():
+    device, all_roofs = roofline.analyze(frame(H200_ROWS))
+    by = {r.dtype: r for r in all_roofs}
+    assert device == "NVIDIA H200" and set(by) == {"fp32", "bf16"}
+    assert by["fp32"].memory_gbps == by["bf16"].memory_gbps == 4200.0
+    assert by["bf16"].tensor_tflops == 680.0 and by["bf16"].vector_tflops is None
+    assert by["fp32"].vector_tflops == 60.0 and by["fp32"].tensor_tflops is None
+    spec = peaks.lookup("NVIDIA H200")
+    assert by["bf16"].spec_tensor_tflops == spec.tflops["bf16"] and by["bf16"].spec_memory_gbps == 4800.0
+    assert by["fp32"].spec_vector_tflops == spec.vector_tflops["fp32"]
+    fp32 = sorted((p.label, p.intensity) for p in by["fp32"].points)
+    assert fp32 == [("elementwise fma", 64.0), ("elementwise triad", pytest.approx(1 / 6))]
+    assert roofline.violations(all_roofs) == []
+
+
+def test_a_point_above_its_spec_roof_is_a_measurement_error():
+    rows = H200_ROWS + [
+        # 1200 TF/s of bf16 GEMM: above the 989.4 dense peak
+        row("gemm", "throughput", 1200.0, dtype="bf16", flops=2 * 4096**3, nbytes=6 * 4096**2, impl="torch",
+            case="too fast"),
+        # a triad at 1/6 FLOP/byte and 1.0 TF/s would need 6 TB/s of memory: above 4.8
+        row("elementwise", "throughput", 1.0, op="triad", flops=2, nbytes=12, case="triad too fast"),
+    ]
+    bad = roofline.violations(roofline.analyze(frame(rows))[1])
+    assert sorted(p.case for _, p, _ in bad) == ["too fast", "triad too fast"]
+    roof = {p.case: r for _, p, r in bad}
+    assert roof["too fast"] == pytest.approx(989.4)
+    assert roof["triad too fast"] == pytest.approx(4800 / 6 / 1e3)
+
+
+def test_unknown_device_has_no_spec_roofs_and_flags_nothing():
+    rows = [dict(r, device="Fake GPU") for r in H200_ROWS]
+    _, all_roofs = roofline.analyze(frame(rows))
+    assert all(r.spec_memory_gbps is None and r.spec_tensor_tflops is None for r in all_roofs)
+    assert roofline.violations(all_roofs) == []
+
+
+def saved_run(tmp_path, rows):
+    run = tmp_path / "run"
+    run.mkdir()
+    df = pd.DataFrame([dict(r, run_id="r1", suite_version=1, unit="TFLOP/s", better="higher") for r in rows])
+    results.save(results.frame(df.to_dict("records")), run / "x.parquet")
+    return run
+
+
+def test_cli_writes_the_chart_and_exits_by_what_it_found(tmp_path, capsys):
+    fake = tmp_path / "fake"
+    assert main(["run", "--suite", "elementwise,gemm", "--backend", "fake", "--quick", "--out", str(fake),
+                 "--cluster", "t", "--filter", "op=(copy|triad)|shape=square,dtype=fp32,layout=NN"]) == 0
+    run = next((fake / "t").iterdir())
+    out = tmp_path / "chart.png"
+    assert main(["roofline", str(run), "--out", str(out)]) == 0
+    assert out.stat().st_size > 10_000 and out.read_bytes()[:4] == b"\x89PNG"
+    assert "chart:" in capsys.readouterr().out
+
+    bad = saved_run(tmp_path, H200_ROWS + [row("gemm", "throughput", 1200.0, dtype="bf16", flops=2 * 4096**3,
+                                                   nbytes=6 * 4096**2, impl="torch", case="too fast")])
+    assert main(["roofline", str(bad)]) == 1
+    assert "measurement error: bf16 gemm torch too fast" in capsys.readouterr().out
+    assert (bad / "roofline.png").exists()
+
+
+def test_cli_refuses_a_run_without_points_and_a_bad_out(tmp_path, capsys):
+    empty = saved_run(tmp_path, [row("elementwise", "bandwidth", 4200.0, op="copy")])
+    assert main(["roofline", str(empty)]) == 2
+    assert "no elementwise or gemm throughput rows" in capsys.readouterr().err
+    run = saved_run(tmp_path / "b", H200_ROWS) if (tmp_path / "b").mkdir() is None else None
+    assert main(["roofline", str(run), "--out", str(tmp_path / "nodir" / "x.png")]) == 2
+    assert main(["roofline", str(tmp_path / "missing")]) == 2
