@@ -184,3 +184,15 @@ def test_hold_on_a_backend_that_cannot_hold_is_a_skip():
     w.hold = True
     with pytest.raises(Skip, match="cannot hold a stream"):
         engine.measure(w, CpuBackend(), ONE_CALL)
+
+
+def test_a_workload_can_ask_for_a_longer_warmup_capped_by_the_config():
+    # Settled from the first batches (constant 1 ms calls): only the workload's minimum keeps it warming up.
+    cfg = EngineConfig(**{**ONE_CALL.__dict__, "min_warmup_s": 0.0, "max_warmup_s": 0.5})
+    w = make_workload()
+    assert engine.measure(w, FakeBackend(durations=[1e-3]), cfg).warmup_s < 0.01
+    w.min_warmup_s = 0.2
+    m = engine.measure(w, FakeBackend(durations=[1e-3]), cfg)
+    assert 0.2 <= m.warmup_s < 0.21 and m.settled
+    w.min_warmup_s = 5.0  # more than the config allows: the config's max wins
+    assert engine.measure(w, FakeBackend(durations=[1e-3]), cfg).warmup_s == pytest.approx(0.5, abs=0.002)
