@@ -98,6 +98,7 @@ class Copy(Suite):
         else:
             copy_fn = _bidir_copy(on_gpu) if direction == "bidir" else _one_copy
         pageable = memory == "pageable"
+        extra["timing_method"] = "host clock, copy + sync" if pageable else "held stream, events"
 
         def make_inputs() -> Buffers:
             with topology.bind_to_node(gpu_numa) as binding:
@@ -122,7 +123,7 @@ class Copy(Suite):
             footprint=device_bytes,
             timing="host" if pageable else "device",
             hold=not pageable,
-            extra={**extra, "timing_method": "host clock, copy + sync" if pageable else "held stream, events"},
+            extra=extra,  # the same dict make_inputs fills in: host_numa and numa_bound are known only then
             # The host thread stages pageable copies itself: it runs on the GPU's node while they are timed.
             context=(lambda: topology.bind_to_node(gpu_numa)) if pageable else None,
         )
@@ -207,16 +208,21 @@ def _make_buffers(direction: str, memory: str, size: int, backend: Any, on_gpu: 
     def device(where: str) -> torch.Tensor:
         return torch.empty(size, dtype=torch.uint8, device=f"cuda:{_index(where)}" if on_gpu else dev)
 
+    hosts: list[torch.Tensor] = []
+
     def host() -> torch.Tensor:
         if not on_gpu:
-            return torch.empty(size, dtype=torch.uint8)  # the fake backend: bookkeeping only
-        if memory == "pinned":
-            return torch.empty(size, dtype=torch.uint8, pin_memory=True)
-        if memory == "registered":
+            t = torch.empty(size, dtype=torch.uint8)  # the fake backend: bookkeeping only
+        elif memory == "pinned":
+            t = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+        elif memory == "registered":
             reg = _Registered(size)
             keep.append(reg)
-            return reg.tensor
-        return torch.empty(size, dtype=torch.uint8)
+            t = reg.tensor
+        else:
+            t = torch.empty(size, dtype=torch.uint8)
+        hosts.append(t)
+        return t
 
     if direction == "h2d":
         pairs = [(host(), device(case["dst"]))]
@@ -229,8 +235,7 @@ def _make_buffers(direction: str, memory: str, size: int, backend: Any, on_gpu: 
     for src, dst in pairs:
         _randomize(src, dev)
         dst.fill_(_POISON)
-    host_buf = next((t for pair in pairs for t in pair if t.device.type == "cpu" and on_gpu), None)
-    return Buffers(pairs, host_buf, keep)
+    return Buffers(pairs, hosts[0] if hosts else None, keep)
 
 
 def _randomize(t: torch.Tensor, dev: str) -> None:

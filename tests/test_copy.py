@@ -273,3 +273,13 @@ def test_gpu_link_through_amdsmi():
             return {"type": Kind(), "hops": 1}
 
     assert topology.gpu_link("hip", "0000:0c:00.0", "0000:22:00.0", amdsmi=FakeAmdSmi()) == "XGMI (1 hop)"
+
+
+def test_the_host_buffers_numa_node_reaches_the_rows(monkeypatch):
+    # Known only once make_inputs has allocated the buffer: the row must carry what it found then.
+    seen = []
+    monkeypatch.setattr(C.topology, "address_numa_node", lambda addr, n: seen.append(n) or 3)
+    rows = [r for r in run_cases(FakeBackend()) if r["metric"] == "bandwidth"]
+    by = {(r["direction"], r["memory"]): r for r in rows}
+    assert seen and by[("h2d", "pageable")]["host_numa"] == 3 and by[("bidir", "pinned")]["host_numa"] == 3
+    assert by[("d2d", "device")]["host_numa"] is None  # no host buffer
