@@ -170,10 +170,10 @@ def cmd_run(args, argv: Sequence[str]) -> int:
 
 
 def cmd_roofline(args) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from gpubench import results, roofline
+    from gpubench.console import out_console
 
     df = results.load(args.run_dir)
     device, all_roofs = roofline.analyze(df)
@@ -198,7 +198,7 @@ def cmd_roofline(args) -> int:
                       f"{fmt(ro.memory_gbps, 'GB/s')} / {fmt(ro.spec_memory_gbps, 'GB/s')}",
                       f"{fmt(ro.tensor_tflops, 'TF/s')} / {fmt(ro.spec_tensor_tflops, 'TF/s')}",
                       f"{fmt(ro.vector_tflops, 'TF/s')} / {fmt(ro.spec_vector_tflops, 'TF/s')}")
-    console = Console() if Console().is_terminal else Console(width=200)
+    console = out_console()
     console.print(table)
     for ro, p, roof in bad:
         console.print(f"measurement error: {ro.dtype} {p.label} {p.case}: {p.tflops:.2f} TF/s at {p.intensity:.3g} "

@@ -81,8 +81,16 @@ def check(workload: Workload, backend: Any) -> Check | None:
 
 def rotation_sets(workload: Workload, cache_bytes: int, config: EngineConfig) -> int:
     """How many input sets cycling spans ``rotate_factor`` × the cache (1 if one set already does)."""
+    if workload.cache != "rotate":
+        return 1
     footprint = workload.footprint if workload.footprint is not None else workload.bytes
-    if workload.cache != "rotate" or footprint <= 0:
+    return sets_spanning(footprint, cache_bytes, config)
+
+
+def sets_spanning(footprint: int, cache_bytes: int, config: EngineConfig) -> int:
+    """Input sets of ``footprint`` bytes that span ``rotate_factor`` × the cache, capped at ``max_sets`` (a
+    suite sizing its memory needs asks this too)."""
+    if footprint <= 0:
         return 1
     need = math.ceil(config.rotate_factor * cache_bytes / footprint)
     return max(1, min(config.max_sets, need))
@@ -236,4 +244,4 @@ def metric_samples(workload: Workload, metrics: Sequence[Metric], samples_s: Seq
     return out
 
 
-__all__ = ["EngineConfig", "FULL", "QUICK", "Measurement", "measure", "check", "metric_samples", "rotation_sets"]
+__all__ = ["EngineConfig", "FULL", "QUICK", "Measurement", "measure", "check", "metric_samples", "rotation_sets", "sets_spanning"]

@@ -13,6 +13,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from gpubench.errors import UsageError
+
 Better = Literal["higher", "lower"]
 
 # Units the engine converts a time into; a suite picks one per time metric.
@@ -135,6 +137,16 @@ class GridContext:
     search: bool = False  # --search: a suite with a search mode (gemm) sweeps its shapes; others ignore it
     device_index: int = 0  # the device this run measures (--device)
     device_count: int = 1  # devices of this backend on the host, for suites with pairs (peer copies)
+
+    def pick_dtypes(self, suite: str, known: Iterable[str], default: Iterable[str]) -> list[str]:
+        """--dtype if given (each must be one of ``known``: else a UsageError naming them), else ``default``."""
+        if not self.dtypes:
+            return list(default)
+        known = list(known)
+        unknown = [d for d in self.dtypes if d not in known]
+        if unknown:
+            raise UsageError(f"{suite} has no dtype {', '.join(unknown)}: choose from {', '.join(known)}")
+        return list(self.dtypes)
 
 
 class Suite:

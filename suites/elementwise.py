@@ -179,10 +179,7 @@ class Elementwise(Suite):
     params = ("op", "dtype", "array_bytes", "impl")
 
     def cases(self, ctx: GridContext):
-        dtypes = list(ctx.dtypes) if ctx.dtypes else (["fp32", "bf16"] if ctx.quick else list(DTYPES))
-        unknown = [d for d in dtypes if d not in DTYPES]
-        if unknown:
-            raise UsageError(f"elementwise has no dtype {', '.join(unknown)}: choose from {', '.join(DTYPES)}")
+        dtypes = ctx.pick_dtypes("elementwise", DTYPES, ["fp32", "bf16"] if ctx.quick else DTYPES)
         # Triton compiles for GPUs only; the fake backend runs torch on CPU tensors.
         impls = ["torch", "triton"] if ctx.backend in ("cuda", "hip") else ["torch"]
         for size in _array_sizes(ctx):

@@ -46,7 +46,6 @@ import numpy as np
 import torch
 
 from gpubench import engine
-from gpubench.errors import UsageError
 from gpubench.peaks import peak_tflops
 from gpubench.suite import THROUGHPUT, TIME, Case, Check, Derived, GridContext, Metric, Skip, Suite, Workload
 
@@ -136,15 +135,6 @@ def gemm_bytes(m: int, n: int, k: int, operand_size: int, output_size: int) -> i
 # --- the grid ----------------------------------------------------------------------------------------------
 
 
-def _dtypes(ctx: GridContext, default: tuple[str, ...]) -> list[str]:
-    if not ctx.dtypes:
-        return list(default)
-    unknown = [d for d in ctx.dtypes if d not in DTYPES]
-    if unknown:
-        raise UsageError(f"gemm has no dtype {', '.join(unknown)}: choose from {', '.join(DTYPES)}")
-    return list(ctx.dtypes)
-
-
 def _search_cases(ctx: GridContext, on_gpu: bool):
     if ctx.sizes:
         values = tuple(ctx.sizes)
@@ -153,7 +143,7 @@ def _search_cases(ctx: GridContext, on_gpu: bool):
     else:
         values = CPU_SEARCH_QUICK if ctx.quick else CPU_SEARCH
     # torch only: the question is what the vendor library gets; Triton would autotune every shape.
-    for dtype in _dtypes(ctx, ("bf16",) if on_gpu else ("fp32",)):
+    for dtype in ctx.pick_dtypes("gemm", DTYPES, ("bf16",) if on_gpu else ("fp32",)):
         for m in values:
             for n in values:
                 for k in values:
@@ -386,8 +376,7 @@ def _checker(dtype: str, m: int, k: int):
 def _memory_need(footprint: int, cache_bytes: int, m: int, n: int, k: int, fp8: bool) -> int:
     """Peak bytes one case holds: the engine's rotating sets, the check's set, fp8's fp32 staging and the
     check's fp64 reference (sampled rows of A and C, one chunk of B: see reference_rows)."""
-    probe = Workload(run=lambda x: x, make_inputs=lambda: None, footprint=footprint)
-    sets = engine.rotation_sets(probe, cache_bytes, engine.FULL)
+    sets = engine.sets_spanning(footprint, cache_bytes, engine.FULL)
     staging = 4 * max(m * k, k * n) if fp8 else 0
     reference = 8 * (min(m, SAMPLE_ROWS) * (k + 2 * n) + k * min(n, _chunk_columns(k)))
     return (sets + 1) * footprint + staging + reference
@@ -411,7 +400,7 @@ class Gemm(Suite):
             yield from _search_cases(ctx, on_gpu)
             return
         for shape, mnks, layouts, default_dtypes, impls in _families(ctx, on_gpu):
-            for dtype in _dtypes(ctx, default_dtypes):
+            for dtype in ctx.pick_dtypes("gemm", DTYPES, default_dtypes):
                 for layout in layouts:
                     for m, n, k in mnks:
                         for impl in impls:
