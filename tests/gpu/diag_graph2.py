@@ -10,7 +10,7 @@ import torch
 N = 1000
 
 
-def capture(x):
+def capture(x, nodes=N):
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -18,7 +18,7 @@ def capture(x):
     torch.cuda.current_stream().wait_stream(side)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        for _ in range(N):
+        for _ in range(nodes):
             x.add_(1.0)
     return g
 

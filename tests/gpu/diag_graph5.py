@@ -46,18 +46,8 @@ def _imports():
 
 def _small_graphs(replay: bool):
     x = torch.zeros(1, device="cuda")
-    keep = []
-    for n in (1, 10, 100):
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            x.add_(1.0)
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(n):
-                x.add_(1.0)
-        keep.append(g)
+    keep = [capture(x, n) for n in (1, 10, 100)]
+    for g in keep:
         for _ in range(2000 if replay else 0):
             g.replay()
     torch.cuda.synchronize()
