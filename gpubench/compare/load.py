@@ -1,0 +1,171 @@
+"""One side of a comparison: which runs a path names, and their rows pooled into one row per figure.
+
+A path is
+- a run directory (``run.json`` and its tables),
+- a table file (``.parquet``; the ``run.json`` beside it, when there is one, gives its fingerprint),
+- a directory of runs, such as ``results/<cluster>/``: its latest complete run by run_id order (run_ids
+  start with the UTC start time), or its ``window`` latest runs pooled,
+- or a small text file naming a run directory (the ``baseline`` pointer of ci/nightly.sh), relative to the
+  file's own directory.
+
+Pooling joins all rows of one (suite, case, metric) on a side: their samples are concatenated and the figure
+is the median of them all. That is how a baseline window becomes one baseline, and how a run with rows from
+several devices is compared as one (``gpubench compare --fleet`` looks at its devices one by one instead).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gpubench import results
+from gpubench.errors import UsageError
+from gpubench.stats import summarize
+
+KEY = ("suite", "case", "metric")
+_POINTER_MAX_BYTES = 4096  # a pointer file holds one path; anything larger is not one
+
+
+@dataclass
+class Side:
+    label: str  # the path as the user gave it
+    paths: list[Path]  # run directories or table files, oldest first
+    runs: list[dict[str, Any]]  # run.json of each (empty where a bare table has none)
+    raw: pd.DataFrame  # every row of every run
+    asked_window: int = 1
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def run_ids(self) -> list[str]:
+        ids = [str(r.get("run_id")) for r in self.runs if r.get("run_id")]
+        if ids:
+            return ids
+        return sorted({str(x) for x in self.raw.get("run_id", pd.Series(dtype=object)).dropna()})
+
+    def pooled(self) -> pd.DataFrame:
+        return pool(self.raw)
+
+
+def is_run_dir(path: Path) -> bool:
+    return (path / results.RUN_FILE).is_file() or any(path.glob(f"*{results.TABLE_SUFFIX}"))
+
+
+def run_candidates(collection: Path) -> list[tuple[str, Path, dict[str, Any]]]:
+    """(run_id, path, run.json) of the complete runs directly under ``collection``, oldest first.
+
+    Symlinks are skipped (a ``baseline`` link would count a run twice); runs still running, interrupted or
+    failed are skipped too: their tables are partial.
+    """
+    found = []
+    for child in collection.iterdir():
+        if child.is_symlink() or not child.is_dir() or not (child / results.RUN_FILE).is_file():
+            continue
+        meta = results.read_run_meta(child)
+        if meta.get("status") != "complete":
+            continue
+        found.append((str(meta.get("run_id") or child.name), child, meta))
+    return sorted(found, key=lambda t: t[0])
+
+
+def _read_pointer(path: Path) -> Path | None:
+    """The run directory a small text file names, or None if it is not such a file."""
+    if path.stat().st_size > _POINTER_MAX_BYTES:
+        return None
+    try:
+        text = path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text or "\n" in text:
+        return None
+    target = Path(text)
+    target = target if target.is_absolute() else path.parent / target
+    return target if target.is_dir() else None
+
+
+def resolve(path: str | os.PathLike, *, window: int = 1, exclude: Sequence[str] = ()) -> Side:
+    """The runs ``path`` names (see the module docstring); ``exclude`` drops run_ids from a directory of runs."""
+    label = str(path)
+    p = Path(path)
+    if p.is_file() and p.suffix != results.TABLE_SUFFIX:
+        target = _read_pointer(p)
+        if target is None:
+            raise UsageError(f"{p} is neither a {results.TABLE_SUFFIX} table nor a file naming a run directory")
+        p = target
+    if p.is_file():
+        if window > 1:
+            raise UsageError(f"--baseline-window {window} needs a directory of runs, and {p} is one table")
+        df = results.load_table(p)
+        meta = results.read_run_meta(p.parent) if (p.parent / results.RUN_FILE).is_file() else {}
+        return Side(label, [p], [meta] if meta else [], df)
+    if not p.is_dir():
+        raise UsageError(f"{p} does not exist: give a run directory, a {results.TABLE_SUFFIX} table or a "
+                         "directory of runs such as results/<cluster>")
+    if is_run_dir(p):
+        if window > 1:
+            raise UsageError(f"--baseline-window {window} needs a directory of runs (such as results/<cluster>), "
+                             f"and {p} is one run")
+        df = results.load(p)
+        meta = df.attrs.get("run") or {}
+        return Side(label, [p], [meta] if meta else [], df)
+    every = run_candidates(p)
+    candidates = [c for c in every if c[0] not in set(exclude)]
+    if not candidates:
+        if every:
+            raise UsageError(f"{p} holds no complete run other than the current one ({', '.join(exclude)}): "
+                             "a baseline needs an earlier run; give its run directory")
+        raise UsageError(f"{p} holds no complete run directory: give a run directory or a directory of runs "
+                         "written by gpubench run")
+    chosen = candidates[-window:]
+    frames = [results.load(c[1]) for c in chosen]
+    side = Side(label, [c[1] for c in chosen], [c[2] for c in chosen],
+                pd.concat(frames, ignore_index=True), asked_window=window)
+    if len(chosen) < window:
+        side.notes.append(f"{label}: {len(chosen)} complete run(s), fewer than the window of {window}")
+    return side
+
+
+def _finite(x: Any) -> bool:
+    try:
+        return x is not None and math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def pool(raw: pd.DataFrame) -> pd.DataFrame:
+    """One row per (suite, case, metric): see the module docstring. Rows keep the columns of the latest row
+    of their figure; value, the stats and samples are recomputed from the pooled ok rows."""
+    if raw.empty:
+        return raw.copy()
+    df = raw.reset_index(drop=True)
+    df["_order"] = np.arange(len(df))  # later runs come later in raw
+    out = []
+    for _, rows in df.groupby(list(KEY), sort=False, dropna=False):
+        rows = rows.sort_values("_order")
+        ok = rows[rows["status"] == "ok"]
+        if ok.empty:
+            out.append({**rows.iloc[-1].to_dict(), "pooled": 0})
+            continue
+        # A window spanning a suite version change pools only the latest version's rows.
+        ok = ok[ok["suite_version"] == ok["suite_version"].iloc[-1]]
+        row = ok.iloc[-1].to_dict()
+        samples = [float(s) for ss in ok["samples"] for s in (ss if ss is not None else [])]
+        if len(ok) > 1:
+            st = summarize(samples)
+            values = [float(v) for v in ok["value"] if _finite(v)]
+            row.update({k: st[k] for k in ("mean", "min", "max", "stdev", "iqr", "cv")})
+            row["value"] = st["median"] if samples else (float(np.median(values)) if values else math.nan)
+            row["n"] = st["n"]
+            row["samples"] = samples
+        row["pooled"] = len(ok)
+        out.append(row)
+    return pd.DataFrame(out).drop(columns=["_order"])
+
+
+__all__ = ["KEY", "Side", "resolve", "pool", "run_candidates", "is_run_dir"]

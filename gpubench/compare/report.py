@@ -1,0 +1,106 @@
+"""A comparison of a baseline with a current result, from the paths the user gave to the verdict rows."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from gpubench.compare import cross
+from gpubench.compare.load import Side, resolve
+from gpubench.compare.thresholds import Thresholds
+from gpubench.compare.verdict import COMPARED, DEFAULT_ALPHA, WORSE, compare_frames
+from gpubench.errors import UsageError
+
+EXIT_OK, EXIT_WORSE = 0, 1
+
+
+@dataclass
+class Report:
+    baseline: Side
+    current: Side
+    baseline_system: dict[str, Any]
+    current_system: dict[str, Any]
+    cross_cluster: bool
+    thresholds: Thresholds
+    alpha: float
+    rows: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def system_differences(self) -> list[str]:
+        return cross.differences(self.baseline_system, self.current_system)
+
+    def counts(self) -> dict[str, int]:
+        """Verdicts of compared rows, and the other rows by status."""
+        compared = self.rows[self.rows["status"] == COMPARED]
+        counts = Counter(compared["verdict"])
+        counts.update(self.rows.loc[self.rows["status"] != COMPARED, "status"])
+        return dict(counts)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_WORSE if (self.rows["verdict"] == WORSE).any() else EXIT_OK
+
+    @property
+    def baseline_text(self) -> str:
+        return cross.describe(self.baseline_system, self.baseline)
+
+    @property
+    def current_text(self) -> str:
+        return cross.describe(self.current_system, self.current)
+
+    def title(self) -> str:
+        kind = "cross-cluster comparison" if self.cross_cluster else "compare"
+        return f"gpubench {kind}\nbaseline: {self.baseline_text}\ncurrent:  {self.current_text}"
+
+    def summary(self) -> str:
+        c = self.counts()
+        order = ("WORSE", "UNKNOWN", "SAME", "BETTER", "not-ok", "incomparable", "only-baseline", "only-current")
+        text = ", ".join(f"{c[k]} {k}" for k in order if c.get(k))
+        return text or "nothing compared"
+
+
+def build(baseline: str | os.PathLike, current: str | os.PathLike, *, window: int = 1,
+          thresholds: Thresholds | None = None, alpha: float = DEFAULT_ALPHA, cross_cluster: bool = False) -> Report:
+    """Load both sides, check they are one system (unless ``cross_cluster``), and judge every shared figure.
+
+    Raises UsageError (exit 2) for inputs that cannot be compared; WORSE rows are the caller's exit 1.
+    """
+    if window < 1:
+        raise UsageError(f"--baseline-window {window}: give 1 or more runs")
+    if not 0 < alpha < 1:
+        raise UsageError(f"--alpha {alpha}: give a significance level between 0 and 1, such as 0.01")
+    thresholds = thresholds or Thresholds()
+    cur = resolve(current)
+    # From a directory of runs the baseline is the latest runs other than the current one, so that
+    # `compare results/A results/A --baseline-window 5` compares the newest run with the five before it.
+    base = resolve(baseline, window=window, exclude=cur.run_ids)
+    b_sys, c_sys = cross.system_of(base), cross.system_of(cur)
+    diff = cross.differences(b_sys, c_sys)
+    if diff and not cross_cluster:
+        raise UsageError(f"{baseline} and {current} ran on different systems ({'; '.join(diff)}): pass "
+                         "--cross-cluster to compare them anyway (ratios and % of spec peak)")
+    rows = compare_frames(base.pooled(), cur.pooled(), thresholds, alpha)
+    report = Report(base, cur, b_sys, c_sys, cross_cluster, thresholds, alpha, rows, [*base.notes, *cur.notes])
+    _check_comparable(report, baseline, current)
+    return report
+
+
+def _check_comparable(report: Report, baseline: Any, current: Any) -> None:
+    rows = report.rows
+    shared = rows[~rows["status"].isin(["only-baseline", "only-current"])] if len(rows) else rows
+    if shared.empty:
+        raise UsageError(f"{baseline} and {current} have no figure in common: compare runs of the same suites "
+                         "(gpubench run --suite ... with the same --quick/--dtype/--sizes)")
+    if not (shared["status"] == COMPARED).any():
+        why = Counter(shared["status"])
+        raise UsageError(f"nothing to compare between {baseline} and {current}: the shared figures are "
+                         f"{', '.join(f'{n} {s}' for s, n in why.items())}; rerun the failed cases, or promote a new "
+                         "baseline after a suite version change")
+
+
+__all__ = ["Report", "build", "EXIT_OK", "EXIT_WORSE"]

@@ -1,0 +1,57 @@
+"""ci/nightly.sh on the fake backend: the first night sets the baseline, the next compares with it, and a
+regression stored as a later baseline's successor fails the job with compare's exit code."""
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from test_compare_helpers import copy_run, scaled
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "ci" / "nightly.sh"
+
+
+def nightly(tmp_path, **env):
+    full = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            "SUITES": "elementwise", "RUN_ARGS": "--quick --backend fake --dtype fp32 --filter op=copy",
+            "SUMMARY": str(tmp_path / "summary.md"), "JUNIT": str(tmp_path / "junit.xml"), **env}
+    if "GITHUB_STEP_SUMMARY" not in env:
+        full.pop("GITHUB_STEP_SUMMARY", None)  # this test suite may itself run in GitHub Actions
+    return subprocess.run(["bash", str(SCRIPT), "lab", str(tmp_path / "results")], capture_output=True,
+                          text=True, env=full, cwd=tmp_path, timeout=300)
+
+
+def test_nightly_sets_then_uses_the_baseline(tmp_path):
+    first = nightly(tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "is now the baseline" in first.stdout
+    lab = tmp_path / "results" / "lab"
+    assert (lab / "baseline").is_symlink()
+    assert not (tmp_path / "summary.md").exists()
+
+    step_summary = tmp_path / "step.md"
+    second = nightly(tmp_path, GITHUB_STEP_SUMMARY=str(step_summary))
+    assert second.returncode == 0, second.stderr
+    assert "SAME" in (tmp_path / "summary.md").read_text()
+    assert step_summary.read_text() == (tmp_path / "summary.md").read_text()
+    assert ET.parse(tmp_path / "junit.xml").getroot().get("failures") == "0"
+
+    # a baseline that was 10 % faster: tonight's run is WORSE and the job fails with compare's exit code 1
+    base = (lab / "baseline").resolve()
+    faster = copy_run(base, lab, "20000101T000000Z-00fa57", lambda df: scaled(
+        df, lambda r: 1.10 if r["better"] == "higher" else 1 / 1.10))
+    (lab / "baseline").unlink()
+    (lab / "baseline").write_text(faster.name + "\n")  # a file naming the run works as well as a symlink
+    third = nightly(tmp_path)
+    assert third.returncode == 1, third.stderr
+    assert ET.parse(tmp_path / "junit.xml").getroot().get("failures") == "2"
+    assert "2 WORSE" in (tmp_path / "summary.md").read_text()
+
+
+def test_nightly_exits_2_on_a_setup_error_and_sets_no_baseline(tmp_path):
+    proc = nightly(tmp_path, SUITES="nosuch")
+    assert proc.returncode == 2
+    assert "unknown suite 'nosuch'" in proc.stderr
+    assert not (tmp_path / "results" / "lab" / "baseline").exists()
