@@ -1,0 +1,150 @@
+"""The `comm` table: what both collective engines (gpubench's own torch.distributed loop and nccl-tests /
+rccl-tests, run or imported) write, so that one compare covers both engines, clusters and years of logs.
+
+Conventions, the same as nccl-tests' (its doc/PERFORMANCE.md and each test's ``GetBw``):
+- ``bytes`` is the size nccl-tests prints: the larger of the send and receive buffers of one rank. For
+  all_gather that is the gathered output (per-rank count × ranks), for reduce_scatter the input, for alltoall
+  the whole buffer (per-peer count × ranks); for the others the one buffer.
+- ``count`` is the element count passed to the library call (per rank for all_gather/reduce_scatter, per peer
+  for alltoall).
+- ``algbw = bytes / time`` in GB/s (1 GB = 1e9 B); ``busbw = algbw × factor`` with the factors below, so that
+  busbw reads as the bandwidth each link would need under a flat point-to-point model.
+- ``time`` is per operation in µs; gpubench's engine takes the slowest rank's time (a collective is done when its
+  last rank is), nccl-tests averages over ranks by default.
+
+The case id (the join key of compare) is ``collective, bytes, dtype, op, inplace``; the engine, world size and
+node count are columns beside it, so runs of different engines or world sizes still line up by case.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from gpubench.stats import summarize
+from gpubench.suite import Case, Metric
+
+SUITE = "comm"
+SUITE_VERSION = 1
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
+REDUCING = frozenset({"all_reduce", "reduce_scatter", "reduce"})
+ROOTED = frozenset({"broadcast", "reduce"})
+# Collectives whose output may alias the input (nccl-tests' in-place column; sendrecv and alltoall have one
+# in nccl-tests too, where the receive buffer is the send buffer).
+INPLACE = frozenset(COLLECTIVES)
+
+PARAMS = ("collective", "bytes", "dtype", "op", "inplace")
+# Columns beside the case parameters that every comm row carries.
+EXTRAS = ("count", "world_size", "nnodes", "valid", "wrong", "engine", "root")
+
+TIME = Metric("time", "us", "lower")
+ALGBW = Metric("algbw", "GB/s", "higher")
+BUSBW = Metric("busbw", "GB/s", "higher")
+METRICS = (TIME, ALGBW, BUSBW)
+
+# nccl-tests' type names (its -d option and its `type` column) → the names gpubench writes.
+NCCL_TYPES = {
+    "float": "float32",
+    "half": "float16",
+    "bfloat16": "bfloat16",
+    "double": "float64",
+    "int8": "int8",
+    "uint8": "uint8",
+    "int32": "int32",
+    "uint32": "uint32",
+    "int64": "int64",
+    "uint64": "uint64",
+    "f8e4m3": "float8_e4m3",
+    "f8e5m2": "float8_e5m2",
+}
+TO_NCCL_TYPE = {v: k for k, v in NCCL_TYPES.items()}
+REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
+
+
+def busbw_factor(collective: str, world_size: int) -> float:
+    """nccl-tests' bus-bandwidth factor for ``collective`` among ``world_size`` ranks."""
+    n = world_size
+    if collective == "all_reduce":
+        return 2 * (n - 1) / n
+    if collective in ("all_gather", "reduce_scatter", "alltoall"):
+        return (n - 1) / n
+    if collective in ("broadcast", "reduce", "sendrecv"):
+        return 1.0
+    raise ValueError(f"unknown collective {collective!r}: one of {', '.join(COLLECTIVES)}")
+
+
+def element_count(collective: str, nbytes: int, itemsize: int, world_size: int) -> int:
+    """The count passed to the library for a row of ``nbytes`` (see the module docstring)."""
+    if collective in ("all_gather", "reduce_scatter", "alltoall"):
+        return nbytes // (itemsize * world_size)
+    return nbytes // itemsize
+
+
+def case(collective: str, nbytes: int, dtype: str, op: str, inplace: bool) -> Case:
+    """The case of one row; ``op`` is ``none`` for collectives that do not reduce."""
+    return Case.of(collective=collective, bytes=int(nbytes), dtype=dtype, op=op, inplace=bool(inplace))
+
+
+def imported_rows(
+    *,
+    collective: str,
+    nbytes: int,
+    count: int,
+    dtype: str,
+    op: str,
+    inplace: bool,
+    time_us: float,
+    algbw: float,
+    busbw: float,
+    wrong: int | None,
+    world_size: int,
+    nnodes: int | None,
+    engine: str,
+    root: int = -1,
+    base: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Rows for one figure another tool printed (one value per metric, no spread): a log holds no samples.
+
+    ``wrong`` is None when the tool did not validate; a positive count makes the row ``invalid``.
+    """
+    c = case(collective, nbytes, dtype, op, inplace)
+    valid = None if wrong is None else wrong == 0
+    status = "invalid" if valid is False else "ok"
+    message = f"{wrong} wrong elements reported by {engine}" if valid is False else ""
+    rows = []
+    for m, v in ((TIME, time_us), (ALGBW, algbw), (BUSBW, busbw)):
+        st = summarize([v] if v is not None and math.isfinite(v) else [])
+        rows.append({
+            **(base or {}),
+            "suite": SUITE,
+            "suite_version": SUITE_VERSION,
+            "case": c.id,
+            **c.as_dict(),
+            "metric": m.name,
+            "unit": m.unit,
+            "better": m.better,
+            "value": st["median"],
+            **{k: st[k] for k in ("mean", "min", "max", "stdev", "iqr", "cv")},
+            "n": st["n"],
+            "samples": [float(v)] if st["n"] else [],
+            "noisy": False,
+            "status": status,
+            "message": message,
+            "work_bytes": int(nbytes),
+            "count": int(count),
+            "world_size": int(world_size),
+            "nnodes": nnodes,
+            "valid": valid,
+            "wrong": wrong,
+            "engine": engine,
+            "root": int(root),
+        })
+    return rows
+
+
+__all__ = [
+    "SUITE", "SUITE_VERSION", "COLLECTIVES", "PARAMS", "EXTRAS", "METRICS", "NCCL_TYPES", "TO_NCCL_TYPE",
+    "busbw_factor", "element_count", "case", "imported_rows",
+]
