@@ -60,10 +60,27 @@ def build_parser() -> argparse.ArgumentParser:
                         "mamf-finder does); others ignore it")
     p.add_argument("--no-telemetry", action="store_true",
                    help="don't poll NVML/amdsmi while measuring (its queries can perturb latency figures)")
+    c = p.add_argument_group("comm (collectives; one process per rank)")
+    c.add_argument("--min-bytes", default=None, metavar="SIZE", help="smallest size, e.g. 8, 1M (as nccl-tests -b)")
+    c.add_argument("--max-bytes", default=None, metavar="SIZE", help="largest size, e.g. 8G (as nccl-tests -e)")
+    c.add_argument("--step-factor", type=int, default=None, metavar="F",
+                   help="multiply the size by F from --min-bytes to --max-bytes (default 2; as nccl-tests -f)")
+    c.add_argument("--op", default=None, metavar="LIST", help="reduction ops: sum,prod,min,max,avg (default sum)")
+    c.add_argument("--collectives", default=None, metavar="LIST",
+                   help="all_reduce,all_gather,reduce_scatter,alltoall,broadcast,reduce,sendrecv (default all)")
+    c.add_argument("--graph", action="store_true", help="capture the timed calls in a CUDA/HIP graph (nccl-tests -G)")
+    c.add_argument("--nproc", type=int, default=None, metavar="N",
+                   help="ranks to start on this machine when no launcher started gpubench (default: one per GPU; "
+                        "2 on CPU)")
+    c.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="a rank that makes no progress for this long ends the run, naming the ranks that did not "
+                        "arrive (default 60)")
 
     p = sub.add_parser("roofline", help="measured roofline chart of a run (elementwise and gemm rows)")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by gpubench run")
     p.add_argument("--out", default=None, metavar="FILE.png", help="chart file (default: RUN_DIR/roofline.png)")
+    from gpubench.compare.commands import add_commands; add_commands(sub)  # noqa: E702 — compare, calibrate, export
+    from gpubench.nccltests.cli import add_commands as add_import; add_import(sub)  # noqa: E702 — import
     return parser
 
 
@@ -131,11 +148,9 @@ def cmd_info(args) -> int:
 
 
 def cmd_run(args, argv: Sequence[str]) -> int:
-    from gpubench import runner
     from gpubench.backends import open_backend
-    from gpubench.console import RunProgress, out_console, summary_tables
     from gpubench.registry import select
-    from gpubench.rundir import check_label, ensure_writable
+    from gpubench.rundir import check_label
     from gpubench.units import parse_size_list
 
     # Everything the user typed is checked before a directory is made or a device touched.
@@ -143,21 +158,74 @@ def cmd_run(args, argv: Sequence[str]) -> int:
     cluster = check_label(args.cluster or _default_cluster())
     sizes = parse_size_list(args.sizes) if args.sizes else None
     dtypes = [d.strip() for d in args.dtype.split(",") if d.strip()] if args.dtype else None
-    backend = open_backend(args.backend, args.device)
-    p = runner.plan(suites, backend, quick=args.quick, sizes=sizes, dtypes=dtypes, case_filter=args.filter,
-                    search=args.search)
-    ensure_writable(args.out, cluster)
+    options = _suite_options(args)
+    group = None
+    if any(s.multiprocess for s in suites):
+        from gpubench.dist import ranks
 
-    progress = RunProgress()
+        if len(suites) > 1:
+            raise UsageError(f"{', '.join(s.name for s in suites if s.multiprocess)} runs one process per rank: "
+                             "run it on its own (--suite comm), the other suites in a second command")
+        renv = ranks.detect_launcher()
+        if renv is None:  # nobody started the ranks: check the grid here, then start them
+            return ranks.spawn(args, argv, suites, options, sizes, dtypes, cluster)
+        backend, group = ranks.join(args, renv)
+    else:
+        backend = open_backend(args.backend, args.device)
+    try:
+        return _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, group)
+    finally:
+        if group is not None:
+            group.close()
+
+
+def _suite_options(args) -> dict:
+    """Options only some suites read (comm's sizes, ops, graph mode), checked here like the rest."""
+    from gpubench.units import parse_size
+
+    def names(text):
+        return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+    if args.step_factor is not None and args.step_factor < 2:
+        raise UsageError(f"--step-factor {args.step_factor} must be an integer ≥ 2")
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout {args.timeout} must be a positive number of seconds")
+    if args.nproc is not None and args.nproc < 1:
+        raise UsageError(f"--nproc {args.nproc} must be at least 1")
+    return {
+        "min_bytes": parse_size(args.min_bytes) if args.min_bytes else None,
+        "max_bytes": parse_size(args.max_bytes) if args.max_bytes else None,
+        "step_factor": args.step_factor,
+        "ops": names(args.op),
+        "collectives": names(args.collectives),
+        "graph": args.graph,
+    }
+
+
+def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, group) -> int:
+    from gpubench import runner
+    from gpubench.console import RunProgress, out_console, summary_tables
+    from gpubench.rundir import ensure_writable
+
+    p = runner.plan(suites, backend, quick=args.quick, sizes=sizes, dtypes=dtypes, case_filter=args.filter,
+                    search=args.search, options=options, group=group)
+    root = group is None or group.rank == 0
+    if root:
+        ensure_writable(args.out, cluster)
+    progress = RunProgress() if root else None
     try:
         outcome = runner.execute(
             p, backend, out=args.out, cluster=cluster, argv=argv, quick=args.quick, progress=progress,
-            telemetry=not args.no_telemetry,
+            telemetry=not args.no_telemetry, group=group,
         )
     finally:
-        progress.stop()
+        if progress:
+            progress.stop()
+    if not root:
+        return EXIT_INTERRUPTED if outcome.status == "interrupted" else (EXIT_FAILED if outcome.failures else EXIT_OK)
     console = out_console()
-    for table in summary_tables(outcome.frame, {s.name: s.params for s in suites}):
+    for table in summary_tables(outcome.frame, {s.name: s.params for s in suites},
+                                {s.name: s.shown for s in suites}):
         console.print(table)
     console.print(f"run directory: {outcome.run_dir.path}", markup=False, highlight=False)
     if outcome.status == "interrupted":
@@ -217,6 +285,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_info(args)
         if args.command == "roofline":
             return cmd_roofline(args)
+        if args.command == "import":  # gpubench/nccltests/cli.py
+            from gpubench.nccltests.cli import run_import
+            return run_import(args, ["gpubench", *argv])
+        if getattr(args, "run_command", None):  # compare, calibrate, export (gpubench/compare/commands.py)
+            return args.run_command(args)
         return cmd_run(args, ["gpubench", *argv])
     except UsageError as e:
         print(f"gpubench: error: {e}", file=sys.stderr)

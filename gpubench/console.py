@@ -83,18 +83,24 @@ class RunProgress:
             self._progress = None
 
 
-def summary_tables(df: pd.DataFrame, params_of: dict[str, tuple[str, ...]]) -> list[Table]:
-    """One table per suite, one line per case: its parameters, its first metric's median and spread, the
-    SM clock seen while it ran, and its status."""
+def summary_tables(
+    df: pd.DataFrame, params_of: dict[str, tuple[str, ...]], shown_of: dict[str, tuple[str, ...]] | None = None
+) -> list[Table]:
+    """One table per suite, one line per case: its parameters, its first metric's median and spread (and the
+    medians of any further metrics the suite shows, e.g. comm's algbw and busbw), the SM clock seen while it
+    ran, and its status."""
     tables = []
     for suite, rows in df.groupby("suite", sort=False):
         first = rows.drop_duplicates(subset=["case"], keep="first")
         metric, unit = first["metric"].iloc[0], first["unit"].iloc[0]
+        more = [m for m in (shown_of or {}).get(suite, ()) if m != metric]
+        units = {m: rows.loc[rows["metric"] == m, "unit"].iloc[0] for m in more if (rows["metric"] == m).any()}
+        values = {m: rows[rows["metric"] == m].set_index("case")["value"] for m in units}
         params = [p for p in params_of.get(suite, ()) if p in first.columns]
         table = Table(title=f"{suite} (v{first['suite_version'].iloc[0]})", title_justify="left")
         for p in params:
             table.add_column(p)
-        for col in (f"{metric} [{unit}]", "cv", "n", "SM MHz"):
+        for col in (f"{metric} [{unit}]", "cv", *(f"{m} [{u}]" for m, u in units.items()), "n", "SM MHz"):
             table.add_column(col, justify="right")
         table.add_column("status")
         for _, r in first.iterrows():
@@ -105,7 +111,8 @@ def summary_tables(df: pd.DataFrame, params_of: dict[str, tuple[str, ...]]) -> l
                 status = "ok (noisy)"
             table.add_row(
                 *[_param_text(p, r[p]) for p in params],
-                fmt_value(r["value"]), cv_text, str(int(r["n"])), fmt_value(r["sm_clock_mhz"]),
+                fmt_value(r["value"]), cv_text, *(fmt_value(values[m].get(r["case"])) for m in units),
+                str(int(r["n"])), fmt_value(r["sm_clock_mhz"]),
                 f"[{_STATUS_STYLE.get(r['status'], '')}]{status}[/]",
             )
         tables.append(table)

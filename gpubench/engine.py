@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from gpubench.stats import cv as _cv
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, TIME_SCALE, Check, Metric, Workload
 
@@ -61,17 +63,21 @@ class Measurement:
     unheld: int = 0  # held batches thrown away because the hold ran out before the batch was enqueued
     state: dict[str, Any] = field(default_factory=dict)
     check: Check | None = None
+    # With a group of ranks: ``samples_s`` holds the slowest rank's per-call time of each sample (a collective
+    # is done when its last rank is), and this holds each rank's median per-call time, by rank.
+    rank_medians_s: list[float] = field(default_factory=list)
 
     @property
     def valid(self) -> bool:
         return self.check is None or self.check.ok
 
 
-def check(workload: Workload, backend: Any) -> Check | None:
-    """Run once on fresh inputs and compare with the suite's reference."""
+def check(workload: Workload, backend: Any, inputs: Any = None) -> Check | None:
+    """Run once on fresh inputs (``inputs``, or a set made here) and compare with the suite's reference."""
     if workload.check is None:
         return None
-    inputs = workload.make_inputs()
+    if inputs is None:
+        inputs = workload.make_inputs()
     out = backend.call(workload, inputs)
     backend.synchronize()
     result = workload.check(inputs, out)
@@ -115,10 +121,22 @@ def measure(
     backend: Any,
     config: EngineConfig = FULL,
     telemetry: Any = None,
+    group: Any = None,
 ) -> Measurement:
-    """Time ``workload`` on ``backend``; see the module docstring for the method."""
+    """Time ``workload`` on ``backend``; see the module docstring for the method.
+
+    ``group`` (a :class:`gpubench.dist.group.Group`) makes every rank of a collective take the same path:
+    after each batch the ranks agree on the slowest per-call time and the longest elapsed time, and every
+    decision (batch length, end of warm-up, stop rule, budget) is taken on those agreed values, so all ranks
+    call the collective the same number of times.
+    """
     result = Measurement(samples_s=[])
-    result.check = check(workload, backend)
+    if group is not None and workload.hold:
+        # A rank that retries an unheld batch would call the collective more often than the others.
+        raise ValueError("a held stream cannot be combined with a group of ranks")
+    fresh = _together(group, workload.make_inputs) if workload.check is not None else None
+    result.check = check(workload, backend, fresh)
+    del fresh
     if result.check is not None and not result.check.ok:
         result.stop = "check"
         return result
@@ -126,7 +144,7 @@ def measure(
     flush = workload.cache == "flush"
     host = workload.timing == "host"
     result.sets = sets = rotation_sets(workload, backend.cache_bytes(), config)
-    inputs = [workload.make_inputs() for _ in range(sets)]
+    inputs = _together(group, lambda: [workload.make_inputs() for _ in range(sets)])
     turn = 0
     hold_s = max(2 * config.min_sample_s, 0.005)
 
@@ -148,7 +166,7 @@ def measure(
             if host:
                 backend.synchronize()
             if held:
-                return elapsed / inner
+                return elapsed / (inner * workload.calls)
             # The GPU started before the host had enqueued the batch: launch gaps are in this sample.
             result.unheld += 1
             hold_s = min(2 * hold_s, _MAX_HOLD_S)
@@ -156,17 +174,25 @@ def measure(
 
     # Warm-up: batches grow towards a sample's length, and end once their per-call times agree (and the
     # workload's own minimum has passed: power limits take hold later than per-call times settle).
+    def agreed(own: float, since: float) -> tuple[float, float]:
+        """This sample's per-call time and the time since ``since``: across a group, the slowest rank's."""
+        elapsed = backend.now() - since
+        if group is None:
+            return own, elapsed
+        worst, elapsed = group.max([own, elapsed])
+        return worst, elapsed
+
     inner = 1
     per_call: list[float] = []
     min_warmup = min(max(config.min_warmup_s, workload.min_warmup_s), config.max_warmup_s)
     t0 = backend.now()
     while True:
-        per_call.append(batch(inner))
+        value, elapsed = agreed(batch(inner), t0)
+        per_call.append(value)
         if not flush:
-            inner = _inner_for(per_call[-1], config)
+            inner = _inner_for(value * workload.calls, config)
             if workload.hold:
                 inner = min(inner, config.max_held_inner)
-        elapsed = backend.now() - t0
         result.settled = _settled(per_call, config)
         if (elapsed >= min_warmup and result.settled) or elapsed >= config.max_warmup_s:
             break
@@ -174,10 +200,13 @@ def measure(
     result.inner = inner
 
     sampler = _sampler(telemetry)
+    own: list[float] = []
     t0 = backend.now()
     with sampler:
         while True:
-            result.samples_s.append(batch(inner))
+            own.append(batch(inner))
+            value, elapsed = agreed(own[-1], t0)
+            result.samples_s.append(value)
             n = len(result.samples_s)
             if n >= config.min_samples and _cv(result.samples_s) <= config.target_cv:
                 result.stop = "cv"
@@ -185,12 +214,30 @@ def measure(
             if n >= config.max_samples:
                 result.stop = "max_samples"
                 break
-            if backend.now() - t0 >= config.budget_s and n >= min(3, config.min_samples):
+            if elapsed >= config.budget_s and n >= min(3, config.min_samples):
                 result.stop = "budget"
                 break
     result.state = sampler.summary()
+    if group is not None:
+        result.rank_medians_s = group.gather_floats(float(np.median(own)))
     inputs.clear()  # let the input sets go before the next case allocates its own
     return result
+
+
+def _together(group: Any, make: Any) -> Any:
+    """``make()`` on every rank; if it raised anywhere (out of memory on one GPU), it raises on every rank, so
+    that no rank goes on into a collective the failed one will never join."""
+    if group is None:
+        return make()
+    value, error = None, None
+    try:
+        value = make()
+    except Exception as e:  # noqa: BLE001 — reported to every rank just below
+        error = e
+    failed = group.failures(error)
+    if failed:
+        raise RuntimeError("; ".join(failed)) from error
+    return value
 
 
 _MAX_HOLD_TRIES = 8

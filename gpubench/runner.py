@@ -70,6 +70,8 @@ def plan(
     dtypes: Sequence[str] | None = None,
     case_filter: str | None = None,
     search: bool = False,
+    options: dict[str, Any] | None = None,
+    group: Any = None,
 ) -> Plan:
     ctx = GridContext(
         backend=backend.name,
@@ -80,7 +82,9 @@ def plan(
         dtypes=tuple(dtypes) if dtypes else None,
         search=search,
         device_index=backend.device_index,
-        device_count=type(backend).device_count(),
+        device_count=backend.device_count(),
+        options=tuple((options or {}).items()),
+        group=group,
     )
     try:
         pattern = re.compile(case_filter) if case_filter else None
@@ -162,6 +166,10 @@ def case_rows(
         }
         if workload is not None:
             row.update(workload.extra)
+        if meas is not None and meas.rank_medians_s:
+            # Each rank's own median per-call time: the slowest one decides, the others show stragglers.
+            row["rank_time_us"] = [t * 1e6 for t in meas.rank_medians_s]
+            row["slowest_rank"] = max(range(len(meas.rank_medians_s)), key=meas.rank_medians_s.__getitem__)
         rows.append(row)
     return rows
 
@@ -192,14 +200,46 @@ def derived_rows(suite: Suite, derived: Sequence[Derived], base: dict[str, Any])
     return rows
 
 
-def run_case(
-    suite: Suite, case: Case, backend: Any, base: dict[str, Any], config: engine.EngineConfig, telemetry: Any
-) -> list[dict[str, Any]]:
-    workload = None
+def _prepare(suite: Suite, case: Case, backend: Any, group: Any) -> Any:
+    """``suite.prepare``; across a group, a Skip or failure on any rank is every rank's (else the others would
+    go on into collectives the failed rank never joins)."""
+    if group is None:
+        return suite.prepare(case, backend)
+    workload, error = None, None
     try:
         workload = suite.prepare(case, backend)
+    except Exception as e:  # noqa: BLE001 — shared with the other ranks just below
+        error = e
+    seen = group.gather_objects(None if error is None else (isinstance(error, Skip), _first_line(error)))
+    for rank, outcome in enumerate(seen):
+        if outcome is not None:
+            skip, message = outcome
+            if error is None or rank < group.rank:
+                error = Skip(message.split(": ", 1)[-1]) if skip else RuntimeError(f"rank {rank}: {message}")
+            break
+    if error is not None:
+        raise error
+    return workload
+
+
+def run_case(
+    suite: Suite,
+    case: Case,
+    backend: Any,
+    base: dict[str, Any],
+    config: engine.EngineConfig,
+    telemetry: Any,
+    group: Any = None,
+) -> list[dict[str, Any]]:
+    from gpubench.dist.group import GroupError
+
+    workload = None
+    try:
+        workload = _prepare(suite, case, backend, group)
         with workload.context() if workload.context else contextlib.nullcontext():
-            meas = engine.measure(workload, backend, config, telemetry)
+            meas = engine.measure(workload, backend, config, telemetry, group=group)
+    except GroupError:
+        raise  # the ranks can no longer agree: the run ends (the caller names the ranks)
     except Skip as e:
         return case_rows(suite, case, base, status="skipped", message=str(e)[:_MAX_MESSAGE], workload=workload)
     except KeyboardInterrupt:
@@ -216,6 +256,19 @@ def run_case(
         msg = chk.detail or f"check failed: error {chk.error:.3g} > tolerance {chk.tolerance:.3g}"
         return case_rows(suite, case, base, status="invalid", message=msg[:_MAX_MESSAGE], workload=workload, meas=meas)
     return case_rows(suite, case, base, status="ok", workload=workload, meas=meas, config=config)
+
+
+class _Unwritten:
+    """The run directory of a rank other than 0: rank 0 writes the run, the others only measure."""
+
+    run_id = None
+    path = None
+
+    def write_table(self, suite: str, df: pd.DataFrame) -> None:
+        pass
+
+    def finish(self, status: str, **extra: Any) -> None:
+        pass
 
 
 class _StopFlag:
@@ -255,28 +308,38 @@ def execute(
     config: engine.EngineConfig | None = None,
     progress: Any = None,
     telemetry: bool = True,
+    group: Any = None,
 ) -> Outcome:
-    """Run the plan; ``progress`` gets ``start(total)``, ``advance(suite, case, rows)``, ``note(text)``."""
+    """Run the plan; ``progress`` gets ``start(total)``, ``advance(suite, case, rows)``, ``note(text)``.
+
+    With a ``group`` every rank runs the plan in step, and rank 0 alone writes the run directory.
+    """
     from gpubench.fingerprint import collect
 
     config = config or (engine.QUICK if quick else engine.FULL)
     reader = backend.telemetry()
     fingerprint = collect(backend.identity(), cluster, reader)  # one reading for the record, even if off
     sampler_source = reader if telemetry else None
-    rd = RunDir.create(
-        out,
-        cluster,
-        {
-            "argv": list(argv),
-            "backend": backend.name,
-            "device_index": backend.device_index,
-            "quick": quick,
-            "engine": {k: getattr(config, k) for k in config.__dataclass_fields__},
-            "suites": {s.name: {"version": s.version, "cases": len(p.cases[s.name])} for s in p.suites},
-            "telemetry": getattr(reader, "source", "none") if telemetry else "off",
-            "fingerprint": fingerprint,
-        },
-    )
+    meta = {
+        "argv": list(argv),
+        "backend": backend.name,
+        "device_index": backend.device_index,
+        "quick": quick,
+        "engine": {k: getattr(config, k) for k in config.__dataclass_fields__},
+        "suites": {s.name: {"version": s.version, "cases": len(p.cases[s.name])} for s in p.suites},
+        "telemetry": getattr(reader, "source", "none") if telemetry else "off",
+        "fingerprint": fingerprint,
+    }
+    if group is not None:
+        from gpubench.dist import describe
+
+        meta["dist"] = describe.run_meta(group, backend)
+    writer = group is None or group.rank == 0
+    rd = RunDir.create(out, cluster, meta) if writer else _Unwritten()
+    if group is not None:
+        group.on_abort(lambda reason: rd.finish("failed", error=reason))
+        if writer:
+            group.publish_run_dir(str(rd.path))
     base = {
         "run_id": rd.run_id,
         "backend": backend.name,
@@ -294,9 +357,13 @@ def execute(
             for suite in p.suites:
                 rows: list[dict[str, Any]] = []
                 for case in p.cases[suite.name]:
+                    # Across ranks, a Ctrl-C seen by any rank stops them all after the same case.
+                    if group is not None:
+                        group.step(f"{suite.name} {case.id}")
+                        stop.set = group.any(stop.set)
                     if stop.set:
                         break
-                    new = run_case(suite, case, backend, base, config, sampler_source)
+                    new = run_case(suite, case, backend, base, config, sampler_source, group)
                     rows.extend(new)
                     df = results.frame(rows, suite.params)
                     outcome.tables[suite.name] = df
@@ -313,8 +380,8 @@ def execute(
                     rd.write_table(suite.name, df)
     except KeyboardInterrupt:
         status = "interrupted"
-    except BaseException:
-        rd.finish("failed")
+    except BaseException as e:
+        rd.finish("failed", error=_first_line(e))
         raise
     finally:
         try:

@@ -112,6 +112,8 @@ class Workload:
     # agree within milliseconds, but a power-hungry kernel (a large GEMM) pulls the SM clock down under the
     # power limit only after a few hundred ms: without this its figure would be the boost clock's.
     min_warmup_s: float = 0.0
+    # Operations one ``run`` performs (a captured graph of several collectives): per-call figures divide by it.
+    calls: int = 1
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,9 @@ class GridContext:
     search: bool = False  # --search: a suite with a search mode (gemm) sweeps its shapes; others ignore it
     device_index: int = 0  # the device this run measures (--device)
     device_count: int = 1  # devices of this backend on the host, for suites with pairs (peer copies)
+    # Suite-specific options from the command line (comm: min_bytes, max_bytes, step_factor, ops, graph...).
+    options: tuple[tuple[str, Any], ...] = ()
+    group: Any = None  # the ranks of a multi-process suite (gpubench.dist.group.Group), else None
 
     def pick_dtypes(self, suite: str, known: Iterable[str], default: Iterable[str]) -> list[str]:
         """--dtype if given (each must be one of ``known``: else a UsageError naming them), else ``default``."""
@@ -159,6 +164,10 @@ class Suite:
     description: ClassVar[str] = ""
     # Parameter names that are per-case columns; fixes their order in the table.
     params: ClassVar[tuple[str, ...]] = ()
+    # Metrics the run's summary shows beside the first one (comm: algbw and busbw next to time).
+    shown: ClassVar[tuple[str, ...]] = ()
+    # True for a suite that runs as one process per rank (comm): the CLI starts the ranks, or joins a launcher's.
+    multiprocess: ClassVar[bool] = False
 
     def cases(self, ctx: GridContext) -> Iterable[Case]:
         raise NotImplementedError

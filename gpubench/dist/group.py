@@ -1,0 +1,222 @@
+"""The ranks of a multi-process run: the data plane (NCCL/RCCL or gloo) that suites time, and a gloo control
+plane on which the ranks agree (the engine's decisions, a case's outcome, Ctrl-C), so that every rank calls
+every collective the same number of times.
+
+A rank never hangs for longer than ``timeout_s``: a heartbeat thread publishes this rank's progress (a counter
+of control-plane steps and the case it is in) to the rendezvous store, and a watchdog thread ends the process
+when its own progress stops for ``timeout_s``. Before it does, it reads every rank's heartbeat from the store
+and names the ranks that did not arrive (behind the others, or silent: dead or stopped).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import faulthandler
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gpubench.dist.env import RankEnv
+
+_HEARTBEAT_S = 0.5
+_PREFIX = "gpubench/"
+
+
+class GroupError(RuntimeError):
+    """The group can no longer agree (a rank died, or a control-plane operation failed): the run must end."""
+
+
+def store_client(renv: RankEnv, timeout_s: float, *, master: bool = False):
+    import torch.distributed as dist
+
+    return dist.TCPStore(renv.master_addr, renv.master_port, renv.world_size, master,
+                         timeout=dt.timedelta(seconds=timeout_s), wait_for_workers=False)
+
+
+def read_heartbeats(store: Any, world_size: int) -> dict[int, dict[str, Any]]:
+    """Each rank's last heartbeat, for the ranks that published one."""
+    out = {}
+    for r in range(world_size):
+        key = f"{_PREFIX}hb/{r}"
+        try:
+            if store.check([key]):
+                out[r] = json.loads(store.get(key))
+        except Exception:  # noqa: BLE001 — a store that went away leaves the rank unknown, not the caller dead
+            continue
+    return out
+
+
+def laggards(beats: dict[int, dict[str, Any]], world_size: int, *, now: float, stale_s: float) -> str:
+    """Which ranks did not arrive, in words: missing, silent for ``stale_s``, or behind the most advanced."""
+    if not beats:
+        return "no rank's heartbeat could be read"
+    top = max(b["step"] for b in beats.values())
+    words = []
+    for r in range(world_size):
+        b = beats.get(r)
+        if b is None:
+            words.append(f"rank {r} never started")
+        elif now - b["time"] > stale_s:
+            words.append(f"rank {r} silent for {now - b['time']:.0f} s (dead or stopped) in {b['where'] or 'setup'}")
+        elif b["step"] < top:
+            words.append(f"rank {r} behind, still in {b['where'] or 'setup'}")
+    if not words:
+        where = sorted({b["where"] for b in beats.values()})
+        return f"every rank is inside the same step ({', '.join(where)}): the operation itself hung"
+    return "; ".join(words)
+
+
+class Group:
+    """This process's place among the ranks, and the operations through which the ranks agree."""
+
+    def __init__(self, renv: RankEnv, data_backend: str, timeout_s: float, device: Any = None):
+        import torch
+        import torch.distributed as dist
+
+        self.renv = renv
+        self.rank = renv.rank
+        self.world_size = renv.world_size
+        self.timeout_s = timeout_s
+        self.data_backend = data_backend
+        self._step = 0
+        self._where = ""
+        self._last_change = time.time()
+        self._on_abort: list[Callable[[str], None]] = []
+        self._stop = threading.Event()
+        # Our own spawner hosts the store (so that it can read heartbeats too); torchrun's agent may host it
+        # (TORCHELASTIC_USE_AGENT_STORE); otherwise rank 0 does.
+        hosted = os.environ.get("GPUBENCH_STORE_HOSTED") == "1" or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+        self.store = store_client(renv, timeout_s, master=renv.rank == 0 and not hosted)
+        self._beat_store = store_client(renv, timeout_s)
+        self._publish()
+        self._thread = threading.Thread(target=self._watch, name="gpubench-watchdog", daemon=True)
+        self._thread.start()
+        timeout = dt.timedelta(seconds=timeout_s)
+        kwargs = {}
+        if data_backend == "nccl" and device is not None:
+            kwargs["device_id"] = torch.device(device)  # eager NCCL init: a missing rank fails here, named
+        self.step("init")
+        dist.init_process_group(data_backend, store=dist.PrefixStore("pg", self.store), rank=renv.rank,
+                                world_size=renv.world_size, timeout=timeout, **kwargs)
+        self.data = dist.group.WORLD
+        self.control = self.data if data_backend == "gloo" else dist.new_group(backend="gloo", timeout=timeout)
+        self.step("ready")
+
+    # --- progress and the watchdog -------------------------------------------------------------------------
+    def step(self, where: str | None = None) -> None:
+        """Mark progress (the heartbeat carries it); ``where`` names what this rank is doing now."""
+        self._step += 1
+        if where is not None:
+            self._where = where
+        self._last_change = time.time()
+
+    def on_abort(self, fn: Callable[[str], None]) -> None:
+        """Called with the reason before the watchdog ends the process (rank 0 marks its run failed)."""
+        self._on_abort.append(fn)
+
+    def _publish(self) -> None:
+        beat = {"step": self._step, "where": self._where, "time": time.time(), "pid": os.getpid(),
+                "host": os.uname().nodename}
+        self._beat_store.set(f"{_PREFIX}hb/{self.rank}", json.dumps(beat))
+
+    def _watch(self) -> None:
+        while not self._stop.wait(_HEARTBEAT_S):
+            try:
+                self._publish()
+            except Exception:  # noqa: BLE001 — the store's host died; the stall check below still ends us
+                pass
+            if time.time() - self._last_change > self.timeout_s:
+                self.abort(f"rank {self.rank} made no progress for {self.timeout_s:.0f} s in "
+                           f"{self._where or 'setup'}")
+
+    def abort(self, reason: str) -> None:
+        """Name the ranks that did not arrive, tell the callbacks, and end this process at once."""
+        try:
+            beats = read_heartbeats(self._beat_store, self.world_size)
+            reason = f"{reason}: {laggards(beats, self.world_size, now=time.time(), stale_s=4 * _HEARTBEAT_S + 1)}"
+        except Exception:  # noqa: BLE001
+            pass
+        for fn in self._on_abort:
+            try:
+                fn(reason)
+            except Exception:  # noqa: BLE001 — ending the process matters more than any callback
+                pass
+        print(f"gpubench: error: {reason}", file=sys.stderr, flush=True)
+        if os.environ.get("GPUBENCH_DEBUG_HANG"):
+            faulthandler.dump_traceback(all_threads=True)  # where each thread of this rank was stuck
+        os._exit(3)
+
+    def publish_run_dir(self, path: str) -> None:
+        """Tell whoever supervises the ranks (our spawner) where the run is, so it can mark a crash there."""
+        self.store.set(f"{_PREFIX}run_dir", path)
+
+    def close(self) -> None:
+        import torch.distributed as dist
+
+        self._stop.set()
+        self._thread.join()
+        try:
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001
+            pass
+
+    # --- agreement on the control plane ------------------------------------------------------------------
+    def _control(self, fn: Callable[[], Any]) -> Any:
+        self.step()
+        try:
+            out = fn()
+        except Exception as e:  # noqa: BLE001
+            beats = read_heartbeats(self._beat_store, self.world_size)
+            who = laggards(beats, self.world_size, now=time.time(), stale_s=4 * _HEARTBEAT_S + 1)
+            raise GroupError(f"the ranks could not agree ({type(e).__name__}): {who}") from e
+        self.step()
+        return out
+
+    def max(self, values: Sequence[float]) -> list[float]:
+        """Elementwise maximum over ranks."""
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor(list(values), dtype=torch.float64)
+        self._control(lambda: dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.control))
+        return t.tolist()
+
+    def sum_int(self, value: int) -> int:
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([int(value)], dtype=torch.int64)
+        self._control(lambda: dist.all_reduce(t, group=self.control))
+        return int(t.item())
+
+    def any(self, flag: bool) -> bool:
+        return self.sum_int(1 if flag else 0) > 0
+
+    def gather_floats(self, value: float) -> list[float]:
+        """Every rank's ``value``, by rank (on every rank)."""
+        import torch
+        import torch.distributed as dist
+
+        t = torch.zeros(self.world_size, dtype=torch.float64)
+        t[self.rank] = float(value)
+        self._control(lambda: dist.all_reduce(t, group=self.control))
+        return t.tolist()
+
+    def gather_objects(self, obj: Any) -> list[Any]:
+        import torch.distributed as dist
+
+        out: list[Any] = [None] * self.world_size
+        self._control(lambda: dist.all_gather_object(out, obj, group=self.control))
+        return out
+
+    def failures(self, error: BaseException | None) -> list[str]:
+        """Agree on whether a step failed anywhere: the messages of the ranks where it raised, by rank."""
+        msg = None if error is None else f"rank {self.rank}: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        return [m for m in self.gather_objects(msg) if m]
+
+
+__all__ = ["Group", "GroupError", "read_heartbeats", "laggards", "store_client"]

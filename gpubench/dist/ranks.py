@@ -1,0 +1,66 @@
+"""How `gpubench run --suite comm` gets its ranks: join the launcher's (torchrun, srun, mpirun), or start them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpubench.dist.env import RankEnv, detect
+from gpubench.errors import UsageError
+
+
+def detect_launcher() -> RankEnv | None:
+    return detect()
+
+
+class _GridOnly:
+    """Enough of a backend to lay out the grid in the parent without touching a GPU (the ranks will)."""
+
+    device_index = 0
+
+    def __init__(self, name: str, count: int):
+        self.name = name
+        self._count = count
+
+    def cache_bytes(self) -> int:
+        return 0
+
+    def memory_bytes(self) -> int:
+        return 0
+
+    def device_count(self) -> int:
+        return self._count
+
+
+def spawn(args: Any, argv: list[str], suites: list, options: dict, sizes, dtypes, cluster: str) -> int:
+    """Check the grid as the ranks will lay it out, then run one process per rank on this machine."""
+    from gpubench import runner
+    from gpubench.backends import backend_class, resolve_name
+    from gpubench.dist import spawn as spawner
+    from gpubench.rundir import ensure_writable
+
+    name = resolve_name(args.backend)
+    ok, why = backend_class(name).available()
+    if not ok:
+        raise UsageError(f"backend {name!r} is not available: {why}")
+    nproc = args.nproc or spawner.default_nproc(name)
+    if name in ("cuda", "hip"):
+        have = spawner.default_nproc(name)
+        if nproc > have:
+            raise UsageError(f"--nproc {nproc} needs {nproc} GPUs, this machine has {have}: one rank per GPU "
+                             "(use a launcher across nodes)")
+    runner.plan(suites, _GridOnly(name, nproc), quick=args.quick, sizes=sizes, dtypes=dtypes, case_filter=args.filter,
+                search=args.search, options=dict(options, world_size=nproc))
+    ensure_writable(args.out, cluster)
+    return spawner.run(list(argv[1:]), nproc, args.timeout)
+
+
+def join(args: Any, renv: RankEnv):
+    """This process is one rank: its device (the local rank's GPU) and the group of all ranks."""
+    from gpubench.backends import open_backend, resolve_name
+    from gpubench.dist.group import Group
+
+    name = resolve_name(args.backend)
+    gpu = name in ("cuda", "hip")
+    backend = open_backend(name, renv.local_rank if gpu else 0)  # each rank its own GPU; --device is not used
+    group = Group(renv, "nccl" if gpu else "gloo", args.timeout, device=backend.torch_device if gpu else None)
+    return backend, group

@@ -1,0 +1,136 @@
+"""gpubench's own launcher for one machine: one process per rank, supervised until the last one ends.
+
+The parent hosts the rendezvous store, so it can read every rank's heartbeat. It runs the same command line in
+each child with torchrun's variables set (plus GPUBENCH_SPAWNED), lets rank 0 print, and watches:
+- a rank that dies (a signal, or an exit code other than 0, 1 or 130) ends the run: the others get a moment
+  to notice, then are killed; nothing is left behind;
+- if no rank makes progress for the timeout (all stalled inside one operation), every rank is killed;
+- either way the run directory rank 0 created is marked failed with a message naming the ranks.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gpubench.dist.group import laggards, read_heartbeats
+
+_POLL_S = 0.2
+_GRACE_S = 2.0  # after a rank died: time for the others to record their own view before they are killed
+_NORMAL = (0, 1, 130)  # exit codes of a rank that ended on its own terms (1: a case failed; 130: Ctrl-C)
+
+
+def _describe_exit(rank: int, proc: subprocess.Popen) -> str:
+    rc = proc.returncode
+    if rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        return f"rank {rank} (pid {proc.pid}) was killed by {name}"
+    return f"rank {rank} (pid {proc.pid}) exited with code {rc}"
+
+
+def _kill_all(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    end = time.monotonic() + 3.0
+    while time.monotonic() < end and any(p.poll() is None for p in procs):
+        time.sleep(0.05)
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    for p in procs:
+        p.wait()
+
+
+def _mark_failed(store, reason: str) -> None:
+    """Rank 0 published its run directory; if it did not close the run itself, record why it ended."""
+    from gpubench import results
+    from gpubench.rundir import _write_json, utc_now
+
+    try:
+        if not store.check(["gpubench/run_dir"]):
+            return
+        path = Path(store.get("gpubench/run_dir").decode()) / results.RUN_FILE
+        meta = json.loads(path.read_text())
+    except Exception:  # noqa: BLE001 — nothing to mark
+        return
+    if meta.get("status") == "running":
+        meta.update(status="failed", error=reason, end_time=utc_now())
+        _write_json(path, meta)
+
+
+def run(argv: list[str], nproc: int, timeout_s: float) -> int:
+    """Run ``gpubench <argv>`` as ``nproc`` ranks on this machine; the exit code of the whole."""
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", 0, nproc, True, timeout=dt.timedelta(seconds=timeout_s),
+                          wait_for_workers=False)
+    procs: list[subprocess.Popen] = []
+    base = dict(os.environ)
+    for rank in range(nproc):
+        env = dict(base, RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_RANK=str(rank),
+                   LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port),
+                   GPUBENCH_SPAWNED="1", GPUBENCH_STORE_HOSTED="1")
+        procs.append(subprocess.Popen([sys.executable, "-m", "gpubench", *argv], env=env,
+                                      stdout=None if rank == 0 else subprocess.DEVNULL))
+    failure: str | None = None
+    died_at = None
+    last_step, last_change = None, time.monotonic()
+    interrupted = 0
+    while any(p.poll() is None for p in procs):
+        try:
+            time.sleep(_POLL_S)
+        except KeyboardInterrupt:
+            # The ranks got the same Ctrl-C and stop after their case; a second one ends them now.
+            interrupted += 1
+            if interrupted > 1:
+                failure = failure or "interrupted"
+                _kill_all(procs)
+                break
+            continue
+        for rank, p in enumerate(procs):
+            if p.poll() is not None and p.returncode not in _NORMAL and failure is None:
+                failure, died_at = _describe_exit(rank, p), time.monotonic()
+        if failure and time.monotonic() - died_at > _GRACE_S:
+            _kill_all(procs)
+            break
+        # Backstop for the ranks' own watchdogs: nobody has moved for longer than they should have waited.
+        beats = read_heartbeats(store, nproc)
+        step = tuple(sorted((r, b["step"]) for r, b in beats.items()))
+        if step != last_step:
+            last_step, last_change = step, time.monotonic()
+        elif time.monotonic() - last_change > timeout_s + 10:
+            failure = "no rank made progress for {:.0f} s: {}".format(
+                timeout_s, laggards(beats, nproc, now=time.time(), stale_s=timeout_s))
+            _kill_all(procs)
+            break
+    if failure is not None and failure != "interrupted":
+        _mark_failed(store, failure)
+        print(f"gpubench: error: {failure}; the cases measured before it are in the run directory",
+              file=sys.stderr, flush=True)
+        return 1
+    codes = [p.returncode for p in procs]
+    if failure == "interrupted" or 130 in codes:
+        return 130
+    return max(codes)
+
+
+def default_nproc(backend_name: str) -> int:
+    """One rank per local GPU; two on CPUs (the least that exercises a collective)."""
+    if backend_name in ("cuda", "hip"):
+        import torch
+
+        return torch.cuda.device_count()
+    return 2
+
+
+__all__ = ["run", "default_nproc"]

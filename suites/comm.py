@@ -1,0 +1,432 @@
+"""comm: collective bandwidth through torch.distributed (NCCL/RCCL on GPUs, gloo on CPUs), nccl-tests' way.
+
+Each collective is declared like a ``struct testColl`` of nccl-tests: how its buffers are sized from the byte
+count, how it is called, and what every rank must hold afterwards. The engine times it on every rank (events
+around back-to-back calls) with the ranks agreeing on each decision; a sample is the slowest rank's time.
+``gpubench/commtable.py`` owns the table's conventions (bytes, count, algbw, busbw factors).
+
+Inputs are random integers from {-2, -1, 1, 2}, generated in chunks from (seed, rank, chunk) so that every
+rank can regenerate any rank's input: sums, products, minima and maxima of such values are exact in every
+dtype, so the check counts wrong elements exactly (avg, a division, gets a tolerance of a few ulps).
+
+torch.distributed has in-place and out-of-place forms of all_gather and reduce_scatter; all_reduce, broadcast
+and reduce are in-place only in its API, alltoall and sendrecv out-of-place only. ``--graph`` captures the
+calls of one sample in a CUDA/HIP graph (nccl-tests' ``-G``), taking Python and launch cost out of small sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gpubench import commtable
+from gpubench.commtable import busbw_factor, element_count
+from gpubench.errors import UsageError
+from gpubench.suite import Case, Check, GridContext, Skip, Suite, Workload
+
+DTYPES = ("float32", "bfloat16", "float16", "float64", "int32")
+ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64", "float": "float32",
+           "half": "float16", "double": "float64"}
+OPS = commtable.REDUCE_OPS
+# Default sweeps (bytes): GPUs from latency-bound to bandwidth-bound sizes; CPUs (gloo) stop earlier.
+GPU_SIZES = tuple(1 << e for e in range(10, 33, 2))  # 1 KiB, 4 KiB, ... 4 GiB
+GPU_QUICK = (1 << 20, 64 << 20, 256 << 20)
+CPU_SIZES = (1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
+CPU_QUICK = (1 << 10, 64 << 10, 1 << 20)
+_CHUNK = 1 << 24  # elements generated per (seed, rank, chunk): bounds the memory of the check
+_GRAPH_BYTES = 1 << 30  # a captured graph cycles through sets of up to this many bytes in all
+_MIN_GRAPH_CALLS = 8
+_MAX_GRAPH_CALLS = 64
+
+
+def canonical_dtype(name: str) -> str:
+    return ALIASES.get(name, name)
+
+
+# --- the data: random, non-zero, reproducible on every rank -------------------------------------------------
+def _values(torch, seed: int, rank: int, start: int, length: int, total: int, dtype, device) -> Any:
+    """Elements [start, start+length) of ``rank``'s input of ``total`` elements for ``seed``: values in
+    {-2, -1, 1, 2}, generated in chunks whose size depends on ``total`` alone (so any slice is reproducible)."""
+    chunk = max(1, min(_CHUNK, total))
+    parts = []
+    first, last = start // chunk, (start + length - 1) // chunk if length else start // chunk - 1
+    for c in range(first, last + 1):
+        g = torch.Generator(device=device)
+        g.manual_seed((seed * 1_000_003 + rank) * 4099 + c)
+        lo, hi = c * chunk, (c + 1) * chunk
+        t = torch.randint(0, 4, (chunk,), generator=g, device=device, dtype=torch.int8)
+        t = t - 2 + (t >= 2).to(torch.int8)
+        parts.append(t[max(start, lo) - lo : min(start + length, hi) - lo])
+    out = torch.cat(parts) if parts else torch.empty(0, dtype=torch.int8, device=device)
+    return out.to(dtype)
+
+
+def _reduce(torch, op: str, tensors: list) -> Any:
+    acc = tensors[0].to(torch.float64)
+    for t in tensors[1:]:
+        t = t.to(torch.float64)
+        if op in ("sum", "avg"):
+            acc = acc + t
+        elif op == "prod":
+            acc = acc * t
+        elif op == "min":
+            acc = torch.minimum(acc, t)
+        elif op == "max":
+            acc = torch.maximum(acc, t)
+    return acc / len(tensors) if op == "avg" else acc
+
+
+@dataclass
+class Buffers:
+    seed: int
+    send: Any
+    recv: Any
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective as nccl-tests' testColl declares it."""
+
+    name: str
+    placements: tuple[bool, ...]  # the `inplace` values torch.distributed's API offers
+    # (bytes, itemsize, world) -> (send elements, recv elements); in-place shares one buffer of the larger.
+    buffers: Callable[[int, int, int], tuple[int, int]]
+    # The call on (send, recv, op, group, rank, world).
+    call: Callable[..., None]
+    # The elements [start, start+length) every rank must hold in its output: (values, rank, world, op, count)
+    # -> tensor, or None where the output is undefined (reduce on a non-root rank).
+    expect: Callable[..., Any]
+
+    @property
+    def reduces(self) -> bool:
+        return self.name in commtable.REDUCING
+
+
+def _op(dist, op: str):
+    return {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
+            "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.AVG}[op]
+
+
+def _all_reduce(dist, send, recv, op, group, rank, world):
+    dist.all_reduce(recv, op=_op(dist, op), group=group)
+
+
+def _all_gather(dist, send, recv, op, group, rank, world):
+    # torch 2.13 renamed all_gather_into_tensor to all_gather_single (same call); older torch has the first.
+    (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(recv, send, group=group)
+
+
+def _reduce_scatter(dist, send, recv, op, group, rank, world):
+    (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(recv, send, op=_op(dist, op),
+                                                                               group=group)
+
+
+def _alltoall(dist, send, recv, op, group, rank, world):
+    dist.all_to_all_single(recv, send, group=group)
+
+
+def _broadcast(dist, send, recv, op, group, rank, world):
+    dist.broadcast(recv, src=0, group=group)
+
+
+def _reduce_root(dist, send, recv, op, group, rank, world):
+    dist.reduce(recv, dst=0, op=_op(dist, op), group=group)
+
+
+def _sendrecv(dist, send, recv, op, group, rank, world):
+    ops = [dist.P2POp(dist.isend, send, (rank + 1) % world, group=group),
+           dist.P2POp(dist.irecv, recv, (rank - 1) % world, group=group)]
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
+
+
+def _same(n, size, world):
+    return n, n
+
+
+def _gathered(n, size, world):  # per-rank send, gathered recv
+    return n // world, n // world * world
+
+
+def _scattered(n, size, world):  # whole send, per-rank recv
+    return n // world * world, n // world
+
+
+def _blocks(n, size, world):
+    return n // world * world, n // world * world
+
+
+# expect(values, torch, rank, world, op, count, start, length): what [start, start+length) of the output holds.
+def _expect_all_reduce(values, torch, rank, world, op, count, start, length):
+    return _reduce(torch, op, [values(r, start, length) for r in range(world)])
+
+
+def _expect_all_gather(values, torch, rank, world, op, count, start, length):
+    parts = []
+    for r in range(world):  # the output is rank 0's input, then rank 1's...
+        lo, hi = max(start, r * count), min(start + length, (r + 1) * count)
+        if lo < hi:
+            parts.append(values(r, lo - r * count, hi - lo))
+    return torch.cat(parts).to(torch.float64)
+
+
+def _expect_reduce_scatter(values, torch, rank, world, op, count, start, length):
+    return _reduce(torch, op, [values(r, rank * count + start, length) for r in range(world)])
+
+
+def _expect_alltoall(values, torch, rank, world, op, count, start, length):
+    parts = []
+    for j in range(world):  # block j of my output is block `rank` of rank j's input
+        lo, hi = max(start, j * count), min(start + length, (j + 1) * count)
+        if lo < hi:
+            parts.append(values(j, rank * count + lo - j * count, hi - lo))
+    return torch.cat(parts).to(torch.float64)
+
+
+def _expect_broadcast(values, torch, rank, world, op, count, start, length):
+    return values(0, start, length).to(torch.float64)
+
+
+def _expect_reduce(values, torch, rank, world, op, count, start, length):
+    return _reduce(torch, op, [values(r, start, length) for r in range(world)]) if rank == 0 else None
+
+
+def _expect_sendrecv(values, torch, rank, world, op, count, start, length):
+    return values((rank - 1) % world, start, length).to(torch.float64)
+
+
+COLLECTIVES = {
+    c.name: c
+    for c in (
+        Collective("all_reduce", (True,), _same, _all_reduce, _expect_all_reduce),
+        Collective("all_gather", (False, True), _gathered, _all_gather, _expect_all_gather),
+        Collective("reduce_scatter", (False, True), _scattered, _reduce_scatter, _expect_reduce_scatter),
+        Collective("alltoall", (False,), _blocks, _alltoall, _expect_alltoall),
+        Collective("broadcast", (True,), _same, _broadcast, _expect_broadcast),
+        Collective("reduce", (True,), _same, _reduce_root, _expect_reduce),
+        Collective("sendrecv", (False,), _same, _sendrecv, _expect_sendrecv),
+    )
+}
+assert tuple(COLLECTIVES) == commtable.COLLECTIVES
+
+
+def _size_sweep(lo: int, hi: int, factor: int) -> list[int]:
+    out, n = [], lo
+    while n <= hi:
+        out.append(n)
+        n *= factor
+    return out
+
+
+class Comm(Suite):
+    name = commtable.SUITE
+    version = commtable.SUITE_VERSION
+    backends = frozenset({"cuda", "hip", "cpu", "fake"})
+    metrics = commtable.METRICS
+    description = "collective bandwidth (algbw, busbw) through torch.distributed, as nccl-tests defines it"
+    params = commtable.PARAMS
+    shown = ("algbw", "busbw")
+    multiprocess = True  # runs as one process per rank: the CLI spawns them or finds a launcher's
+
+    def __init__(self):
+        self.group = None
+        self.graph = False
+        self.world_size = 1
+        self.nnodes = 1
+        self._seed = 0
+
+    # --- the grid ----------------------------------------------------------------------------------------
+    def cases(self, ctx: GridContext) -> Iterable[Case]:
+        opts = dict(ctx.options)
+        self.group = ctx.group
+        self.world_size = ctx.group.world_size if ctx.group else int(opts.get("world_size", 1))
+        self.nnodes = ctx.group.renv.nnodes if ctx.group else 1
+        self.graph = bool(opts.get("graph"))
+        dtypes = [canonical_dtype(d) for d in (ctx.dtypes or ("float32",))]
+        unknown = [d for d in dtypes if d not in DTYPES]
+        if unknown:
+            raise UsageError(f"comm has no dtype {', '.join(unknown)}: choose from {', '.join(DTYPES)}")
+        ops = list(opts.get("ops") or ["sum"])
+        bad = [o for o in ops if o not in OPS]
+        if bad:
+            raise UsageError(f"unknown --op {', '.join(bad)}: choose from {', '.join(OPS)}")
+        names = list(opts.get("collectives") or COLLECTIVES)
+        bad = [c for c in names if c not in COLLECTIVES]
+        if bad:
+            raise UsageError(f"unknown collective {', '.join(bad)}: choose from {', '.join(COLLECTIVES)}")
+        sizes = self._sizes(ctx, opts)
+        gpu = ctx.backend in ("cuda", "hip")
+        for name in names:
+            coll = COLLECTIVES[name]
+            for dtype in dtypes:
+                for op in (ops if coll.reduces else ["none"]):
+                    for inplace in coll.placements:
+                        for nbytes in sizes:
+                            yield commtable.case(name, self._bytes(coll, nbytes, dtype), dtype, op, inplace)
+        if self.graph and not gpu:
+            # Captured graphs exist only on GPUs; say so once here rather than skip every case.
+            raise UsageError("--graph captures CUDA/HIP graphs: it needs a GPU backend (cuda or hip)")
+
+    def _sizes(self, ctx: GridContext, opts: dict) -> list[int]:
+        gpu = ctx.backend in ("cuda", "hip")
+        if ctx.sizes:
+            return list(ctx.sizes)
+        lo, hi, factor = opts.get("min_bytes"), opts.get("max_bytes"), opts.get("step_factor")
+        if lo or hi:
+            lo = lo or hi
+            hi = hi or lo
+            if lo > hi:
+                raise UsageError(f"--min-bytes {lo} is above --max-bytes {hi}: swap them")
+            factor = factor or 2
+            if factor < 2:
+                raise UsageError(f"--step-factor {factor} must be an integer ≥ 2")
+            return _size_sweep(lo, hi, factor)
+        if ctx.quick:
+            return list(GPU_QUICK if gpu else CPU_QUICK)
+        return list(GPU_SIZES if gpu else CPU_SIZES)
+
+    def _bytes(self, coll: Collective, nbytes: int, dtype: str) -> int:
+        """The bytes nccl-tests would print for a request of ``nbytes``: whole elements, whole per-rank blocks."""
+        size = _itemsize(dtype)
+        send, recv = coll.buffers(max(1, nbytes // size), size, self.world_size)
+        return max(send, recv) * size
+
+    # --- one case ----------------------------------------------------------------------------------------
+    def prepare(self, case: Case, backend: Any) -> Workload:
+        import torch
+        import torch.distributed as dist
+
+        coll = COLLECTIVES[case["collective"]]
+        world, rank = self.world_size, (self.group.rank if self.group else 0)
+        if self.group is None:
+            raise Skip("comm needs its ranks: run it through `gpubench run --suite comm` (it starts them)")
+        if coll.name == "sendrecv" and world < 2:
+            raise Skip("sendrecv needs at least 2 ranks")
+        dtype = getattr(torch, case["dtype"])
+        size = _itemsize(case["dtype"])
+        nbytes = int(case["bytes"])
+        send_n, recv_n = coll.buffers(nbytes // size, size, world)
+        if min(send_n, recv_n) == 0:
+            raise Skip(f"{nbytes} B is less than one element per rank among {world} ranks")
+        count = element_count(coll.name, nbytes, size, world)
+        inplace, op = bool(case["inplace"]), case["op"]
+        device = backend.torch_device
+        footprint = (max(send_n, recv_n) if inplace else send_n + recv_n) * size
+        if footprint * 3 > backend.memory_bytes():
+            raise Skip(f"{footprint} B of buffers (plus the check's) does not fit in this device's memory")
+        group = self.group.data
+        call = coll.call
+
+        def fill(b: Buffers) -> Buffers:
+            """(Re)write ``b``'s input from its seed and poison the rest of the output: 7 is never an answer."""
+            if not inplace or coll.name == "all_gather":
+                b.recv.fill_(7)
+            b.send.copy_(_values(torch, b.seed, rank, 0, send_n, send_n, dtype, device))
+            return b
+
+        def buffers() -> Buffers:
+            self._seed += 1  # every rank makes its inputs in the same order: the seeds line up across ranks
+            if inplace:
+                whole = torch.empty(max(send_n, recv_n), dtype=dtype, device=device)
+                # The input sits where NCCL expects it in place: this rank's block of a gathered output, or
+                # the whole of a scattered input whose result lands in this rank's block.
+                if coll.name == "all_gather":
+                    send, recv = whole.narrow(0, rank * send_n, send_n), whole
+                elif coll.name == "reduce_scatter":
+                    send, recv = whole, whole.narrow(0, rank * recv_n, recv_n)
+                else:
+                    send = recv = whole
+            else:
+                send = torch.empty(send_n, dtype=dtype, device=device)
+                recv = torch.empty(recv_n, dtype=dtype, device=device)
+            return fill(Buffers(self._seed, send, recv))
+
+        def run_one(b: Buffers) -> Any:
+            call(dist, b.send, b.recv, op, group, rank, world)
+            return b.recv
+
+        extra = {"count": count, "world_size": world, "nnodes": self.nnodes, "engine": "torch",
+                 "root": 0 if coll.name in commtable.ROOTED else -1, "valid": None, "wrong": None,
+                 "graph": self.graph}
+
+        def check(b: Buffers, out: Any) -> Check:
+            def values(r, start, length):
+                return _values(torch, b.seed, r, start, length, send_n, dtype, device)
+
+            wrong = 0
+            n_out = out.numel()
+            for start in range(0, n_out, _CHUNK):
+                length = min(_CHUNK, n_out - start)
+                want = coll.expect(values, torch, rank, world, op, count, start, length)
+                if want is None:
+                    continue
+                got = out.narrow(0, start, length).to(torch.float64)
+                tol = _tolerance(torch, dtype, op, want)
+                wrong += int(((got - want).abs() > tol).sum().item())
+            total = self.group.sum_int(wrong)
+            extra["wrong"], extra["valid"] = total, total == 0
+            return Check(total == 0, float(total), 0.0, "" if total == 0 else
+                         f"{total} wrong elements over {world} ranks")
+
+        factor = busbw_factor(coll.name, world)
+
+        def derive(per_call_s: float) -> dict[str, float]:
+            algbw = nbytes / per_call_s / 1e9
+            return {"algbw": algbw, "busbw": algbw * factor}
+
+        if not self.graph:
+            return Workload(run=run_one, make_inputs=buffers, bytes=nbytes, check=check, footprint=footprint,
+                            derive=derive, extra=extra)
+        return self._graph_workload(torch, backend, buffers, fill, run_one, check, derive, extra, nbytes,
+                                    footprint)
+
+    def _graph_workload(self, torch, backend, buffers, fill, run_one, check, derive, extra, nbytes, footprint):
+        """One sample replays a graph of K captured calls, each on its own buffer set (so one replay calls the
+        collective once per set and the check can read set 0 afterwards)."""
+        from gpubench.engine import FULL, sets_spanning
+
+        k = sets_spanning(footprint, backend.cache_bytes(), FULL)
+        k = max(k, min(_MAX_GRAPH_CALLS, max(_MIN_GRAPH_CALLS, _GRAPH_BYTES // max(1, footprint))))
+        k = max(1, min(k, _MAX_GRAPH_CALLS))
+
+        def make() -> dict:
+            sets = [buffers() for _ in range(k)]
+            for b in sets:  # NCCL connects lazily: its first call on these buffers must not be captured
+                run_one(b)
+            torch.cuda.synchronize()
+            for b in sets:  # the warm-up call changed in-place inputs: restore them from their seeds
+                fill(b)
+            g = torch.cuda.CUDAGraph()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                with torch.cuda.graph(g, stream=side):
+                    for b in sets:
+                        run_one(b)
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.synchronize()
+            return {"graph": g, "sets": sets}
+
+        extra = dict(extra, graph=True, graph_calls=k)
+        return Workload(
+            run=lambda x: x["graph"].replay() or x["sets"][0].recv,
+            make_inputs=make, bytes=nbytes, check=lambda x, out: check(x["sets"][0], out),
+            footprint=footprint * k, cache="warm", derive=derive, extra=extra, calls=k,
+        )
+
+
+def _itemsize(dtype: str) -> int:
+    return {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8, "int32": 4}[dtype]
+
+
+def _tolerance(torch, dtype, op: str, want) -> Any:
+    # Sums, products, minima and maxima of {-2,-1,1,2} are exact; avg divides, which rounds.
+    if op != "avg":
+        return 0.0
+    if not dtype.is_floating_point:
+        return 1.0
+    return torch.finfo(dtype).eps * want.abs().clamp(min=1.0) * 2
+
+
+__all__ = ["Comm", "COLLECTIVES", "DTYPES"]

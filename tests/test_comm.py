@@ -1,0 +1,283 @@
+"""comm: launcher detection, nccl-tests' conventions, the checks, and real gloo runs among local processes
+(started by gpubench itself), including a rank killed or stopped mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpubench import commtable, results
+from gpubench.dist.env import detect, first_host
+from gpubench.errors import UsageError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# --- launchers --------------------------------------------------------------------------------------------
+def test_torchrun_variables_are_read_first():
+    env = {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "n1",
+           "MASTER_PORT": "1234", "TORCHELASTIC_RUN_ID": "x", "SLURM_PROCID": "0", "SLURM_NTASKS": "4"}
+    r = detect(env)
+    assert (r.launcher, r.rank, r.world_size, r.local_rank, r.nnodes) == ("torchrun", 3, 8, 1, 4)
+    assert (r.master_addr, r.master_port) == ("n1", 1234)
+
+
+def test_slurm_variables_give_rank_nodes_and_the_first_host():
+    env = {"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "SLURM_NNODES": "2",
+           "SLURM_STEP_NODELIST": "gpu[07-08]", "SLURM_JOB_ID": "4242"}
+    r = detect(env)
+    assert (r.launcher, r.rank, r.world_size, r.local_rank, r.local_world_size, r.nnodes) == ("slurm", 5, 8, 1, 4, 2)
+    assert r.master_addr == "gpu07"
+    assert r.master_port == detect(dict(env, SLURM_PROCID="0")).master_port  # the same port on every rank
+
+
+@pytest.mark.parametrize("nodelist,first", [("node1", "node1"), ("a[3-5,9],b1", "a3"), ("x[010,2]", "x010")])
+def test_first_host_of_a_slurm_nodelist(nodelist, first):
+    assert first_host(nodelist) == first
+
+
+def test_open_mpi_variables_and_the_missing_master_across_nodes():
+    env = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+           "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}
+    r = detect(env)
+    assert (r.launcher, r.rank, r.world_size, r.nnodes, r.master_addr) == ("mpi", 1, 2, 1, "127.0.0.1")
+    with pytest.raises(UsageError, match="MASTER_ADDR"):
+        detect(dict(env, OMPI_COMM_WORLD_SIZE="4"))  # 2 per node: 2 nodes, and no master named
+
+
+def test_no_launcher_means_none():
+    assert detect({"HOME": "/root"}) is None
+
+
+# --- nccl-tests' conventions ------------------------------------------------------------------------------
+def test_busbw_factors_are_nccl_tests():
+    assert commtable.busbw_factor("all_reduce", 4) == pytest.approx(1.5)
+    for c in ("all_gather", "reduce_scatter", "alltoall"):
+        assert commtable.busbw_factor(c, 4) == pytest.approx(0.75)
+    for c in ("broadcast", "reduce", "sendrecv"):
+        assert commtable.busbw_factor(c, 4) == 1.0
+
+
+def _simulate(name, inputs, op):
+    """What each of len(inputs) ranks holds after ``name``, computed directly (no communication)."""
+    world = len(inputs)
+    red = {"sum": sum, "max": lambda xs: torch.stack(xs).amax(0), "min": lambda xs: torch.stack(xs).amin(0),
+           "prod": lambda xs: torch.stack(xs).prod(0), "avg": lambda xs: sum(xs) / len(xs)}.get(op)
+    if name == "all_reduce":
+        return [red(inputs)] * world
+    if name == "all_gather":
+        return [torch.cat(inputs)] * world
+    if name == "reduce_scatter":
+        return list(red(inputs).chunk(world))
+    if name == "alltoall":
+        return [torch.cat([inputs[j].chunk(world)[k] for j in range(world)]) for k in range(world)]
+    if name == "broadcast":
+        return [inputs[0]] * world
+    if name == "reduce":
+        return [red(inputs)] + [None] * (world - 1)
+    if name == "sendrecv":
+        return [inputs[(k - 1) % world] for k in range(world)]
+    raise AssertionError(name)
+
+
+@pytest.mark.parametrize("name", commtable.COLLECTIVES)
+@pytest.mark.parametrize("op", ["sum", "prod", "max", "avg"])
+def test_each_collectives_expected_output_is_what_the_collective_computes(name, op):
+    from gpubench.suites.comm import COLLECTIVES, _values
+
+    coll = COLLECTIVES[name]
+    if op != "sum" and not coll.reduces:
+        pytest.skip("op only matters for reductions")
+    world, nbytes = 3, 3 * 4 * 10
+    send_n, recv_n = coll.buffers(nbytes // 4, 4, world)
+    count = commtable.element_count(name, nbytes, 4, world)
+    inputs = [_values(torch, 11, r, 0, send_n, send_n, torch.float64, "cpu") for r in range(world)]
+    assert all((x != 0).all() for x in inputs)  # random, never zeros
+
+    def values(r, start, length):
+        return _values(torch, 11, r, start, length, send_n, torch.float64, "cpu")
+
+    for rank, got in enumerate(_simulate(name, inputs, op)):
+        want = coll.expect(values, torch, rank, world, op, count, 0, recv_n if name != "all_reduce" else send_n)
+        if got is None:
+            assert want is None
+        else:
+            assert torch.equal(want, got.to(torch.float64)), (name, op, rank)
+
+
+def test_values_of_any_slice_match_the_whole():
+    from gpubench.suites.comm import _values
+
+    whole = _values(torch, 5, 2, 0, 1000, 1000, torch.float32, "cpu")
+    assert torch.equal(_values(torch, 5, 2, 123, 456, 1000, torch.float32, "cpu"), whole[123:579])
+    assert set(whole.unique().tolist()) == {-2.0, -1.0, 1.0, 2.0}
+
+
+# --- real gloo runs -------------------------------------------------------------------------------------
+def _gpubench(*args, timeout=600, env=None):
+    return subprocess.run([sys.executable, "-m", "gpubench", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
+
+
+def _only_run(out: Path) -> Path:
+    runs = [p for p in (out / "t").iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+@pytest.mark.parametrize("nproc", [2, 3])
+def test_cpu_quick_runs_gloo_collectives_among_processes(tmp_path, nproc):
+    extra = [] if nproc == 2 else ["--nproc", "3"]
+    proc = _gpubench("run", "--suite", "comm", "--backend", "cpu", "--quick", "--out", tmp_path, "--cluster", "t",
+                     *extra)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = _only_run(tmp_path)
+    df = results.load(run)
+    assert set(df["status"]) == {"ok"}, df[df.status != "ok"][["case", "message"]]
+    assert set(df["collective"]) == set(commtable.COLLECTIVES)
+    assert (df["world_size"] == nproc).all() and (df["engine"] == "torch").all()
+    assert df["valid"].all() and (df["wrong"] == 0).all()
+    wide = df.pivot_table(index=["case", "collective"], columns="metric", values="value").reset_index()
+    for _, r in wide.iterrows():
+        assert r["busbw"] == pytest.approx(r["algbw"] * commtable.busbw_factor(r["collective"], nproc))
+    rank_times = df[df.metric == "time"]["rank_time_us"]
+    assert rank_times.map(len).eq(nproc).all()  # every rank's own time is kept
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "complete" and meta["dist"]["world_size"] == nproc
+    assert meta["dist"]["launcher"] == "spawn" and len(meta["dist"]["ranks"]) == nproc
+
+
+def test_exact_figures_on_the_fake_backend(tmp_path):
+    # Each fake call lasts 2 ms + bytes / 100 GB/s on every rank: algbw and busbw follow exactly.
+    proc = _gpubench("run", "--suite", "comm", "--backend", "fake", "--quick", "--out", tmp_path, "--cluster", "t",
+                     "--collectives", "all_reduce,alltoall", "--sizes", "1M", env={"GPUBENCH_FAKE_CALL_S": "2e-3"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df = results.load(_only_run(tmp_path))
+    t = 2e-3 + (1 << 20) / 100e9
+    for coll, factor in (("all_reduce", 1.0), ("alltoall", 0.5)):
+        rows = df[df.collective == coll].set_index("metric")["value"]
+        assert rows["time"] == pytest.approx(t * 1e6)
+        assert rows["algbw"] == pytest.approx((1 << 20) / t / 1e9)
+        assert rows["busbw"] == pytest.approx((1 << 20) / t / 1e9 * factor)
+
+
+def test_bad_comm_options_exit_2_before_anything_starts(tmp_path):
+    for args, needle in ((["--collectives", "allreduce"], "unknown collective"),
+                         (["--op", "mean"], "unknown --op"),
+                         (["--min-bytes", "1M", "--max-bytes", "1K"], "swap them"),
+                         (["--step-factor", "1"], "step-factor"),
+                         (["--dtype", "fp8"], "no dtype")):
+        proc = _gpubench("run", "--suite", "comm", "--backend", "cpu", "--out", tmp_path, *args, timeout=120)
+        assert proc.returncode == 2 and needle in proc.stderr, (args, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1
+    proc = _gpubench("run", "--suite", "comm,elementwise", "--backend", "cpu", "--out", tmp_path, timeout=120)
+    assert proc.returncode == 2 and "on its own" in proc.stderr
+    assert not (tmp_path / "t").exists()
+
+
+def _start_long_run(tmp_path, timeout_s):
+    # Many cases of real gloo work, so that the run is still going when a rank is killed.
+    args = [sys.executable, "-m", "gpubench", "run", "--suite", "comm", "--backend", "cpu", "--out", str(tmp_path),
+            "--cluster", "t", "--collectives", "all_reduce,all_gather", "--min-bytes", "1K", "--max-bytes", "64K",
+            "--step-factor", "2", "--timeout", str(timeout_s)]
+    return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_rows(tmp_path, proc, cases=2, limit=180):
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        runs = list((tmp_path / "t").glob("*/comm.parquet"))
+        if runs and results.load(runs[0])["case"].nunique() >= cases:
+            run = runs[0].parent
+            return run, json.loads((run / "run.json").read_text())["dist"]["ranks"]
+        time.sleep(0.2)
+    raise AssertionError("the run measured nothing in time")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A zombie is gone too (its parent has not reaped it yet).
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.mark.parametrize("how", ["kill", "stop"])
+def test_a_dead_or_stopped_rank_ends_the_run_naming_it_and_keeping_rows(tmp_path, how):
+    timeout_s = 8
+    proc = _start_long_run(tmp_path, timeout_s)
+    try:
+        run, ranks = _wait_for_rows(tmp_path, proc)
+        before = results.load(run)["case"].nunique()
+        victim = ranks[1]["pid"]
+        t0 = time.monotonic()
+        os.kill(victim, signal.SIGKILL if how == "kill" else signal.SIGSTOP)
+        _, err = proc.communicate(timeout=timeout_s + 30)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode not in (0, None)
+    assert took < timeout_s + 15, took  # within the timeout (plus the parent's grace and process exits)
+    assert "rank 1" in err, err[-3000:]
+    if how == "stop":
+        assert "silent" in err or "behind" in err, err[-3000:]
+    df = results.load(run)
+    cases = list(dict.fromkeys(df["case"]))
+    assert len(cases) >= before  # what was measured is kept; the case in flight may be an error row
+    assert (df[df["case"].isin(cases[:before])]["status"] == "ok").all()
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "failed" and "rank 1" in meta["error"]
+    assert all(_gone(r["pid"]) for r in ranks)  # no orphans
+
+
+def test_a_wrong_result_is_counted_and_the_case_invalid(tmp_path, monkeypatch):
+    # One rank in this process (a world of one is still a group): corrupt one element of the output.
+    import socket
+
+    from gpubench import engine
+    from gpubench.backends.cpu import CpuBackend
+    from gpubench.dist.env import RankEnv
+    from gpubench.dist.group import Group
+    from gpubench.suite import GridContext
+    from gpubench.suites.comm import Comm
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.delenv("GPUBENCH_STORE_HOSTED", raising=False)
+    group = Group(RankEnv("spawn", 0, 1, 0, 1, "127.0.0.1", port, 1), "gloo", 30)
+    try:
+        suite = Comm()
+        ctx = GridContext(backend="cpu", quick=True, cache_bytes=1 << 20, memory_bytes=1 << 30, sizes=(4096,),
+                          options=(("collectives", ["all_reduce"]),), group=group)
+        (case,) = list(suite.cases(ctx))
+        w = suite.prepare(case, CpuBackend())
+        good = engine.check(w, CpuBackend())
+        assert good.ok and w.extra["wrong"] == 0
+
+        run = w.run
+
+        def corrupt(b):
+            out = run(b)
+            out[7] += 1
+            return out
+
+        w.run = corrupt
+        bad = engine.check(w, CpuBackend())
+        assert not bad.ok and bad.error == 1 and w.extra["valid"] is False and w.extra["wrong"] == 1
+    finally:
+        group.close()
