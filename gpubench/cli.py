@@ -72,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--nproc", type=int, default=None, metavar="N",
                    help="ranks to start on this machine when no launcher started gpubench (default: one per GPU; "
                         "2 on CPU)")
+    c.add_argument("--engine", default="torch", choices=("torch", "nccl-tests"),
+                   help="torch: gpubench's own loop over torch.distributed (default); nccl-tests: run the "
+                        "nccl-tests/rccl-tests binaries with the same sweep into the same table")
+    c.add_argument("--nccl-tests-dir", default=None, metavar="DIR",
+                   help="where the *_perf binaries are (default: $NCCL_TESTS_DIR, $RCCL_TESTS_DIR, PATH)")
     c.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                    help="a rank that makes no progress for this long ends the run, naming the ranks that did not "
                         "arrive (default 60)")
@@ -159,6 +164,12 @@ def cmd_run(args, argv: Sequence[str]) -> int:
     sizes = parse_size_list(args.sizes) if args.sizes else None
     dtypes = [d.strip() for d in args.dtype.split(",") if d.strip()] if args.dtype else None
     options = _suite_options(args)
+    if args.engine != "torch":
+        if [s.name for s in suites] != ["comm"]:
+            raise UsageError(f"--engine {args.engine} runs the comm suite only: use --suite comm")
+        from gpubench.nccltests import engine
+
+        return engine.run(args, options, dtypes, cluster, argv)
     group = None
     if any(s.multiprocess for s in suites):
         from gpubench.dist import ranks

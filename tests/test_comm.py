@@ -281,3 +281,37 @@ def test_a_wrong_result_is_counted_and_the_case_invalid(tmp_path, monkeypatch):
         assert not bad.ok and bad.error == 1 and w.extra["valid"] is False and w.extra["wrong"] == 1
     finally:
         group.close()
+
+
+def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_path):
+    # A stand-in all_reduce_perf that prints a real nccl-tests 2.19.6 log (2 × H200) and records its argv.
+    log = ROOT / "tests" / "fixtures" / "nccl-tests" / "nt-2.19.6-all_reduce-h200x2.txt"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "all_reduce_perf"
+    fake.write_text(f"#!{sys.executable}\nimport sys, pathlib\n"
+                    "if '-h' in sys.argv: print('usage: -b -e -f -g'); sys.exit(0)\n"
+                    f"pathlib.Path({str(tmp_path / 'argv')!r}).write_text(' '.join(sys.argv[1:]))\n"
+                    f"print(pathlib.Path({str(log)!r}).read_text())\n")
+    fake.chmod(0o755)
+    proc = _gpubench("run", "--suite", "comm", "--engine", "nccl-tests", "--nccl-tests-dir", bindir,
+                     "--collectives", "all_reduce", "--min-bytes", "1M", "--max-bytes", "8G", "--step-factor", "4",
+                     "--nproc", "2", "--out", tmp_path / "r", "--cluster", "t", timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "argv").read_text() == "-b 1048576 -e 8589934592 -f 4 -d float -o sum -n 20 -w 5 -c 1 -g 2"
+    run = next((tmp_path / "r" / "t").iterdir())
+    df = results.load(run)
+    assert (df["engine"] == "nccl-tests").all() and (df["world_size"] == 2).all()
+    printed = [line.split() for line in log.read_text().splitlines() if line.strip()[:1].isdigit()]
+    busbw = df[(df.metric == "busbw") & (~df.inplace)].set_index("bytes")["value"]
+    for row in printed:
+        assert busbw[int(row[0])] == float(row[7])  # out-of-place busbw, exactly as printed
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["engine"]["runs"][0]["command"][-2:] == ["-g", "2"]
+    assert (run / meta["engine"]["runs"][0]["log"]).read_text().startswith(log.read_text()[:40])
+
+
+def test_engine_nccl_tests_names_where_it_looked_when_the_binary_is_missing(tmp_path):
+    proc = _gpubench("run", "--suite", "comm", "--engine", "nccl-tests", "--nccl-tests-dir", tmp_path,
+                     "--nproc", "2", "--out", tmp_path / "r", timeout=120, env={"NCCL_TESTS_DIR": ""})
+    assert proc.returncode == 2 and str(tmp_path) in proc.stderr and "NCCL_TESTS_DIR" in proc.stderr
