@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The comm suite beside nccl-tests on one multi-GPU machine (see docs/measurements.md):
+#   NCCL_TESTS_DIR=<built nccl-tests>/build bash tests/gpu/run_comm.sh OUT_DIR CLUSTER_LABEL
+# nccl-tests is built from its own source on the machine beforehand (never part of this repository).
+set -u -o pipefail
+out=${1:?OUT_DIR}; cluster=${2:?CLUSTER_LABEL}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v -i warning
+nvidia-smi topo -m 2>/dev/null | head -8
+sweep=(--min-bytes 1M --max-bytes 4G --step-factor ${STEP:-64})
+last() { ls -d "$out"/runs/"$cluster"/*/ | tail -1; }
+t() { local s=$EPOCHREALTIME; "$@"; echo "rc=$? wall=$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $s}") s: $*"; }
+
+t gpubench run --suite comm "${sweep[@]}" --out "$out/runs" --cluster "$cluster" >"$out/native.log" 2>&1
+native=$(last)
+t gpubench run --suite comm --engine nccl-tests "${sweep[@]}" --out "$out/runs" --cluster "$cluster" >"$out/nt.log" 2>&1
+nt=$(last)
+t gpubench run --suite comm --graph --min-bytes 1M --max-bytes 1M --out "$out/runs" --cluster "$cluster" >"$out/native-graph.log" 2>&1
+gnative=$(last)
+t gpubench run --suite comm --engine nccl-tests --graph --min-bytes 1M --max-bytes 1M --out "$out/runs" --cluster "$cluster" >"$out/nt-graph.log" 2>&1
+gnt=$(last)
+if [ "${TORCHRUN:-1}" = 1 ]; then
+  n=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+  t torchrun --standalone --nproc-per-node "$n" -m gpubench run --suite comm --collectives all_reduce,all_gather \
+    --min-bytes 64M --max-bytes 4G --step-factor 64 --out "$out/runs" --cluster "$cluster" >"$out/torchrun.log" 2>&1
+  echo "torchrun run: $(last)"
+fi
+python3 tests/gpu/compare_comm.py "$native" "$nt" --graph-native "$gnative" --graph-nt "$gnt" | tee "$out/compare_comm.txt"
+gpubench compare "$nt" "$native" --cross-cluster --format markdown --out "$out/compare.md" >"$out/compare.txt" 2>&1
+echo "gpubench compare rc=$?"
+grep -v '^\[' "$out/native.log" | tail -45
