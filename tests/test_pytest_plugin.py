@@ -13,6 +13,7 @@ import pytest
 # cannot be imported twice, so what the plugin imports is imported here first, and kept.
 import gpubench.backends.fake  # noqa: F401
 import gpubench.engine  # noqa: F401
+import gpubench.stats  # noqa: F401
 from gpubench.compare.thresholds import _toml_loads  # tomllib, or tomli on Python 3.10
 
 pytest_plugins = ["pytester"]
