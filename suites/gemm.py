@@ -458,6 +458,11 @@ class Gemm(Suite):
             # NaN where the peak is unknown: the engine needs the metric on every row of the case.
             return {PCT_PEAK.name: 100.0 * work / seconds / 1e12 / peak[0] if peak else math.nan}
 
+        # The search asks mamf-finder's question its way: one product per sample, timed alone with events,
+        # the cache flushed before each (mamf-finder zeroes a 256 MiB buffer before every call). The rest of
+        # the grid runs products back to back under continuous load, as training does.
+        search = on_gpu and case["shape"] == "search"
+        extra["method"] = "flush, one call per sample" if search else "back to back"
         return Workload(
             run=run,
             make_inputs=make_inputs,
@@ -465,11 +470,12 @@ class Gemm(Suite):
             flops=work,
             check=check,
             footprint=nbytes,
+            cache="flush" if search else "rotate",
             derive=derive,
             extra=extra,
             # Only small GEMMs need the hold: a large one outlasts its own enqueue, so the queue stays full
             # anyway, and the hold's idle gap before every batch would keep the GPU under its power limit.
-            hold=on_gpu and hasattr(torch.cuda, "_sleep") and work <= HOLD_MAX_FLOPS,
+            hold=on_gpu and not search and hasattr(torch.cuda, "_sleep") and work <= HOLD_MAX_FLOPS,
             min_warmup_s=GPU_MIN_WARMUP_S if on_gpu else 0.0,
         )
 

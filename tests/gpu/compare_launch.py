@@ -24,6 +24,12 @@ def main(run_dir: str, hand_path: str) -> int:
         ("eager host launch (torch)", val.get(("host_launch", "torch", 1)), hand["eager_host_us"]),
         ("graph per node (GPU)", val.get(("graph_replay_per_node", "torch", 0)), hand["graph_gpu_per_kernel_us"]),
     ]
+    if "eager_host_us_400" in hand:
+        print(f"{'hand eager, batches of 1000 / 400':32s} {hand['eager_host_us']:.3f} / {hand['eager_host_us_400']:.3f} us"
+              f"  (400: {hand['eager_host_us_400_min']:.3f}-{hand['eager_host_us_400_max']:.3f})")
+        ours = val.get(("host_launch", "torch", 1))
+        if ours is not None:
+            print(f"{'eager vs hand batches of 400':32s} ratio {ours / hand['eager_host_us_400']:.3f} (information)")
     info = ("graph replay host, 1000 nodes", val.get(("graph_launch", "torch", 1000)), hand["graph_replay_host_us_1000"])
     failed = 0
     for name, ours, theirs in pairs:

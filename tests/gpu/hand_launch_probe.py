@@ -1,7 +1,7 @@
 """A hand-written launch-latency probe, independent of gpubench's engine (the reference figures' method):
 a tiny torch op (x.add_(1) on one float) enqueued 1000 times between perf_counter reads after a sync; the
 same op captured 1000 times in a CUDA graph, replayed between CUDA events (GPU time per kernel) and between
-perf_counter reads (host cost of one replay). Median of 31 (eager) or 9 (graph) repeats after warm-up.
+perf_counter reads (host cost of one replay). Median of 61 (eager, in batches of 1000 and of 400, interleaved) or 9 (graph) repeats after warm-up.
 
     python tests/gpu/hand_launch_probe.py --out hand-launch.json
 """
@@ -18,7 +18,8 @@ import torch
 N = 1000
 # Host enqueue cost moves by ±10 % between runs of one script (CPU frequency, which core): more repeats,
 # and the spread is kept.
-EAGER_REPEATS = 31
+EAGER_REPEATS = 61
+SHORT = 400
 
 
 def main() -> None:
@@ -33,12 +34,16 @@ def main() -> None:
         for _ in range(100):
             x.add_(1.0)
         torch.cuda.synchronize()
+    # Batches of 1000 (the reference's loop) and of 400 (about what gpubench's 2 ms samples hold), interleaved so
+    # that both see the same machine state: whether the per-launch cost depends on the batch length.
+    short = []
     for _ in range(EAGER_REPEATS):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(N):
-            x.add_(1.0)
-        eager.append((time.perf_counter() - t0) / N * 1e6)
+        for n, into in ((N, eager), (SHORT, short)):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                x.add_(1.0)
+            into.append((time.perf_counter() - t0) / n * 1e6)
     torch.cuda.synchronize()
 
     side = torch.cuda.Stream()
@@ -81,6 +86,9 @@ def main() -> None:
         "eager_host_us": statistics.median(eager),
         "eager_host_us_min": min(eager),
         "eager_host_us_max": max(eager),
+        "eager_host_us_400": statistics.median(short),
+        "eager_host_us_400_min": min(short),
+        "eager_host_us_400_max": max(short),
         "graph_gpu_per_kernel_us": statistics.median(graph_gpu),
         "graph_replay_host_us_1000": statistics.median(replay_host),
         "graph_gpu_per_kernel_us_held": statistics.median(held),
