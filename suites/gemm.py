@@ -16,7 +16,9 @@ autotuned) and ``cupy`` (cupy.matmul on views of the same memory). Shape familie
   14336, 28672);
 - ``skinny``: decode-like M = 1, 16, 64 against an 8192×8192 weight (memory-bound: read B once);
 - ``search`` (``--search``): a sweep of M, N, K — mamf-finder's question, the best TF/s any shape gets —
-  summarized per dtype/impl as derived rows: the best shape, p10/median/p90 and the geometric mean.
+  summarized per dtype/impl as derived rows: the best shape, p10/median/p90 and the geometric mean. On GPUs
+  it is timed mamf-finder's way (one product per sample, the cache flushed before each; column ``method``),
+  not back to back like the rest of the grid.
 
 ``--sizes 4K,8K`` runs square shapes of those sides instead (with ``--search``: the values M, N, K sweep).
 On the CPU (and the fake backend) the grid shrinks to sides ≤ 512 and only fp32/fp64 through torch run.
