@@ -102,10 +102,10 @@ def sets_spanning(footprint: int, cache_bytes: int, config: EngineConfig) -> int
     return max(1, min(config.max_sets, need))
 
 
-def _inner_for(per_call_s: float, config: EngineConfig) -> int:
+def _inner_for(per_call_s: float, config: EngineConfig, min_sample_s: float = 0.0) -> int:
     if per_call_s <= 0:
         return config.max_inner
-    return max(1, min(config.max_inner, math.ceil(config.min_sample_s / per_call_s)))
+    return max(1, min(config.max_inner, math.ceil(max(config.min_sample_s, min_sample_s) / per_call_s)))
 
 
 def _settled(per_call: Sequence[float], config: EngineConfig) -> bool:
@@ -155,6 +155,8 @@ def measure(
                 backend.flush_cache()
             if host:
                 backend.synchronize()  # an empty queue: the enqueue cost alone, no back-pressure
+            if workload.before_batch is not None:
+                workload.before_batch()
             guard = _hold(backend, hold_s) if workload.hold else None
             timer = backend.host_timer() if host else backend.timer()
             timer.start()
@@ -190,7 +192,7 @@ def measure(
         value, elapsed = agreed(batch(inner), t0)
         per_call.append(value)
         if not flush:
-            inner = _inner_for(value * workload.calls, config)
+            inner = _inner_for(value * workload.calls, config, workload.min_sample_s)
             if workload.hold:
                 inner = min(inner, config.max_held_inner)
         result.settled = _settled(per_call, config)

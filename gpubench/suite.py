@@ -112,6 +112,12 @@ class Workload:
     # agree within milliseconds, but a power-hungry kernel (a large GEMM) pulls the SM clock down under the
     # power limit only after a few hundred ms: without this its figure would be the boost clock's.
     min_warmup_s: float = 0.0
+    # The shortest sample this workload wants, over the engine's own (a collective's samples must be long enough
+    # that the ranks' few-µs start skew vanishes in them).
+    min_sample_s: float = 0.0
+    # Called untimed right before each timed batch (comm: a small collective that lines the ranks' streams up,
+    # so that no rank's batch starts by waiting for another rank to arrive).
+    before_batch: Callable[[], None] | None = None
     # Operations one ``run`` performs (a captured graph of several collectives): per-call figures divide by it.
     calls: int = 1
 

@@ -34,6 +34,8 @@ GPU_SIZES = tuple(1 << e for e in range(10, 33, 2))  # 1 KiB, 4 KiB, ... 4 GiB
 GPU_QUICK = (1 << 20, 64 << 20, 256 << 20)
 CPU_SIZES = (1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
 CPU_QUICK = (1 << 10, 64 << 10, 1 << 20)
+# Samples last at least this long: what is left of the ranks' start skew is then a small part of each.
+MIN_SAMPLE_S = 0.02
 _CHUNK = 1 << 24  # elements generated per (seed, rank, chunk): bounds the memory of the check
 _GRAPH_BYTES = 1 << 30  # a captured graph cycles through sets of up to this many bytes in all
 _MIN_GRAPH_CALLS = 8
@@ -370,6 +372,13 @@ class Comm(Suite):
                          f"{total} wrong elements over {world} ranks")
 
         factor = busbw_factor(coll.name, world)
+        token = torch.ones(1, dtype=torch.float32, device=device)
+
+        def line_up() -> None:
+            # A one-element all_reduce on the timed stream: every rank's batch starts when the slowest rank
+            # has arrived, instead of its first call absorbing the ranks' skew (the control plane's agreement
+            # before each batch leaves the ranks tens of µs apart).
+            dist.all_reduce(token, group=group)
 
         def derive(per_call_s: float) -> dict[str, float]:
             algbw = nbytes / per_call_s / 1e9
@@ -377,9 +386,10 @@ class Comm(Suite):
 
         if not self.graph:
             return Workload(run=run_one, make_inputs=buffers, bytes=nbytes, check=check, footprint=footprint,
-                            derive=derive, extra=extra)
-        return self._graph_workload(torch, backend, buffers, fill, run_one, check, derive, extra, nbytes,
-                                    footprint)
+                            derive=derive, extra=extra, before_batch=line_up, min_sample_s=MIN_SAMPLE_S)
+        w = self._graph_workload(torch, backend, buffers, fill, run_one, check, derive, extra, nbytes, footprint)
+        w.before_batch, w.min_sample_s = line_up, MIN_SAMPLE_S
+        return w
 
     def _graph_workload(self, torch, backend, buffers, fill, run_one, check, derive, extra, nbytes, footprint):
         """One sample replays a graph of K captured calls, each on its own buffer set (so one replay calls the

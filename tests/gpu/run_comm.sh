@@ -30,3 +30,4 @@ python3 tests/gpu/compare_comm.py "$native" "$nt" --graph-native "$gnative" --gr
 gpubench compare "$nt" "$native" --cross-cluster --format markdown --out "$out/compare.md" >"$out/compare.txt" 2>&1
 echo "gpubench compare rc=$?"
 grep -v '^\[' "$out/native.log" | tail -45
+tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"  # the logs and runs in one file
