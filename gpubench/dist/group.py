@@ -170,8 +170,18 @@ class Group:
         try:
             out = fn()
         except Exception as e:  # noqa: BLE001
-            beats = read_heartbeats(self._beat_store, self.world_size)
-            who = laggards(beats, self.world_size, now=time.time(), stale_s=4 * _HEARTBEAT_S + 1)
+            # A peer's connection broke: it most likely died. Its heartbeat goes stale within _STALE_S; wait
+            # for that so that the message names the dead rank, not the live ones its last beat was ahead of.
+            stale = 4 * _HEARTBEAT_S + 1
+            end = time.time() + stale + _HEARTBEAT_S
+            while True:
+                beats = read_heartbeats(self._beat_store, self.world_size)
+                now = time.time()
+                silent = [r for r in range(self.world_size) if r not in beats or now - beats[r]["time"] > stale]
+                if silent or now >= end:
+                    break
+                time.sleep(_HEARTBEAT_S / 2)
+            who = laggards(beats, self.world_size, now=now, stale_s=stale)
             raise GroupError(f"the ranks could not agree ({type(e).__name__}): {who}") from e
         self.step()
         return out
