@@ -173,11 +173,12 @@ def cmd_run(args, argv: Sequence[str]) -> int:
     group = None
     if any(s.multiprocess for s in suites):
         from gpubench.dist import ranks
+        from gpubench.dist.env import detect
 
         if len(suites) > 1:
             raise UsageError(f"{', '.join(s.name for s in suites if s.multiprocess)} runs one process per rank: "
                              "run it on its own (--suite comm), the other suites in a second command")
-        renv = ranks.detect_launcher()
+        renv = detect()
         if renv is None:  # nobody started the ranks: check the grid here, then start them
             return ranks.spawn(args, argv, suites, options, sizes, dtypes, cluster)
         backend, group = ranks.join(args, renv)

@@ -31,9 +31,6 @@ SUITE_VERSION = 1
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
 REDUCING = frozenset({"all_reduce", "reduce_scatter", "reduce"})
 ROOTED = frozenset({"broadcast", "reduce"})
-# Collectives whose output may alias the input (nccl-tests' in-place column; sendrecv and alltoall have one
-# in nccl-tests too, where the receive buffer is the send buffer).
-INPLACE = frozenset(COLLECTIVES)
 
 PARAMS = ("collective", "bytes", "dtype", "op", "inplace")
 # Columns beside the case parameters that every comm row carries.

@@ -258,7 +258,9 @@ class Comm(Suite):
         if bad:
             raise UsageError(f"unknown collective {', '.join(bad)}: choose from {', '.join(COLLECTIVES)}")
         sizes = self._sizes(ctx, opts)
-        gpu = ctx.backend in ("cuda", "hip")
+        if self.graph and ctx.backend not in ("cuda", "hip"):
+            # Captured graphs exist only on GPUs; say so once here rather than skip every case.
+            raise UsageError("--graph captures CUDA/HIP graphs: it needs a GPU backend (cuda or hip)")
         for name in names:
             coll = COLLECTIVES[name]
             for dtype in dtypes:
@@ -266,9 +268,6 @@ class Comm(Suite):
                     for inplace in coll.placements:
                         for nbytes in sizes:
                             yield commtable.case(name, self._bytes(coll, nbytes, dtype), dtype, op, inplace)
-        if self.graph and not gpu:
-            # Captured graphs exist only on GPUs; say so once here rather than skip every case.
-            raise UsageError("--graph captures CUDA/HIP graphs: it needs a GPU backend (cuda or hip)")
 
     def _sizes(self, ctx: GridContext, opts: dict) -> list[int]:
         gpu = ctx.backend in ("cuda", "hip")

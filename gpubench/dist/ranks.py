@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpubench.dist.env import RankEnv, detect
+from gpubench.dist.env import RankEnv
 from gpubench.errors import UsageError
-
-
-def detect_launcher() -> RankEnv | None:
-    return detect()
 
 
 class _GridOnly:
