@@ -37,9 +37,10 @@ CPU_QUICK = (1 << 10, 64 << 10, 1 << 20)
 # Samples last at least this long: what is left of the ranks' start skew is then a small part of each.
 MIN_SAMPLE_S = 0.02
 _CHUNK = 1 << 24  # elements generated per (seed, rank, chunk): bounds the memory of the check
-_GRAPH_BYTES = 1 << 30  # a captured graph cycles through sets of up to this many bytes in all
-_MIN_GRAPH_CALLS = 8
-_MAX_GRAPH_CALLS = 64
+# Calls per captured graph: nccl-tests -G captures its -n iterations (default 20) in one graph. The length
+# matters: on 2×H200 a 1 MiB all_reduce took 14.0 µs per call in graphs of 4, 17.8 in graphs of 20 and 27.0 in
+# graphs of 64 (tests/gpu/diag_comm_graph.py; 11.8-12.0 at any length with NCCL_GRAPH_MIXING_SUPPORT=0).
+_GRAPH_CALLS = 20
 
 
 def canonical_dtype(name: str) -> str:
@@ -386,42 +387,51 @@ class Comm(Suite):
         if not self.graph:
             return Workload(run=run_one, make_inputs=buffers, bytes=nbytes, check=check, footprint=footprint,
                             derive=derive, extra=extra, before_batch=line_up, min_sample_s=MIN_SAMPLE_S)
-        w = self._graph_workload(torch, backend, buffers, fill, run_one, check, derive, extra, nbytes, footprint)
+        idempotent = not inplace or coll.name in ("broadcast", "all_gather")
+        w = self._graph_workload(torch, backend, buffers, fill, run_one, check, derive, extra, nbytes, footprint,
+                                 idempotent)
         w.before_batch, w.min_sample_s = line_up, MIN_SAMPLE_S
         return w
 
-    def _graph_workload(self, torch, backend, buffers, fill, run_one, check, derive, extra, nbytes, footprint):
-        """One sample replays a graph of K captured calls, each on its own buffer set (so one replay calls the
-        collective once per set and the check can read set 0 afterwards)."""
-        from gpubench.engine import FULL, sets_spanning
+    def _graph_workload(self, torch, backend, buffers, fill, run_one, check, derive, extra, nbytes, footprint,
+                        idempotent):
+        """One sample replays a graph of K calls on one buffer set, as nccl-tests -G captures its -n calls.
 
-        k = sets_spanning(footprint, backend.cache_bytes(), FULL)
-        k = max(k, min(_MAX_GRAPH_CALLS, max(_MIN_GRAPH_CALLS, _GRAPH_BYTES // max(1, footprint))))
-        k = max(1, min(k, _MAX_GRAPH_CALLS))
+        One set, not one per call: on 2×H200 a graph of 20 all_reduces over 20 buffers took 18.6 µs per call,
+        over one buffer 17.8 (tests/gpu/diag_comm_graph.py). The check reads the replay's output where calling
+        the collective again on its own output gives the same result (out of place, broadcast, all_gather);
+        elsewhere (an in-place sum of sums) it refills the set and checks one call outside the graph."""
+        k = _GRAPH_CALLS
 
         def make() -> dict:
-            sets = [buffers() for _ in range(k)]
-            for b in sets:  # NCCL connects lazily: its first call on these buffers must not be captured
-                run_one(b)
+            b = buffers()
+            run_one(b)  # NCCL connects lazily: its first call on this buffer must not be captured
             torch.cuda.synchronize()
-            for b in sets:  # the warm-up call changed in-place inputs: restore them from their seeds
-                fill(b)
+            fill(b)  # the warm-up call changed an in-place input: restore it from its seed
             g = torch.cuda.CUDAGraph()
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
                 with torch.cuda.graph(g, stream=side):
-                    for b in sets:
+                    for _ in range(k):
                         run_one(b)
             torch.cuda.current_stream().wait_stream(side)
             torch.cuda.synchronize()
-            return {"graph": g, "sets": sets}
+            return {"graph": g, "set": b}
+
+        def check_graph(x: dict, out: Any) -> Check:
+            if idempotent:
+                return check(x["set"], out)
+            b = fill(x["set"])
+            out = run_one(b)
+            torch.cuda.synchronize()
+            return check(b, out)
 
         extra = dict(extra, graph=True, graph_calls=k)
         return Workload(
-            run=lambda x: x["graph"].replay() or x["sets"][0].recv,
-            make_inputs=make, bytes=nbytes, check=lambda x, out: check(x["sets"][0], out),
-            footprint=footprint * k, cache="warm", derive=derive, extra=extra, calls=k,
+            run=lambda x: x["graph"].replay() or x["set"].recv,
+            make_inputs=make, bytes=nbytes, check=check_graph,
+            footprint=footprint, cache="warm", derive=derive, extra=extra, calls=k,
         )
 
 
