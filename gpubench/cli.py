@@ -58,8 +58,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--search", action="store_true",
                    help="suites with a search mode sweep their shapes for the best figure (gemm: M,N,K, as "
                         "mamf-finder does); others ignore it")
+    p.add_argument("--devices", default=None, metavar="all|LIST",
+                   help="run on each of these devices at once, one process per device, into one run directory "
+                        "with host and GPU columns (e.g. all, or 0,2); under srun/mpirun/torchrun each rank takes "
+                        "its local GPU. gpubench compare --fleet then flags the outliers")
     p.add_argument("--no-telemetry", action="store_true",
                    help="don't poll NVML/amdsmi while measuring (its queries can perturb latency figures)")
+    p.add_argument("--triton-warps", type=int, default=None, metavar="N",
+                   help="elementwise: force N warps per program on its Triton kernels (default: the measured best, "
+                        "4; dot 8). A smaller block runs slower: the way to test a regression gate on purpose")
     c = p.add_argument_group("comm (collectives; one process per rank)")
     c.add_argument("--min-bytes", default=None, metavar="SIZE", help="smallest size, e.g. 8, 1M (as nccl-tests -b)")
     c.add_argument("--max-bytes", default=None, metavar="SIZE", help="largest size, e.g. 8G (as nccl-tests -e)")
@@ -170,8 +177,16 @@ def cmd_run(args, argv: Sequence[str]) -> int:
         from gpubench.nccltests import engine
 
         return engine.run(args, options, dtypes, cluster, argv)
-    group = None
-    if any(s.multiprocess for s in suites):
+    group, fleet = None, args.devices is not None
+    if fleet:
+        from gpubench.dist import fleet as fleet_ranks
+        from gpubench.dist.env import detect
+
+        renv = detect()
+        if renv is None:
+            return fleet_ranks.spawn(args, argv, suites, options, sizes, dtypes, cluster)
+        backend, group = fleet_ranks.join(args, suites, renv)
+    elif any(s.multiprocess for s in suites):
         from gpubench.dist import ranks
         from gpubench.dist.env import detect
 
@@ -185,7 +200,7 @@ def cmd_run(args, argv: Sequence[str]) -> int:
     else:
         backend = open_backend(args.backend, args.device)
     try:
-        return _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, group)
+        return _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, group, fleet)
     finally:
         if group is not None:
             group.close()
@@ -204,6 +219,8 @@ def _suite_options(args) -> dict:
         raise UsageError(f"--timeout {args.timeout} must be a positive number of seconds")
     if args.nproc is not None and args.nproc < 1:
         raise UsageError(f"--nproc {args.nproc} must be at least 1")
+    if args.triton_warps is not None and args.triton_warps not in (1, 2, 4, 8, 16, 32):
+        raise UsageError(f"--triton-warps {args.triton_warps} must be a power of two from 1 to 32")
     return {
         "min_bytes": parse_size(args.min_bytes) if args.min_bytes else None,
         "max_bytes": parse_size(args.max_bytes) if args.max_bytes else None,
@@ -211,16 +228,17 @@ def _suite_options(args) -> dict:
         "ops": names(args.op),
         "collectives": names(args.collectives),
         "graph": args.graph,
+        "triton_warps": args.triton_warps,
     }
 
 
-def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, group) -> int:
+def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, group, fleet=False) -> int:
     from gpubench import runner
     from gpubench.console import RunProgress, out_console, summary_tables
     from gpubench.rundir import ensure_writable
 
     p = runner.plan(suites, backend, quick=args.quick, sizes=sizes, dtypes=dtypes, case_filter=args.filter,
-                    search=args.search, options=options, group=group)
+                    search=args.search, options=options, group=None if fleet else group)
     root = group is None or group.rank == 0
     if root:
         ensure_writable(args.out, cluster)
@@ -228,7 +246,7 @@ def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, grou
     try:
         outcome = runner.execute(
             p, backend, out=args.out, cluster=cluster, argv=argv, quick=args.quick, progress=progress,
-            telemetry=not args.no_telemetry, group=group,
+            telemetry=not args.no_telemetry, group=group, fleet=fleet,
         )
     finally:
         if progress:

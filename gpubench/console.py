@@ -91,13 +91,17 @@ def summary_tables(
     ran, and its status."""
     tables = []
     for suite, rows in df.groupby("suite", sort=False):
-        first = rows.drop_duplicates(subset=["case"], keep="first")
+        rows = rows.assign(_gpu=_gpu_labels(rows))
+        many = rows["_gpu"].nunique() > 1  # a --devices run: one line per (GPU, case)
+        first = rows.drop_duplicates(subset=["_gpu", "case"], keep="first")
         metric, unit = first["metric"].iloc[0], first["unit"].iloc[0]
         more = [m for m in (shown_of or {}).get(suite, ()) if m != metric]
         units = {m: rows.loc[rows["metric"] == m, "unit"].iloc[0] for m in more if (rows["metric"] == m).any()}
-        values = {m: rows[rows["metric"] == m].set_index("case")["value"] for m in units}
+        values = {m: rows[rows["metric"] == m].set_index(["_gpu", "case"])["value"] for m in units}
         params = [p for p in params_of.get(suite, ()) if p in first.columns]
         table = Table(title=f"{suite} (v{first['suite_version'].iloc[0]})", title_justify="left")
+        if many:
+            table.add_column("gpu")
         for p in params:
             table.add_column(p)
         for col in (f"{metric} [{unit}]", "cv", *(f"{m} [{u}]" for m, u in units.items()), "n", "SM MHz"):
@@ -110,13 +114,20 @@ def summary_tables(
             if r["status"] == "ok" and bool(r["noisy"]):
                 status = "ok (noisy)"
             table.add_row(
-                *[_param_text(p, r[p]) for p in params],
-                fmt_value(r["value"]), cv_text, *(fmt_value(values[m].get(r["case"])) for m in units),
+                *([r["_gpu"]] if many else []), *[_param_text(p, r[p]) for p in params],
+                fmt_value(r["value"]), cv_text, *(fmt_value(values[m].get((r["_gpu"], r["case"]))) for m in units),
                 str(int(r["n"])), fmt_value(r["sm_clock_mhz"]),
                 f"[{_STATUS_STYLE.get(r['status'], '')}]{status}[/]",
             )
         tables.append(table)
     return tables
+
+
+def _gpu_labels(rows: pd.DataFrame) -> pd.Series:
+    """``index`` of each row's device, ``host:index`` when the rows come from several hosts."""
+    idx = pd.to_numeric(rows["device_index"], errors="coerce").fillna(0).astype(int).astype(str)
+    hosts = rows["host"].fillna("?").astype(str)
+    return hosts + ":" + idx if hosts.nunique() > 1 else idx
 
 
 def _param_text(name: str, value: Any) -> str:

@@ -18,7 +18,7 @@ its whole batch is enqueued (``hold=True``); docs/method.md says how each is don
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,8 +122,12 @@ def measure(
     config: EngineConfig = FULL,
     telemetry: Any = None,
     group: Any = None,
+    tick: Callable[[], None] | None = None,
 ) -> Measurement:
     """Time ``workload`` on ``backend``; see the module docstring for the method.
+
+    ``tick`` is called after every batch: a watchdog that ends a stalled process (the ``--devices`` ranks')
+    sees the measurement progress.
 
     ``group`` (a :class:`gpubench.dist.group.Group`) makes every rank of a collective take the same path:
     after each batch the ranks agree on the slowest per-call time and the longest elapsed time, and every
@@ -165,6 +169,8 @@ def measure(
             turn += inner
             held = guard is None or guard.held()
             elapsed = timer.elapsed_s()
+            if tick is not None:
+                tick()
             if host:
                 backend.synchronize()
             if held:

@@ -24,11 +24,13 @@ import pyarrow.parquet as pq
 
 from gpubench.errors import UsageError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # History of SCHEMA_VERSION (bump it for any change a reader could notice; add an upgrade step below):
 #   1 — gpubench 0.1.0 (2026-11): first version. Long format, one row per (case, metric); columns in
 #       COLUMNS below plus each suite's parameter columns; `value` is the median of `samples`; run.json
 #       beside the tables holds the fingerprint.
+#   2 — 2026-11-21: `gpu_uuid` and `pci_bus_id` after `device_index`, so that a run over many GPUs
+#       (`run --devices`) names each one; older tables read them as missing.
 
 META_KEY = b"gpubench"  # parquet footer key holding {"schema_version": ..., "suite": ..., ...}
 RUN_FILE = "run.json"
@@ -55,6 +57,8 @@ BODY = (
     "backend",
     "device",  # model name, e.g. "NVIDIA H200"
     "device_index",
+    "gpu_uuid",  # NVML/amdsmi UUID of the device; None where unreadable (CPU, no NVML)
+    "pci_bus_id",
     "host",
     "cluster",
     "work_bytes",  # bytes one call moves, as the suite counts them
@@ -80,9 +84,17 @@ class SchemaError(UsageError):
     """A table gpubench cannot read: newer schema, missing version, not a gpubench table."""
 
 
-# Upgrade steps: _UPGRADES[v] turns a version-v frame into a version-(v+1) frame. None exist yet (v1 is the
-# first version); the loader applies them in order, so a change to the schema is one function here.
-_UPGRADES: dict[int, Callable[[pd.DataFrame], pd.DataFrame]] = {}
+def _v1_to_v2(df: pd.DataFrame) -> pd.DataFrame:
+    # A v1 table came from one device per run; which one, beyond its index, was not recorded.
+    for col in ("gpu_uuid", "pci_bus_id"):
+        if col not in df.columns:
+            df[col] = None
+    return df
+
+
+# Upgrade steps: _UPGRADES[v] turns a version-v frame into a version-(v+1) frame; the loader applies them in
+# order, so a change to the schema is one function here.
+_UPGRADES: dict[int, Callable[[pd.DataFrame], pd.DataFrame]] = {1: _v1_to_v2}
 
 
 def frame(rows: Iterable[Mapping[str, Any]], params: Sequence[str] = ()) -> pd.DataFrame:

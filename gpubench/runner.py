@@ -230,6 +230,7 @@ def run_case(
     config: engine.EngineConfig,
     telemetry: Any,
     group: Any = None,
+    tick: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]]:
     from gpubench.dist.group import GroupError
 
@@ -237,7 +238,7 @@ def run_case(
     try:
         workload = _prepare(suite, case, backend, group)
         with workload.context() if workload.context else contextlib.nullcontext():
-            meas = engine.measure(workload, backend, config, telemetry, group=group)
+            meas = engine.measure(workload, backend, config, telemetry, group=group, tick=tick)
     except GroupError:
         raise  # the ranks can no longer agree: the run ends (the caller names the ranks)
     except Skip as e:
@@ -256,6 +257,40 @@ def run_case(
         msg = chk.detail or f"check failed: error {chk.error:.3g} > tolerance {chk.tolerance:.3g}"
         return case_rows(suite, case, base, status="invalid", message=msg[:_MAX_MESSAGE], workload=workload, meas=meas)
     return case_rows(suite, case, base, status="ok", workload=workload, meas=meas, config=config)
+
+
+_WHO = ("host", "device_index", "device", "gpu_uuid", "pci_bus_id")
+
+
+def _static(reader: Any) -> dict[str, Any]:
+    try:
+        return dict(reader.static() or {})
+    except Exception:  # noqa: BLE001 — identity columns are best effort
+        return {}
+
+
+def _pci(backend: Any) -> str | None:
+    try:
+        return backend.pci_bus_id()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _same_plan(p: Plan, group: Any) -> None:
+    """The ranks of a fleet go case by case together: they must lay out the same cases (GPUs of different
+    sizes may not), or say so on every rank before anything is written."""
+    mine = [(s.name, [c.id for c in p.cases[s.name]]) for s in p.suites]
+    plans = group.gather_objects(mine)
+    for rank, theirs in enumerate(plans):
+        if theirs != plans[0]:
+            raise UsageError(f"rank {rank}'s device lays out other cases than rank 0's (different GPU models?): "
+                             "run each kind of GPU in its own --devices run")
+
+
+def _everyones(group: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every rank's rows for one case, in rank order (rank 0 writes them; the others keep an empty list)."""
+    gathered = group.gather_objects(rows)
+    return [r for part in gathered for r in part] if group.rank == 0 else []
 
 
 class _Unwritten:
@@ -309,10 +344,13 @@ def execute(
     progress: Any = None,
     telemetry: bool = True,
     group: Any = None,
+    fleet: bool = False,
 ) -> Outcome:
     """Run the plan; ``progress`` gets ``start(total)``, ``advance(suite, case, rows)``, ``note(text)``.
 
-    With a ``group`` every rank runs the plan in step, and rank 0 alone writes the run directory.
+    With a ``group`` every rank runs the plan in step, and rank 0 alone writes the run directory. The ranks
+    of a collective suite measure together (the engine agrees on every decision); with ``fleet`` each rank
+    measures its own device alone and sends its rows to rank 0 after each case (``run --devices``).
     """
     from gpubench.fingerprint import collect
 
@@ -330,7 +368,21 @@ def execute(
         "telemetry": getattr(reader, "source", "none") if telemetry else "off",
         "fingerprint": fingerprint,
     }
-    if group is not None:
+    static = _static(reader)
+    base = {
+        "backend": backend.name,
+        "device": backend.device_name(),
+        "device_index": backend.device_index,
+        "gpu_uuid": static.get("uuid"),
+        "pci_bus_id": static.get("pci_bus_id") or _pci(backend),
+        "host": socket.gethostname(),
+        "cluster": cluster,
+    }
+    if fleet:
+        _same_plan(p, group)
+        meta["fleet"] = group.gather_objects({"rank": group.rank, **{k: base[k] for k in _WHO},
+                                              "fingerprint": fingerprint.get("fingerprint")})
+    elif group is not None:
         from gpubench.dist import describe
 
         meta["dist"] = describe.run_meta(group, backend)
@@ -340,14 +392,7 @@ def execute(
         group.on_abort(lambda reason: rd.finish("failed", error=reason))
         if writer:
             group.publish_run_dir(str(rd.path))
-    base = {
-        "run_id": rd.run_id,
-        "backend": backend.name,
-        "device": backend.device_name(),
-        "device_index": backend.device_index,
-        "host": socket.gethostname(),
-        "cluster": cluster,
-    }
+    base["run_id"] = group.gather_objects(rd.run_id)[0] if fleet else rd.run_id
     outcome = Outcome(rd)
     if progress:
         progress.start(p.total)
@@ -355,7 +400,8 @@ def execute(
     try:
         with _StopFlag(lambda: progress and progress.note("stopping after this case (Ctrl-C again to stop now)")) as stop:
             for suite in p.suites:
-                rows: list[dict[str, Any]] = []
+                rows: list[dict[str, Any]] = []  # every rank's, on rank 0
+                mine: list[dict[str, Any]] = []  # this rank's
                 for case in p.cases[suite.name]:
                     # Across ranks, a Ctrl-C seen by any rank stops them all after the same case.
                     if group is not None:
@@ -363,7 +409,12 @@ def execute(
                         stop.set = group.any(stop.set)
                     if stop.set:
                         break
-                    new = run_case(suite, case, backend, base, config, sampler_source, group)
+                    if fleet:
+                        own = run_case(suite, case, backend, base, config, sampler_source, tick=group.step)
+                        mine.extend(own)
+                        new = _everyones(group, own)
+                    else:
+                        new = run_case(suite, case, backend, base, config, sampler_source, group)
                     rows.extend(new)
                     df = results.frame(rows, suite.params)
                     outcome.tables[suite.name] = df
@@ -373,7 +424,9 @@ def execute(
                 if stop.set:
                     status = "interrupted"
                     break
-                derived = derived_rows(suite, suite.summarize(rows), base)
+                derived = derived_rows(suite, suite.summarize(mine if fleet else rows), base)
+                if fleet:
+                    derived = _everyones(group, derived)
                 if derived:
                     rows.extend(derived)
                     outcome.tables[suite.name] = df = results.frame(rows, suite.params)

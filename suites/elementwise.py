@@ -87,21 +87,21 @@ def _torch_run(op: str):
     return lambda x: x["a"].fill_(SCALAR)
 
 
-def _triton_run(op: str):
+def _triton_run(op: str, warps: int | None = None):
     try:
         from gpubench.kernels import stream_triton as k
     except ImportError as e:
         raise Skip(f"triton is not installed ({e}); pip install triton") from e
     if op in FMA_OPS:
         steps = _fma_steps(op)
-        return lambda x: k.fma(x["a"], x["c"], steps, FMA_A, FMA_B)
+        return lambda x: k.fma(x["a"], x["c"], steps, FMA_A, FMA_B, warps=warps)
     return {
-        "copy": lambda x: k.copy(x["a"], x["c"]),
-        "mul": lambda x: k.mul(x["c"], x["b"], SCALAR),
-        "add": lambda x: k.add(x["a"], x["b"], x["c"]),
-        "triad": lambda x: k.triad(x["b"], x["c"], x["a"], SCALAR),
-        "dot": lambda x: k.dot(x["a"], x["b"]),
-        "fill": lambda x: k.fill(x["a"], SCALAR),
+        "copy": lambda x: k.copy(x["a"], x["c"], warps=warps),
+        "mul": lambda x: k.mul(x["c"], x["b"], SCALAR, warps=warps),
+        "add": lambda x: k.add(x["a"], x["b"], x["c"], warps=warps),
+        "triad": lambda x: k.triad(x["b"], x["c"], x["a"], SCALAR, warps=warps),
+        "dot": lambda x: k.dot(x["a"], x["b"], num_warps=warps or k.DOT_WARPS),
+        "fill": lambda x: k.fill(x["a"], SCALAR, warps=warps),
     }[op]
 
 
@@ -109,15 +109,15 @@ def _op(name: str) -> Op:
     return FMA_OPS.get(name) or OPS[name]
 
 
-def _triton_config(op: str) -> str:
+def _triton_config(op: str, warps: int | None = None) -> str:
     """The launch shape, recorded per row so that runs with other shapes are told apart."""
     from gpubench.kernels import stream_triton as k
 
     if op == "dot":
-        return f"block={k.DOT_BLOCK},warps={k.DOT_WARPS}"
+        return f"block={k.DOT_BLOCK},warps={warps or k.DOT_WARPS}"
     if op in FMA_OPS:
-        return f"vector_bytes={k.VECTOR_BYTES},warps={k.NUM_WARPS},unrolled"
-    return f"vector_bytes={k.VECTOR_BYTES},warps={k.NUM_WARPS}"
+        return f"vector_bytes={k.VECTOR_BYTES},warps={warps or k.NUM_WARPS},unrolled"
+    return f"vector_bytes={k.VECTOR_BYTES},warps={warps or k.NUM_WARPS}"
 
 
 def _reference(op: str, x: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -178,7 +178,10 @@ class Elementwise(Suite):
     description = "BabelStream copy/mul/add/triad/dot + fill; memory bandwidth past the last-level cache"
     params = ("op", "dtype", "array_bytes", "impl")
 
+    warps: int | None = None  # --triton-warps: a forced launch shape (default: the measured best per kernel)
+
     def cases(self, ctx: GridContext):
+        self.warps = dict(ctx.options).get("triton_warps")
         dtypes = ctx.pick_dtypes("elementwise", DTYPES, ["fp32", "bf16"] if ctx.quick else DTYPES)
         # Triton compiles for GPUs only; the fake backend runs torch on CPU tensors.
         impls = ["torch", "triton"] if ctx.backend in ("cuda", "hip") else ["torch"]
@@ -204,8 +207,8 @@ class Elementwise(Suite):
         need = 2 * spec.arrays * size + 3 * n * 8
         if need > 0.9 * backend.memory_bytes():
             raise Skip(f"needs ~{need / 2**30:.1f} GiB, device has {backend.memory_bytes() / 2**30:.1f} GiB")
-        run = _triton_run(op) if impl == "triton" else _torch_run(op)
-        config = _triton_config(op) if impl == "triton" else ""
+        run = _triton_run(op, self.warps) if impl == "triton" else _torch_run(op)
+        config = _triton_config(op, self.warps) if impl == "triton" else ""
 
         def make_inputs() -> dict[str, torch.Tensor]:
             x = {}

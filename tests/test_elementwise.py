@@ -148,4 +148,22 @@ def test_triton_kernels_are_correct_in_the_interpreter(tmp_path):
     env = {**__import__("os").environ, "TRITON_INTERPRET": "1"}
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count("ok") == 6 * 4 + 3 * 2  # BabelStream ops × dtypes, fma × (fp32, fp16)
+    # BabelStream ops × dtypes, fma × (fp32, fp16), and the ops again with one warp per program
+    assert proc.stdout.count("ok") == 6 * 4 + 3 * 2 + 6
+
+
+def test_triton_warps_option_reaches_the_cases_and_is_recorded():
+    pytest.importorskip("triton")
+    s = E.Elementwise()
+    list(s.cases(ctx(options=(("triton_warps", 1),))))
+    assert s.warps == 1
+    assert E._triton_config("copy", 1) == "vector_bytes=16,warps=1"
+    assert E._triton_config("dot", 2) == "block=8192,warps=2"
+    assert E._triton_config("copy") == "vector_bytes=16,warps=4"
+
+
+def test_bad_triton_warps_is_a_usage_error(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "gpubench", "run", "--suite", "elementwise", "--backend", "cpu",
+                           "--triton-warps", "3", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--triton-warps 3" in proc.stderr
+    assert not any(tmp_path.iterdir())

@@ -87,6 +87,7 @@ def test_file_without_version_is_refused(tmp_path):
 def test_older_schema_is_upgraded_step_by_step(tmp_path, monkeypatch):
     # Pretend the current version is 3 and that this file is v1: both steps must run, in order.
     path = results.save(sample_frame(), tmp_path / "t.parquet")
+    _rewrite_version(path, 1)
     calls = []
 
     def v1_to_v2(df):
@@ -108,6 +109,7 @@ def test_older_schema_is_upgraded_step_by_step(tmp_path, monkeypatch):
 
 def test_missing_upgrade_step_is_an_error(tmp_path, monkeypatch):
     path = results.save(sample_frame(), tmp_path / "t.parquet")
+    _rewrite_version(path, 1)
     monkeypatch.setattr(results, "SCHEMA_VERSION", 2)
     monkeypatch.setattr(results, "_UPGRADES", {})
     with pytest.raises(results.SchemaError, match="no upgrade from result schema 1"):
@@ -137,3 +139,13 @@ def test_not_a_run_directory(tmp_path):
         results.load(tmp_path)
     with pytest.raises(results.SchemaError, match="does not exist"):
         results.load(tmp_path / "nope")
+
+
+def test_a_v1_table_reads_with_the_device_identity_columns_missing(tmp_path):
+    path = results.save(sample_frame(), tmp_path / "t.parquet")
+    table = pq.read_table(path)
+    pq.write_table(table.drop(["gpu_uuid", "pci_bus_id"]), path)  # as gpubench 0.1.0 wrote it
+    _rewrite_version(path, 1)
+    back = results.load(path)
+    assert back["gpu_uuid"].isna().all() and back["pci_bus_id"].isna().all()
+    assert back.attrs["schema_version"] == 2 and results.SCHEMA_VERSION == 2

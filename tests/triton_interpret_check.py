@@ -29,4 +29,13 @@ for dtype in (d for d in E.FMA_DTYPES if d != "bf16"):
         chk = E._checker(op, dtype)(x, E._triton_run(op)(x))
         print(dtype, op, "ok" if chk.ok else f"FAIL {chk}")
         failed += not chk.ok
+# --triton-warps: a forced smaller launch shape must compute the same thing.
+for op, spec in E.OPS.items():
+    n = 3 * 8192 + 5
+    x = {k: torch.empty(n, dtype=torch.float32).uniform_(-1, 1) for k in spec.reads}
+    if spec.write:
+        x[spec.write] = torch.full((n,), math.nan, dtype=torch.float32)
+    chk = E._checker(op, "fp32")(x, E._triton_run(op, 1)(x))
+    print("fp32 warps=1", op, "ok" if chk.ok else f"FAIL {chk}")
+    failed += not chk.ok
 sys.exit(1 if failed else 0)

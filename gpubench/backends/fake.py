@@ -77,6 +77,12 @@ class FakeBackend(Backend):
         else:
             cycle = itertools.cycle(list(durations))
             self._duration = lambda workload, i: next(cycle)
+        slow = dict(x.split(":", 1) for x in os.environ.get("GPUBENCH_FAKE_SLOW", "").split(",") if ":" in x)
+        if str(device_index) in slow:
+            # Set by fleet tests, as INDEX:FACTOR,...: this device's calls take FACTOR times as long (a slow
+            # GPU in a box of good ones).
+            factor, model = float(slow[str(device_index)]), self._duration
+            self._duration = lambda workload, i: factor * model(workload, i)
         self._cache = cache_bytes
         self._memory = memory_bytes
         self._model = model_name
@@ -95,7 +101,8 @@ class FakeBackend(Backend):
 
     @classmethod
     def device_count(cls) -> int:
-        return 2
+        # GPUBENCH_FAKE_DEVICES: a box of more fake GPUs, for fleet tests (2 by default: a peer to copy to).
+        return int(os.environ.get("GPUBENCH_FAKE_DEVICES", "2"))
 
     @property
     def torch_device(self) -> str:

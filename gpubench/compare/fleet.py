@@ -90,7 +90,9 @@ def analyze(sides: Sequence[Side], k: float = DEFAULT_K) -> FleetReport:
         for dev, rows in group.groupby("device_key", sort=True):
             samples = [float(x) for ss in rows["samples"] for x in (ss if ss is not None else [])]
             finite = [x for x in samples if math.isfinite(x)]
-            value = float(np.median(finite)) if finite else float(np.nanmedian(rows["value"].astype(float)))
+            if not finite:  # a derived figure has no samples, only its value (NaN where it has none)
+                finite = [x for x in rows["value"].astype(float) if math.isfinite(x)]
+            value = float(np.median(finite)) if finite else math.nan
             if math.isfinite(value):
                 per_device.append((dev, rows.iloc[-1], value))
         if len(per_device) < 2:
