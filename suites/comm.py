@@ -11,9 +11,7 @@ dtype, so the check counts wrong elements exactly (avg, a division, gets a toler
 
 torch.distributed has in-place and out-of-place forms of all_gather and reduce_scatter; all_reduce, broadcast
 and reduce are in-place only in its API, alltoall and sendrecv out-of-place only. ``--graph`` captures the
-calls of one sample in a CUDA/HIP graph (nccl-tests' ``-G``), taking Python and launch cost out of small sizes;
-it captures NCCL's own calls through CuPy where every rank has CuPy's NCCL (``graph_via``: torch's per-call work
-would sit in the graph otherwise; see :mod:`gpubench.dist.nccl_direct`).
+calls of one sample in a CUDA/HIP graph (nccl-tests' ``-G``), taking Python and launch cost out of small sizes.
 """
 
 from __future__ import annotations
@@ -240,7 +238,6 @@ class Comm(Suite):
         self.world_size = 1
         self.nnodes = 1
         self._seed = 0
-        self._direct: Any = False  # --graph's NCCL communicator (gpubench.dist.nccl_direct); False: not opened
 
     # --- the grid ----------------------------------------------------------------------------------------
     def cases(self, ctx: GridContext) -> Iterable[Case]:
@@ -306,8 +303,6 @@ class Comm(Suite):
         world, rank = self.world_size, (self.group.rank if self.group else 0)
         if self.group is None:
             raise Skip("comm needs its ranks: run it through `gpubench run --suite comm` (it starts them)")
-        # Opened by every rank before anything can skip on one rank alone (it is a collective call).
-        direct = self._direct_nccl(backend) if self.graph else None
         if coll.name == "sendrecv" and world < 2:
             raise Skip("sendrecv needs at least 2 ranks")
         dtype = getattr(torch, case["dtype"])
@@ -350,17 +345,12 @@ class Comm(Suite):
             return fill(Buffers(self._seed, send, recv))
 
         def run_one(b: Buffers) -> Any:
-            if direct is not None:  # --graph: NCCL's own call, captured without torch's per-call work
-                direct.call(coll.name, b.send, b.recv, op, torch.cuda.current_stream().cuda_stream)
-            else:
-                call(dist, b.send, b.recv, op, group, rank, world)
+            call(dist, b.send, b.recv, op, group, rank, world)
             return b.recv
 
         extra = {"count": count, "world_size": world, "nnodes": self.nnodes, "engine": "torch",
                  "root": 0 if coll.name in commtable.ROOTED else -1, "valid": None, "wrong": None,
                  "graph": self.graph}
-        if self.graph:
-            extra["graph_via"] = "nccl" if direct is not None else "torch.distributed"
 
         def check(b: Buffers, out: Any) -> Check:
             def values(r, start, length):
@@ -403,14 +393,6 @@ class Comm(Suite):
         w.before_batch, w.min_sample_s = line_up, MIN_SAMPLE_S
         return w
 
-    def _direct_nccl(self, backend: Any) -> Any:
-        """The run's direct NCCL communicator for --graph, opened once, by every rank at the same case."""
-        if self._direct is False:
-            from gpubench.dist.nccl_direct import Direct
-
-            self._direct = Direct.open(self.group, backend.device_index)
-        return self._direct
-
     def _graph_workload(self, torch, backend, buffers, fill, run_one, check, derive, extra, nbytes, footprint,
                         idempotent):
         """One sample replays a graph of K calls on one buffer set, as nccl-tests -G captures its -n calls.
@@ -446,10 +428,16 @@ class Comm(Suite):
             return check(b, out)
 
         extra = dict(extra, graph=True, graph_calls=k)
+        # Replayed (and timed) on a stream of its own, as nccl-tests launches on non-blocking streams: the
+        # same graph of 20 1 MiB all_reduces on 2×H200 read 18.4 µs per call replayed on the legacy default
+        # stream and 13.1 on a non-blocking one (13.1 too captured straight through NCCL, without torch;
+        # tests/gpu/diag_comm_graph.py, docs/measurements.md).
+        stream = torch.cuda.Stream()
         return Workload(
             run=lambda x: x["graph"].replay() or x["set"].recv,
             make_inputs=make, bytes=nbytes, check=check_graph,
             footprint=footprint, cache="warm", derive=derive, extra=extra, calls=k,
+            context=lambda: torch.cuda.stream(stream),
         )
 
 
