@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import re
 import signal
 import socket
@@ -380,7 +381,7 @@ def execute(
     }
     if fleet:
         _same_plan(p, group)
-        meta["fleet"] = group.gather_objects({"rank": group.rank, **{k: base[k] for k in _WHO},
+        meta["fleet"] = group.gather_objects({"rank": group.rank, "pid": os.getpid(), **{k: base[k] for k in _WHO},
                                               "fingerprint": fingerprint.get("fingerprint")})
     elif group is not None:
         from gpubench.dist import describe

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,43 @@ def test_devices_subset_and_bad_input(tmp_path):
     comm = _gpubench("run", "--suite", "comm", "--backend", "cpu", "--devices", "all", "--out", tmp_path / "bad")
     assert comm.returncode == 2 and "--nproc" in comm.stderr
     assert not (tmp_path / "bad").exists()  # nothing written for bad input
+
+
+def test_a_stopped_device_process_ends_the_run_naming_its_rank_and_keeping_rows(tmp_path):
+    # The full elementwise grid on fake GPUs: long enough to stop rank 1 after a few cases.
+    timeout_s = 8
+    args = [sys.executable, "-m", "gpubench", "run", "--suite", "elementwise", "--backend", "fake", "--devices",
+            "all", "--out", str(tmp_path), "--cluster", "t", "--timeout", str(timeout_s)]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 180
+        while True:
+            assert proc.poll() is None and time.monotonic() < end, proc.communicate()[1][-3000:]
+            tables = list((tmp_path / "t").glob("*/elementwise.parquet"))
+            if tables and results.load(tables[0])["case"].nunique() >= 2:
+                break
+            time.sleep(0.2)
+        run = tables[0].parent
+        ranks = json.loads((run / "run.json").read_text())["fleet"]
+        before = results.load(run)["case"].nunique()
+        victim = ranks[1]["pid"]
+        t0 = time.monotonic()
+        os.kill(victim, signal.SIGSTOP)
+        _, err = proc.communicate(timeout=timeout_s + 30)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode not in (0, None)
+    assert took < timeout_s + 15, took
+    assert "rank 1" in err, err[-3000:]
+    df = results.load(run)
+    assert df["case"].nunique() >= before and set(df["device_index"]) == {0, 1}
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "failed" and "rank 1" in meta["error"]
+    for r in ranks:  # no orphans (a stopped process that was killed is reaped by its parent)
+        try:
+            os.kill(r["pid"], 0)
+            assert Path(f"/proc/{r['pid']}/stat").read_text().split()[2] == "Z"
+        except (ProcessLookupError, FileNotFoundError):
+            pass
