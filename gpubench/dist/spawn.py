@@ -4,7 +4,8 @@ The parent hosts the rendezvous store, so it can read every rank's heartbeat. It
 each child with torchrun's variables set (plus GPUBENCH_SPAWNED), lets rank 0 print, and watches:
 - a rank that dies (a signal, or an exit code other than 0, 1 or 130) ends the run: the others get a moment
   to notice, then are killed; nothing is left behind;
-- if no rank makes progress for the timeout (all stalled inside one operation), every rank is killed;
+- if no rank makes progress for the timeout (all stalled inside one operation), or a live rank's heartbeat
+  falls silent for the timeout (stopped, or wedged with its heartbeat thread), every rank is killed;
 - either way the run directory rank 0 created is marked failed with a message naming the ranks.
 """
 
@@ -105,6 +106,14 @@ def run(argv: list[str], nproc: int, timeout_s: float) -> int:
             break
         # Backstop for the ranks' own watchdogs: nobody has moved for longer than they should have waited.
         beats = read_heartbeats(store, nproc)
+        # A live rank whose heartbeat thread fell silent is stopped or wedged: end the run now rather than when
+        # the others next need it (a --devices rank measures alone and may not need it for a whole case).
+        now = time.time()
+        silent = [r for r, b in beats.items() if procs[r].poll() is None and now - b["time"] > timeout_s]
+        if silent and failure is None:
+            failure = "no heartbeat for {:.0f} s: {}".format(timeout_s, laggards(beats, nproc, now=now, stale_s=timeout_s))
+            _kill_all(procs)
+            break
         step = tuple(sorted((r, b["step"]) for r, b in beats.items()))
         if step != last_step:
             last_step, last_change = step, time.monotonic()

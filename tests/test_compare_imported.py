@@ -1,0 +1,50 @@
+"""compare on figures imported from nccl-tests logs: a real 2×H200 log against itself is SAME (exit 0); the
+same log with every bandwidth 10 % lower (time 1/0.9 longer) is WORSE (exit 1), row by row."""
+
+import json
+import re
+from pathlib import Path
+
+from gpubench.cli import main
+
+FIX = Path(__file__).parent / "fixtures" / "nccl-tests" / "nt-2.19.6-all_reduce-h200x2.txt"
+_ROW = re.compile(r"^(\s*\d+\s+\d+\s+\S+\s+\S+\s+-?\d+)((?:\s+\S+){8})\s*$")
+
+
+def _slower(text: str, factor: float) -> str:
+    """The log with each placement's time divided and algbw, busbw multiplied by ``factor``."""
+    out = []
+    for line in text.splitlines():
+        m = _ROW.match(line)
+        if m:
+            f = m.group(2).split()
+            for p in (0, 4):  # out of place, in place: time algbw busbw #wrong
+                f[p] = f"{float(f[p]) / factor:.2f}"
+                f[p + 1] = f"{float(f[p + 1]) * factor:.2f}"
+                f[p + 2] = f"{float(f[p + 2]) * factor:.2f}"
+            line = m.group(1) + "".join(f"  {x:>7}" for x in f)
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _import(tmp_path, log: Path, name: str) -> Path:
+    assert main(["import", "nccl-tests", str(log), "--out", str(tmp_path / name), "--cluster", "t"]) == 0
+    (run,) = (tmp_path / name / "t").glob("*")
+    return run
+
+
+def test_imported_logs_busbw_10_percent_lower_is_worse_and_itself_is_same(tmp_path, capsys):
+    slow_log = tmp_path / "slow.txt"
+    slow_log.write_text(_slower(FIX.read_text(), 0.9))
+    assert slow_log.read_text().count("\n") == FIX.read_text().count("\n")
+    base, slow = _import(tmp_path, FIX, "base"), _import(tmp_path, slow_log, "slow")
+    capsys.readouterr()
+    assert main(["compare", str(base), str(base), "--format", "json"]) == 0
+    same = json.loads(capsys.readouterr().out)
+    assert same["rows"] and {r["verdict"] for r in same["rows"]} == {"SAME"}
+    assert main(["compare", str(base), str(slow), "--format", "json"]) == 1
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    busbw = [r for r in rows if r["metric"] == "busbw"]
+    assert busbw and all(r["verdict"] == "WORSE" for r in busbw)
+    assert all(abs(r["ratio"] - 0.9) < 0.002 for r in busbw)  # two printed decimals
+    assert all(r["verdict"] == "WORSE" for r in rows if r["metric"] in ("time", "algbw"))
