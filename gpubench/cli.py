@@ -67,6 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--triton-warps", type=int, default=None, metavar="N",
                    help="elementwise: force N warps per program on its Triton kernels (default: the measured best, "
                         "4; dot 8). A smaller block runs slower: the way to test a regression gate on purpose")
+    a = p.add_argument_group("autotune (NCCL/RCCL knob sweep over the comm options below)")
+    a.add_argument("--knob", action="append", default=None, metavar="NAME=V1,V2",
+                   help="a knob and its values to sweep, repeatable, e.g. NCCL_PROTO=LL,Simple (default: NCCL_ALGO "
+                        "Ring,Tree × NCCL_PROTO LL,LL128,Simple)")
+    a.add_argument("--grid", default=None, metavar="FILE.toml", help="the knobs in a TOML [knobs] table instead")
+    a.add_argument("--budget", type=float, default=None, metavar="MINUTES",
+                   help="start no configuration that would end past this; the rest are recorded as skipped")
     c = p.add_argument_group("comm (collectives; one process per rank)")
     c.add_argument("--min-bytes", default=None, metavar="SIZE", help="smallest size, e.g. 8, 1M (as nccl-tests -b)")
     c.add_argument("--max-bytes", default=None, metavar="SIZE", help="largest size, e.g. 8G (as nccl-tests -e)")
@@ -93,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, metavar="FILE.png", help="chart file (default: RUN_DIR/roofline.png)")
     from gpubench.compare.commands import add_commands; add_commands(sub)  # noqa: E702 — compare, calibrate, export
     from gpubench.nccltests.cli import add_commands as add_import; add_import(sub)  # noqa: E702 — import
+    from gpubench.report.cli import add_commands as add_report; add_report(sub)  # noqa: E702 — report
     return parser
 
 
@@ -171,6 +179,11 @@ def cmd_run(args, argv: Sequence[str]) -> int:
     sizes = parse_size_list(args.sizes) if args.sizes else None
     dtypes = [d.strip() for d in args.dtype.split(",") if d.strip()] if args.dtype else None
     options = _suite_options(args)
+    if any(s.drives for s in suites):
+        if len(suites) > 1 or args.devices is not None or args.engine != "torch":
+            raise UsageError("autotune runs alone (its child comm runs start their own ranks): use --suite "
+                             "autotune, without --devices or --engine")
+        return next(s for s in suites if s.drives).drive(args, argv, cluster)
     if args.engine != "torch":
         if [s.name for s in suites] != ["comm"]:
             raise UsageError(f"--engine {args.engine} runs the comm suite only: use --suite comm")

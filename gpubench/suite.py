@@ -174,6 +174,9 @@ class Suite:
     shown: ClassVar[tuple[str, ...]] = ()
     # True for a suite that runs as one process per rank (comm): the CLI starts the ranks, or joins a launcher's.
     multiprocess: ClassVar[bool] = False
+    # True for a suite that drives child runs of other suites itself (autotune: fresh processes per NCCL
+    # configuration); the CLI calls its ``drive(args, argv, cluster)`` instead of the case loop.
+    drives: ClassVar[bool] = False
 
     def cases(self, ctx: GridContext) -> Iterable[Case]:
         raise NotImplementedError

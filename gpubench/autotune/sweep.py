@@ -1,0 +1,183 @@
+"""``gpubench run --suite autotune``: the collective knob sweep's driver.
+
+Each configuration is a child ``gpubench run --suite comm`` with the configuration's ``NCCL_*`` settings in its
+environment: fresh processes (NCCL caches its parameters per process), the comm suite's exact check on every case
+(a configuration that corrupts data is ``invalid``, never fast), and its own watchdog (no hang). A configuration
+NCCL rejects becomes error rows and the sweep goes on. Rows are written as each configuration ends; the child
+runs (tables, logs) stay inside the autotune run directory. ``--budget MINUTES`` stops starting configurations
+whose expected time would pass it; those are recorded as skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gpubench import commtable, results
+from gpubench.autotune import exports, knobs, winners
+from gpubench.errors import UsageError
+
+SUITE = "autotune"
+# comm options a child run gets as the user gave them.
+_PASS = (("backend", "--backend"), ("min_bytes", "--min-bytes"), ("max_bytes", "--max-bytes"),
+         ("step_factor", "--step-factor"), ("op", "--op"), ("collectives", "--collectives"), ("dtype", "--dtype"),
+         ("nproc", "--nproc"), ("timeout", "--timeout"))
+_FLAGS = (("quick", "--quick"), ("graph", "--graph"), ("no_telemetry", "--no-telemetry"))
+
+
+def child_argv(args: Any, out: Path, cluster: str) -> list[str]:
+    argv = [sys.executable, "-m", "gpubench", "run", "--suite", "comm", "--out", str(out), "--cluster", cluster]
+    for attr, flag in _PASS:
+        value = getattr(args, attr, None)
+        if value is not None:
+            argv += [flag, str(value)]
+    for attr, flag in _FLAGS:
+        if getattr(args, attr, False):
+            argv.append(flag)
+    return argv
+
+
+def grid_of(args: Any) -> dict[str, list[str]]:
+    if getattr(args, "grid", None) and getattr(args, "knob", None):
+        raise UsageError("give the knobs either with --knob or in a --grid file, not both")
+    if getattr(args, "grid", None):
+        return knobs.load_grid(args.grid)
+    if getattr(args, "knob", None):
+        return knobs.parse_knobs(args.knob)
+    return dict(knobs.DEFAULT_GRID)
+
+
+def _rows_of(child_run: Path, config: knobs.Config, grid: dict, run_id: str, version: int) -> pd.DataFrame:
+    df = results.load(child_run)
+    df = df.assign(suite=SUITE, suite_version=version, run_id=run_id, config=config.name,
+                   config_run=child_run.name, case="config=" + config.name + "," + df["case"].astype(str))
+    for knob in grid:
+        df[knob] = config.get(knob) or ""
+    return df
+
+
+def _placeholder(config: knobs.Config, grid: dict, run_id: str, version: int, status: str, message: str) -> list[dict]:
+    """Rows for a configuration that measured nothing: one per comm metric, so it shows in every view."""
+    return [{"run_id": run_id, "suite": SUITE, "suite_version": version, "case": f"config={config.name}",
+             "config": config.name, **{k: config.get(k) or "" for k in grid}, "metric": m.name, "unit": m.unit,
+             "better": m.better, "value": float("nan"), "n": 0, "samples": [], "status": status,
+             "message": message[:500]} for m in commtable.METRICS]
+
+
+def run(args: Any, argv: list[str], cluster: str, version: int, params: tuple[str, ...]) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from gpubench.console import out_console
+    from gpubench.rundir import RunDir, ensure_writable
+
+    grid = grid_of(args)
+    configs = knobs.configs(grid)
+    budget_s = args.budget * 60 if getattr(args, "budget", None) is not None else None
+    if budget_s is not None and budget_s <= 0:
+        raise UsageError(f"--budget {args.budget} must be a positive number of minutes")
+    ensure_writable(args.out, cluster)
+    rd = RunDir.create(args.out, cluster, {
+        "argv": list(argv), "backend": args.backend, "quick": bool(args.quick),
+        "suites": {SUITE: {"version": version, "cases": len(configs)}},
+        "autotune": {"grid": grid, "configs": [c.name for c in configs], "env_in_force": knobs.in_force(),
+                     "budget_min": getattr(args, "budget", None)},
+    })
+    staging = rd.path / "configs"
+    frames: list[pd.DataFrame] = []
+    console = out_console()
+    started, spent = time.monotonic(), []
+    status = "complete"
+    try:
+        with Progress(TextColumn("autotune"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.description}"), console=console, transient=True) as bar:
+            task = bar.add_task("", total=len(configs))
+            for i, config in enumerate(configs):
+                elapsed = time.monotonic() - started
+                expected = sum(spent) / len(spent) if spent else 0.0
+                if budget_s is not None and i > 0 and elapsed + expected > budget_s:
+                    frames.append(pd.DataFrame(_placeholder(config, grid, rd.run_id, version, "skipped",
+                                                            f"--budget {args.budget} min reached")))
+                    bar.advance(task)
+                    continue
+                bar.update(task, description=config.name)
+                t0 = time.monotonic()
+                frames.append(_one(args, config, i, staging, cluster, grid, rd, version))
+                spent.append(time.monotonic() - t0)
+                df = results.frame(pd.concat(frames, ignore_index=True).to_dict("records"), params)
+                rd.write_table(SUITE, df)
+                console.print(f"[{i + 1}/{len(configs)}] {config.name}: {_headline(frames[-1])} "
+                              f"({spent[-1]:.1f} s)", markup=False, highlight=False)
+                bar.advance(task)
+    except KeyboardInterrupt:
+        status = "interrupted"
+    except BaseException as e:
+        rd.finish("failed", error=f"{type(e).__name__}: {e}")
+        raise
+    df = results.frame(pd.concat(frames, ignore_index=True).to_dict("records"), params) if frames else None
+    if df is not None:
+        rd.write_table(SUITE, df)
+    code = _finish(rd, df, console)
+    rd.finish(status, configs_done=len(spent))
+    return 130 if status == "interrupted" else code
+
+
+def _one(args, config, i, staging, cluster, grid, rd, version) -> pd.DataFrame:
+    import os
+
+    out = staging / f"{i:02d}"
+    log = staging / f"{i:02d}.log"
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **dict(config.env)}
+    with open(log, "w") as f:
+        proc = subprocess.run(child_argv(args, out, cluster), env=env, stdout=f, stderr=subprocess.STDOUT)
+    runs = sorted(p.parent for p in out.glob(f"{cluster}/*/run.json"))
+    if runs and (runs[-1] / f"{commtable.SUITE}{results.TABLE_SUFFIX}").exists():
+        if config.name == knobs.DEFAULT:  # the system the sweep ran on, for compare and the report
+            child = json.loads((runs[-1] / results.RUN_FILE).read_text())
+            rd.meta.update({k: child[k] for k in ("fingerprint", "dist", "backend") if k in child})
+            rd.flush()
+        return _rows_of(runs[-1], config, grid, rd.run_id, version)
+    tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()][-1:] or ["no output"]
+    return pd.DataFrame(_placeholder(config, grid, rd.run_id, version, "error",
+                                     f"comm run exited {proc.returncode}: {tail[0]}"))
+
+
+def _headline(df: pd.DataFrame) -> str:
+    counts = df.drop_duplicates("case")["status"].value_counts().to_dict()
+    return ", ".join(f"{n} {s}" for s, n in counts.items())
+
+
+def _finish(rd, df, console) -> int:
+    """The winner table, the exports, and the exit code: 1 when the default configuration measured nothing."""
+    from rich.table import Table
+
+    if df is None or not (df[(df["config"] == knobs.DEFAULT)]["status"] == "ok").any():
+        console.print("autotune: the default configuration measured nothing; no winners", markup=False)
+        return 1
+    win = winners.table(df)
+    win.to_csv(rd.path / "winners.csv", index=False)
+    t = Table(title="autotune winners (busbw GB/s)", title_justify="left")
+    for col in ("collective", "bytes", "default", "winner", "winner busbw", "speedup", "beyond noise"):
+        t.add_column(col)
+    for _, r in win.iterrows():
+        t.add_row(str(r["collective"]), str(int(r["bytes"])), f"{r['default_busbw']:.4g}", str(r["winner"]),
+                  f"{r['winner_busbw']:.4g}", f"{r['speedup']:.3f}", "yes" if r["beyond_noise"] else "no")
+    console.print(t)
+    best = winners.best_single(df)
+    dist = rd.meta.get("dist") or {}
+    world, nnodes = int(dist.get("world_size") or -1), int(dist.get("nnodes") or -1)  # -1: the tuner's "any"
+    if best is not None:
+        (rd.path / "best.env").write_text(exports.env_file(*best, provenance=f"run {rd.run_id}"))
+    (rd.path / "nccl-tuner.csv").write_text(exports.tuner_csv(win, nnodes, world))
+    console.print(f"run directory: {rd.path} (winners.csv, best.env, nccl-tuner.csv)", markup=False,
+                  highlight=False)
+    return 0
+
+
+__all__ = ["run", "child_argv", "grid_of"]

@@ -1,0 +1,85 @@
+"""The best configuration per (collective, size, dtype, op, placement), held against the environment's own.
+
+"Beyond noise" is compare's test: the winner's busbw samples and the default's differ by a Mann-Whitney rank test
+at ``alpha``. A winner that is not beyond noise is reported as such, and the exports keep NCCL's own choice
+there (a tie is no reason to pin a setting).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from gpubench import commtable
+from gpubench.autotune.knobs import DEFAULT
+from gpubench.compare.ranktest import mann_whitney
+
+METRIC = "busbw"
+ALPHA = 0.01
+KEY = ("collective", "bytes", "dtype", "op", "inplace")
+COLUMNS = (*KEY, "default_busbw", "winner", "winner_busbw", "speedup", "p_value", "beyond_noise", "configs")
+
+
+def _usable(df: pd.DataFrame) -> pd.DataFrame:
+    ok = df[(df["metric"] == METRIC) & (df["status"] == "ok")]
+    if "valid" in ok.columns:
+        ok = ok[ok["valid"].fillna(True).astype(bool)]  # a config that corrupts data never wins
+    return ok
+
+
+def table(df: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
+    """One row per case measured under the default configuration, in the table's order."""
+    rows = []
+    ok = _usable(df)
+    for key, group in ok.groupby(list(KEY), sort=False, dropna=False):
+        base = group[group["config"] == DEFAULT]
+        if base.empty:
+            continue  # nothing to hold a winner against
+        base_row = base.iloc[0]
+        best = group.loc[group["value"].astype(float).idxmax()]
+        speedup = float(best["value"]) / float(base_row["value"]) if base_row["value"] else math.nan
+        if best["config"] == DEFAULT:
+            p = math.nan
+        else:
+            _, p = mann_whitney(list(best["samples"]), list(base_row["samples"]))
+        rows.append({
+            **dict(zip(KEY, key)),
+            "default_busbw": float(base_row["value"]),
+            "winner": best["config"],
+            "winner_busbw": float(best["value"]),
+            "speedup": speedup,
+            "p_value": p,
+            "beyond_noise": bool(best["config"] != DEFAULT and speedup > 1 and p < alpha),
+            "configs": int(group["config"].nunique()),
+        })
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def best_single(df: pd.DataFrame) -> tuple[str, float] | None:
+    """The one configuration to run everything with: valid on every case the default ran, with the highest
+    geometric mean of busbw relative to the default. (name, that mean); None without a default."""
+    ok = _usable(df)
+    base = ok[ok["config"] == DEFAULT].set_index(list(KEY))["value"].astype(float)
+    if base.empty:
+        return None
+    scores = {}
+    for name, rows in ok.groupby("config", sort=False):
+        mine = rows.set_index(list(KEY))["value"].astype(float)
+        shared = base.index.intersection(mine.index)
+        if len(shared) < len(base):
+            continue  # failed or corrupted somewhere the default ran: not a config to apply everywhere
+        scores[name] = float(np.exp(np.mean(np.log(mine[shared] / base[shared]))))
+    name = max(scores, key=scores.get)
+    return name, scores[name]
+
+
+def tuner_collective(name: str) -> str | None:
+    """The example tuner's collective word (allreduce, allgather, ...); None for those it cannot tune."""
+    return {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reducescatter",
+            "broadcast": "broadcast", "reduce": "reduce"}.get(name)
+
+
+assert set(KEY) <= set(commtable.PARAMS)
+__all__ = ["table", "best_single", "tuner_collective", "COLUMNS", "ALPHA"]

@@ -1,0 +1,152 @@
+"""The HTML page: a header naming each run's system and device state, the charts (embedded as base64 so the
+one file is enough to view the report offline, and linked to the PNGs beside it), and the compare tables."""
+
+from __future__ import annotations
+
+import base64
+import math
+from html import escape
+from pathlib import Path
+
+import pandas as pd
+
+from gpubench.report.compare import CompareTable
+from gpubench.report.plotting import Chart
+from gpubench.report.runs import Run
+
+PAGE = "index.html"
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1500px}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}
+h3{font-size:15px;margin:14px 0 6px} table{border-collapse:collapse;font-size:12px;margin:6px 0}
+td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top} th{background:#f4f4f4}
+img{max-width:100%;border:1px solid #eee} .note{color:#555;font-style:italic} .warn{color:#b00}
+tr.WORSE td{background:#fbd5d5} tr.BETTER td{background:#d6f5d6} tr.UNKNOWN td{background:#fff3c4}
+tr.SAME td{background:#fff} tr.other td{color:#888} code{font-size:11px;word-break:break-all}\n.small{font-size:11px;color:#555}
+"""
+_ORDER = ("elementwise", "roofline", "gemm", "launch", "copy", "comm", "autotune")
+
+
+def _fmt(x, unit: str = "", digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
+    if isinstance(x, float):
+        x = f"{x:.{digits}g}"
+    return f"{x}{unit}"
+
+
+def _median(df: pd.DataFrame, col: str, how: str = "median"):
+    if col not in df.columns:
+        return None
+    v = pd.to_numeric(df[col], errors="coerce").dropna()
+    return None if v.empty else float(getattr(v, how)())
+
+
+def _throttle(df: pd.DataFrame) -> str:
+    if "throttle" not in df.columns:
+        return "—"
+    seen = sorted({t.strip() for v in df["throttle"].dropna() for t in str(v).split(",") if t.strip()})
+    return ", ".join(seen) or "none"
+
+
+def _system_rows(runs: list[Run]) -> str:
+    head = ["run (command below)", "system", "software", "at start: SM / mem clock (max), power, temp, throttle",
+            "while sampling: median SM / mem clock, power, max temp", "throttle reasons while sampling"]
+    rows = []
+    for r in runs:
+        i, v = r.identity, r.volatile
+        count = i.get("gpu_count")
+        model = i.get("gpu_model") or i.get("cpu_model") or "unknown"
+        fp = (r.meta.get("fingerprint") or {}).get("fingerprint", "—")
+        system = f"{model}{f' ×{count}' if count and count > 1 else ''}, host {i.get('hostname', '?')}, " \
+                 f"cluster {r.cluster}, fingerprint {fp}"
+        soft = ", ".join(f"{k.replace('_version', '')} {i[k]}" for k in
+                         ("driver_version", "runtime", "runtime_version", "torch", "nccl") if i.get(k)) or "—"
+        start = (f"{_fmt(v.get('sm_clock_mhz'))} / {_fmt(v.get('mem_clock_mhz'))} MHz "
+                 f"({_fmt(v.get('max_sm_clock_mhz'))} / {_fmt(v.get('max_mem_clock_mhz'))}), "
+                 f"{_fmt(v.get('power_w'), ' W', 3)} of {_fmt(v.get('power_limit_w'), ' W', 3)}, "
+                 f"{_fmt(v.get('temp_c'), ' °C', 3)}, {', '.join(v.get('throttle') or []) or 'no throttle'}"
+                 if v else "—")
+        df = r.df
+        during = (f"{_fmt(_median(df, 'sm_clock_mhz'))} / {_fmt(_median(df, 'mem_clock_mhz'))} MHz, "
+                  f"{_fmt(_median(df, 'power_w'), ' W', 3)}, {_fmt(_median(df, 'temp_c', 'max'), ' °C', 3)}")
+        argv = " ".join(str(a) for a in r.meta.get("argv") or [])
+        rows.append([f"<b>{escape(r.label)}</b> <span class=\"small\">{escape(str(r.meta.get('start_time', '')))}<br>"
+                     f"<code>{escape(str(r.path))}</code><br><code>{escape(argv)}</code></span>", escape(system),
+                     escape(soft), escape(start), escape(during), escape(_throttle(df))])
+    return _table(head, rows)
+
+
+def _table(head: list[str], rows: list[list[str]], classes: list[str] | None = None) -> str:
+    out = ["<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"]
+    for k, row in enumerate(rows):
+        cls = f' class="{classes[k]}"' if classes else ""
+        out.append(f"<tr{cls}>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>")
+    return "\n".join(out + ["</table>"])
+
+
+def _chart(c: Chart, out: Path) -> str:
+    parts = [f"<h3>{escape(c.title)}</h3>"]
+    if c.file:
+        data = base64.b64encode((out / c.file).read_bytes()).decode()
+        parts.append(f'<a href="{escape(c.file)}"><img src="data:image/png;base64,{data}" '
+                     f'alt="{escape(c.title)}" data-file="{escape(c.file)}"></a>')
+        if c.note:
+            parts.append(f'<p class="warn">{escape(c.note)}</p>')
+    else:
+        parts.append(f'<p class="note">No chart: {escape(c.note)}.</p>')
+    return "\n".join(parts)
+
+
+def _compare(t: CompareTable) -> str:
+    from gpubench.compare.formats import headers, row_cells
+
+    rep = t.report
+    cells = [row_cells(r, rep.cross_cluster) for r in rep.rows.to_dict("records")]
+    diff = rep.system_differences
+    info = (f"<h3>{escape(t.baseline.label)} (baseline) → {escape(t.current.label)}</h3>"
+            f"<p><b>{escape(rep.summary())}</b>{' — cross-cluster: ' + escape('; '.join(diff)) if diff else ''}"
+            f"<br>baseline: {escape(rep.baseline_text)}<br>current: {escape(rep.current_text)}</p>")
+    # What changed (WORSE, BETTER, UNKNOWN) is shown; SAME and the uncompared rows wait behind a click, or a
+    # long table would push everything after it out of view.
+    changed = [c for c in cells if c[0] in ("WORSE", "BETTER", "UNKNOWN")]
+    rest = [c for c in cells if c[0] not in ("WORSE", "BETTER", "UNKNOWN")]
+    body = ""
+    if changed:
+        body += _table(headers(rep.cross_cluster), [[escape(x) for x in c] for c in changed], [c[0] for c in changed])
+    if rest:
+        classes = ["SAME" if c[0] == "SAME" else "other" for c in rest]
+        body += (f"<details><summary>{len(rest)} more rows (SAME, or not compared)</summary>"
+                 + _table(headers(rep.cross_cluster), [[escape(x) for x in c] for c in rest], classes) + "</details>")
+    return info + body
+
+
+def _compares(tables: list[CompareTable]) -> str:
+    done = "\n".join(_compare(t) for t in tables if t.report is not None)
+    skipped = [f"<li>{escape(t.current.label)}: {escape(t.note)}</li>" for t in tables if t.report is None]
+    return done + (f'<h3>not compared</h3><ul class="note">{"".join(skipped)}</ul>' if skipped else "")
+
+
+def write(runs: list[Run], charts: list[Chart], tables: list[CompareTable], out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    sections = []
+    for suite in sorted({c.suite for c in charts}, key=lambda s: (_ORDER.index(s) if s in _ORDER else 99, s)):
+        sections.append(f"<h2>{escape(suite)}</h2>" + "\n".join(_chart(c, out) for c in charts if c.suite == suite))
+    if not charts:
+        sections.append('<p class="note">These runs hold no suite this report draws.</p>')
+    if tables:
+        sections.append("<h2>compare</h2><p>Each later run against the first run that shares a suite with it "
+                        "(<code>gpubench compare</code>; verdicts: "
+                        '<span style="background:#fbd5d5">WORSE</span> <span style="background:#d6f5d6">BETTER'
+                        '</span> SAME <span style="background:#fff3c4">UNKNOWN</span>).</p>'
+                        + _compares(tables))
+    html = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>gpubench report</title>"
+            f"<style>{_CSS}</style></head><body>\n<h1>gpubench report</h1>\n<p>{len(runs)} run(s). "
+            "Charts: medians; error bars: interquartile range of the samples.</p>\n<h2>systems and device state</h2>\n"
+            f"{_system_rows(runs)}\n" + "\n".join(sections) + "\n</body></html>\n")
+    path = out / PAGE
+    path.write_text(html, encoding="utf-8")
+    return path
+
+
+__all__ = ["write", "PAGE"]

@@ -1,0 +1,180 @@
+"""`gpubench report`: the page and its PNGs from CPU runs of every suite and imported nccl-tests logs; overlays
+and the compare table for several runs; a note instead of an empty chart; exit 2 for a path that is no run."""
+
+import contextlib
+import io
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from gpubench import engine
+from gpubench.cli import main
+from gpubench.report.plotting import spread
+
+FIX = Path(__file__).parent / "fixtures" / "nccl-tests"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+# Tiny engine budgets: these runs feed charts, their figures do not matter.
+TINY = engine.EngineConfig(min_samples=3, budget_s=0.01, min_warmup_s=0.0, max_warmup_s=0.01, min_sample_s=1e-9)
+RUNS = {
+    "elementwise": ["run", "--suite", "elementwise", "--backend", "cpu", "--quick", "--dtype", "fp32",
+                    "--sizes", "4M", "--filter", "op=(copy|triad)"],
+    "fake": ["run", "--suite", "gemm,copy,launch", "--backend", "fake", "--quick", "--dtype", "fp32"],
+    "comm": ["run", "--suite", "comm", "--backend", "cpu", "--quick", "--collectives", "all_reduce",
+             "--min-bytes", "1K", "--max-bytes", "4K", "--step-factor", "4"],
+    # The cpu backend has no device memory: every copy case is skipped, so the copy chart must become a note.
+    "skipped": ["run", "--suite", "copy", "--backend", "cpu", "--quick", "--filter", "direction=h2d,memory=pinned"],
+    "imported": ["import", "nccl-tests", str(FIX / "nt-2.19.6-all_reduce-h200x2.txt")],
+}
+
+
+def quiet(*argv) -> tuple[int, str]:
+    with contextlib.redirect_stdout(io.StringIO()) as log, contextlib.redirect_stderr(log):
+        code = main([str(a) for a in argv])
+    return code, log.getvalue()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("report-runs")
+    made = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(engine, "QUICK", TINY)
+        for name, argv in RUNS.items():
+            cluster = f"c-{name}"
+            code, log = quiet(*argv, "--out", out, "--cluster", cluster)
+            assert code == 0, log[-2000:]
+            (made[name],) = (out / cluster).iterdir()
+    return made
+
+
+class Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.files, self.text, self.rows = set(), [], []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "img":
+            assert a["src"].startswith("data:image/png;base64,")  # the page needs nothing beside it
+            self.files.add(a["data-file"])
+        if tag == "a" and a.get("href", "").endswith(".png"):
+            self.files.add(a["href"])
+        if tag == "tr" and a.get("class"):
+            self.rows.append(a["class"])
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def parse(path: Path) -> Page:
+    p = Page()
+    p.feed(path.read_text(encoding="utf-8"))
+    p.close()
+    return p
+
+
+def pngs(out: Path) -> set[str]:
+    names = {p.name for p in out.glob("*.png")}
+    for n in names:
+        assert (out / n).read_bytes()[:8] == PNG_MAGIC, n
+    return names
+
+
+@pytest.fixture(scope="module")
+def full(runs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("report") / "all"
+    code, log = quiet("report", *runs.values(), "--out", out)
+    assert code == 0, log[-2000:]
+    return out, log
+
+
+def test_every_suite_has_its_chart_and_the_page_references_them(full):
+    out, log = full
+    written = pngs(out)
+    expected = {"elementwise.png", "gemm.png", "launch.png", "copy.png", "comm.png"}
+    assert expected <= written, written
+    assert any(re.fullmatch(r"roofline-\d+\.png", n) for n in written)
+    page = parse(out / "index.html")
+    assert page.files == written  # every chart written is on the page, and nothing else is
+    assert "report:" in log
+
+
+def test_header_names_systems_and_device_state(full, runs):
+    text = " ".join(parse(full[0] / "index.html").text)
+    for label in ("c-elementwise", "c-fake", "c-comm", "c-imported"):
+        assert label in text
+    assert "systems and device state" in text
+    assert "throttle" in text
+
+
+def test_empty_suite_gets_a_note_not_a_chart(tmp_path, runs):
+    code, log = quiet("report", runs["skipped"], "--out", tmp_path / "r")
+    assert code == 0, log
+    assert pngs(tmp_path / "r") == set()
+    text = " ".join(parse(tmp_path / "r" / "index.html").text)
+    assert "No chart:" in text and "copy" in text
+
+
+def test_several_runs_overlay_and_carry_the_compare_table(tmp_path, runs):
+    # The same run twice: one legend entry each, and a compare table of SAME verdicts.
+    out = tmp_path / "r"
+    code, log = quiet("report", runs["elementwise"], runs["elementwise"], runs["comm"], runs["imported"],
+                      "--out", out)
+    assert code == 0, log
+    page = parse(out / "index.html")
+    text = " ".join(page.text)
+    assert "compare" in text and "(baseline)" in text
+    assert "SAME" in page.rows or "BETTER" in page.rows or "WORSE" in page.rows
+    assert re.search(r"c-elementwise run \w+ #2", text)
+    assert page.files == pngs(out)
+
+
+@pytest.mark.parametrize("bad", ["missing", "dir-of-runs"])
+def test_bad_input_exits_2_with_one_line(tmp_path, runs, capsys, bad):
+    path = tmp_path / "nope" if bad == "missing" else runs["elementwise"].parent
+    code = main(["report", str(path), "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpubench: error: ") and "run.json" in lines[0], err
+
+
+def test_out_must_be_a_folder(tmp_path, runs, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["report", str(runs["elementwise"]), "--out", str(blocker)]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_spread_is_the_interquartile_range_and_none_for_one_sample():
+    import pandas as pd
+
+    rows = pd.DataFrame({"value": [3.0, 5.0], "samples": [[1.0, 2.0, 3.0, 4.0, 5.0], [5.0]]})
+    err = spread(rows)
+    assert err.shape == (2, 2)
+    assert list(err[:, 0]) == [1.0, 1.0]  # quartiles 2 and 4 around the median 3
+    assert list(err[:, 1]) == [0.0, 0.0]
+
+
+def test_autotune_winners_chart_from_a_sweep_table(tmp_path, runs):
+    # An autotune table is comm's rows under a config column; make one from the comm run: a faster config.
+    import shutil
+
+    import pandas as pd
+
+    from gpubench import results
+
+    run = tmp_path / "c-tune" / "20261121T000000Z-abcdef"
+    run.mkdir(parents=True)
+    shutil.copy(runs["comm"] / "run.json", run / "run.json")
+    comm = results.load(runs["comm"])
+    comm = comm[comm["suite"] == "comm"].assign(suite="autotune", config="default")
+    fast = comm.assign(config="NCCL_ALGO=Ring", value=comm["value"] * 1.5,
+                       samples=[[x * 1.5 for x in s] for s in comm["samples"]])
+    results.save(pd.concat([comm, fast], ignore_index=True), run / "autotune.parquet", suite="autotune")
+    code, log = quiet("report", run, "--out", tmp_path / "r")
+    assert code == 0, log
+    assert "autotune.png" in pngs(tmp_path / "r")
+    assert "autotune.png" in parse(tmp_path / "r" / "index.html").files
