@@ -5,7 +5,8 @@ process), so the suite drives child comm runs, each timed by the engine as the c
 gathers their rows under a ``config`` column. ``gpubench run --suite autotune [--knob NCCL_ALGO=Ring,Tree ...]
 [--grid FILE.toml] [--budget MINUTES]`` plus the comm options (sizes, collectives, dtype, --nproc).
 
-The kernel-config sweep (Triton GEMM and elementwise block shapes) is not built yet.
+The kernel-config sweep (Triton launch shapes) is its own suite, ``autotune-kernels``: it runs in-process through
+the engine like any suite, since Triton configurations need no fresh process.
 """
 
 from __future__ import annotations

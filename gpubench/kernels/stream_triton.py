@@ -102,9 +102,11 @@ def _fma_kernel(src, dst, coef, n, K: tl.constexpr, ELEMS: tl.constexpr, W: tl.c
     tl.store(dst + offs, x.to(dst.dtype.element_ty), mask=mask)
 
 
-def _launch(kernel, n: int, t: torch.Tensor, *args, warps: int | None = None, **kw) -> None:
-    """Launch an elementwise kernel over n elements of t's dtype, one 16-byte vector per thread."""
-    elems = VECTOR_BYTES // t.element_size()
+def _launch(kernel, n: int, t: torch.Tensor, *args, warps: int | None = None, vector_bytes: int | None = None,
+            **kw) -> None:
+    """Launch an elementwise kernel over n elements of t's dtype, one 16-byte vector per thread (or
+    ``vector_bytes``: the kernel-config sweep tries others)."""
+    elems = max(1, (vector_bytes or VECTOR_BYTES) // t.element_size())
     warps = warps or NUM_WARPS
     kernel[(triton.cdiv(n, elems * 32 * warps),)](*args, n, **kw, ELEMS=elems, W=warps, num_warps=warps)
 
@@ -124,8 +126,10 @@ def add(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, warps: int | None = N
     return c
 
 
-def triad(b: torch.Tensor, c: torch.Tensor, a: torch.Tensor, s: float, warps: int | None = None) -> torch.Tensor:
-    _launch(_triad_kernel, b.numel(), b, b, c, a, s, warps=warps, IS64=b.dtype == torch.float64)
+def triad(b: torch.Tensor, c: torch.Tensor, a: torch.Tensor, s: float, warps: int | None = None,
+          vector_bytes: int | None = None) -> torch.Tensor:
+    _launch(_triad_kernel, b.numel(), b, b, c, a, s, warps=warps, vector_bytes=vector_bytes,
+            IS64=b.dtype == torch.float64)
     return a
 
 

@@ -1,0 +1,77 @@
+"""The kernel-config sweep's winners in reusable forms: ``gpubench export RUN --format tunableop|triton-configs``.
+
+``tunableop``: a CSV in the layout of PyTorch TunableOp's results file — validator lines (torch, CUDA/HIP, GPU),
+then one ``op signature,params signature,solution,time in ms`` line per shape. The solutions are gpubench's Triton
+launch shapes, not BLAS solutions, so TunableOp itself cannot load the file; the layout lets the same tooling
+read both. Sizes are in torch's terms (M, N, K; elements), not BLAS column-major order.
+``triton-configs``: JSON of the winning ``triton.Config`` arguments per kernel, dtype and shape, with the speed
+against torch, to paste into a ``@triton.autotune`` list.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pandas as pd
+
+_TORCH_DTYPE = {"bf16": "BFloat16", "fp16": "Half", "fp32": "Float"}
+_KERNEL_METRIC = {"gemm": "throughput", "triad": "bandwidth"}
+
+
+def winners(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per (kernel, dtype, shape) of an autotune-kernels table: the best Triton configuration, its median time,
+    its figure and torch's."""
+    from gpubench.suites.autotune_kernels import TORCH, parse
+
+    rows = df[(df["suite"] == "autotune-kernels") & (df["status"] == "ok") & (df["config"] != "best")]
+    out = []
+    for (kernel, dtype, shape), group in rows.groupby(["kernel", "dtype", "shape"], sort=False):
+        figure = group[group["metric"] == _KERNEL_METRIC.get(kernel, "throughput")].set_index("config")["value"]
+        time = group[group["metric"] == "time"].set_index("config")
+        tuned = figure.drop(TORCH, errors="ignore").astype(float)
+        if tuned.empty:
+            continue
+        best = tuned.idxmax()
+        base = float(figure.get(TORCH, math.nan))
+        unit = time.loc[best, "unit"]
+        ms = float(time.loc[best, "value"]) * {"s": 1e3, "ms": 1.0, "us": 1e-3, "ns": 1e-6}[unit]
+        out.append({"kernel": kernel, "dtype": dtype, "shape": shape, "config": best, "args": parse(best),
+                    "time_ms": ms, "figure": float(tuned[best]), "torch": base,
+                    "speedup_vs_torch": float(tuned[best]) / base if base else math.nan})
+    return out
+
+
+def tunableop_csv(df: pd.DataFrame, meta: dict[str, Any]) -> str:
+    ident = (meta.get("fingerprint") or {}).get("identity", {}) if isinstance(meta.get("fingerprint"), dict) else {}
+    lines = [f"Validator,PT_VERSION,{ident.get('torch', 'unknown')}",
+             f"Validator,{'HIP' if ident.get('runtime') == 'hip' else 'CUDA'}_VERSION,"
+             f"{ident.get('runtime_version', 'unknown')}",
+             f"Validator,GPU,{ident.get('gpu_model', 'unknown')}",
+             f"Validator,GPUBENCH_RUN,{meta.get('run_id', 'unknown')}"]
+    for w in winners(df):
+        dtype = _TORCH_DTYPE.get(w["dtype"], w["dtype"])
+        if w["kernel"] == "gemm":
+            m, n, k = w["shape"].split("x")
+            lines.append(f"TritonGemm_{dtype}_NT,nt_{m}_{n}_{k},Triton_{w['config']},{w['time_ms']:.6g}")
+        else:
+            lines.append(f"Triton{w['kernel'].capitalize()}_{dtype},bytes_{w['shape']},Triton_{w['config']},"
+                         f"{w['time_ms']:.6g}")
+    return "\n".join(lines) + "\n"
+
+
+def triton_configs(df: pd.DataFrame, meta: dict[str, Any]) -> str:
+    from gpubench.kernels.matmul_triton import ROW_BYTES
+
+    doc: dict[str, Any] = {"run_id": meta.get("run_id"), "kernels": {}}
+    for w in winners(df):
+        args = dict(w["args"])
+        if w["kernel"] == "gemm":
+            args.update(BLOCK_K=ROW_BYTES // 2, GROUP_M=8)
+        doc["kernels"].setdefault(w["kernel"], {}).setdefault(w["dtype"], {})[w["shape"]] = {
+            "config": args, "time_ms": w["time_ms"], "speedup_vs_torch": w["speedup_vs_torch"]}
+    return json.dumps(doc, indent=2, default=str) + "\n"
+
+
+__all__ = ["winners", "tunableop_csv", "triton_configs"]

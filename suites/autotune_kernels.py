@@ -1,0 +1,142 @@
+"""``autotune-kernels``: the autotune issue's kernel-config sweep. Every launch shape of gpubench's Triton bf16
+GEMM (BLOCK_M × BLOCK_N × num_warps × num_stages; BLOCK_K spans the kernel's 128-byte rows) and of its triad
+(warps × bytes per thread) is a case, timed and checked like the gemm and elementwise suites' own cases (their
+workloads, with the launch shape forced), beside torch's kernel as the baseline (``config = torch``). After the
+last case, one derived row per (kernel, shape) names the best configuration and its speed against torch.
+``gpubench export RUN --format tunableop`` (or ``triton-configs``) writes the winners for reuse.
+
+Triton compiles for GPUs only: on CPU every case is skipped with that reason. A shape that does not fit (shared
+memory) is an error row; the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from typing import Any
+
+from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Derived, GridContext, Skip, Suite
+
+GPU = ("cuda", "hip")
+TORCH = "torch"
+GEMM_DTYPE = "bf16"
+GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16, 8192, 8192))
+GEMM_QUICK = ((4096, 4096, 4096),)
+TRIAD_DTYPES = ("fp32", "bf16")
+# The tiles of Triton's matmul tutorial and wider: what the autotuner list in matmul_triton.py samples from.
+BLOCK_M, BLOCK_N, WARPS, STAGES = (16, 64, 128, 256), (64, 128, 256), (4, 8), (3, 4)
+TRIAD_WARPS, TRIAD_VECTOR = (1, 2, 4, 8, 16), (4, 8, 16, 32)
+
+
+def gemm_configs(m: int, quick: bool) -> list[str]:
+    out = []
+    for bm, bn, w, s in itertools.product(BLOCK_M, BLOCK_N, WARPS, STAGES):
+        if bm * bn > 128 * 256 or (bm == 16) != (m <= 64) or (quick and (bm, bn) not in ((128, 128), (128, 256))):
+            continue  # larger tiles overflow shared memory; 16-row tiles only for decode-like M
+        out.append(f"bm{bm}_bn{bn}_w{w}_s{s}")
+    return out
+
+
+def triad_configs(quick: bool) -> list[str]:
+    warps = (2, 4, 8) if quick else TRIAD_WARPS
+    return [f"w{w}_v{v}" for w, v in itertools.product(warps, TRIAD_VECTOR)]
+
+
+_NAMES = {"bm": "BLOCK_M", "bn": "BLOCK_N", "w": "num_warps", "s": "num_stages", "v": "vector_bytes"}
+
+
+def parse(config: str) -> dict[str, int]:
+    """``bm128_bn256_w8_s3`` → {"BLOCK_M": 128, "BLOCK_N": 256, "num_warps": 8, "num_stages": 3} (case ids are
+    comma-separated, so configurations are written without commas)."""
+    out = {}
+    for item in config.split("_"):
+        key = item.rstrip("0123456789")
+        out[_NAMES[key]] = int(item[len(key):])
+    return out
+
+
+class AutotuneKernels(Suite):
+    name = "autotune-kernels"
+    version = 1
+    backends = frozenset({"cuda", "hip", "cpu", "fake"})
+    metrics = (THROUGHPUT, BANDWIDTH, TIME)
+    description = "Triton launch-shape sweep (bf16 GEMM tiles, triad warps/vector) against torch; best per shape"
+    params = ("kernel", "dtype", "shape", "config")
+
+    def cases(self, ctx: GridContext):
+        from gpubench.suites.elementwise import _array_sizes
+
+        for m, n, k in GEMM_QUICK if ctx.quick else GEMM_SHAPES:
+            for config in (TORCH, *gemm_configs(m, ctx.quick)):
+                yield Case.of(kernel="gemm", dtype=GEMM_DTYPE, shape=f"{m}x{n}x{k}", config=config)
+        size = _array_sizes(ctx)[0]
+        for dtype in TRIAD_DTYPES[:1] if ctx.quick else TRIAD_DTYPES:
+            for config in (TORCH, *triad_configs(ctx.quick)):
+                yield Case.of(kernel="triad", dtype=dtype, shape=str(size), config=config)
+
+    def prepare(self, case: Case, backend: Any):
+        if backend.name not in GPU:
+            raise Skip(f"the sweep compares Triton launch shapes, which compile for GPUs only (backend "
+                       f"{backend.name!r})")
+        if case["kernel"] == "gemm":
+            return self._gemm(case, backend)
+        return self._triad(case, backend)
+
+    def _gemm(self, case: Case, backend: Any):
+        from gpubench.suites import gemm as G
+
+        m, n, k = (int(x) for x in case["shape"].split("x"))
+        impl = TORCH if case["config"] == TORCH else "triton"
+        w = G.Gemm().prepare(Case.of(shape="square", dtype=case["dtype"], layout="NT", M=m, N=n, K=k, impl=impl),
+                             backend)
+        if impl == TORCH:
+            return w
+        from gpubench.kernels import matmul_triton as kt
+
+        cfg = parse(case["config"])
+        cfg.update(BLOCK_K=kt.ROW_BYTES // 2, GROUP_M=8)  # bf16: 2-byte elements
+
+        def run(x):
+            return kt.matmul(x.a, x.b, x.c, config=cfg)
+
+        return dataclasses.replace(w, run=run, check=G._checker(case["dtype"], m, k),
+                                   extra={**w.extra, "impl_config": case["config"]})
+
+    def _triad(self, case: Case, backend: Any):
+        from gpubench.suites import elementwise as E
+
+        impl = TORCH if case["config"] == TORCH else "triton"
+        w = E.Elementwise().prepare(Case.of(op="triad", dtype=case["dtype"], array_bytes=int(case["shape"]),
+                                            impl=impl), backend)
+        if impl == TORCH:
+            return w
+        from gpubench.kernels import stream_triton as ks
+
+        cfg = parse(case["config"])
+
+        def run(x):
+            return ks.triad(x["b"], x["c"], x["a"], E.SCALAR, warps=cfg["num_warps"], vector_bytes=cfg["vector_bytes"])
+
+        return dataclasses.replace(w, run=run, extra={**w.extra, "impl_config": case["config"]})
+
+    def summarize(self, rows: list[dict[str, Any]]) -> list[Derived]:
+        """Per (kernel, dtype, shape): the best Triton configuration (GEMM by TF/s, triad by GB/s) and its speed
+        against torch's kernel on the same shape."""
+        out = []
+        groups: dict[tuple, dict[str, float]] = {}
+        for r in rows:
+            metric = THROUGHPUT.name if r["kernel"] == "gemm" else BANDWIDTH.name
+            if r["status"] == "ok" and r["metric"] == metric and math.isfinite(r["value"]):
+                groups.setdefault((r["kernel"], r["dtype"], r["shape"]), {})[r["config"]] = r["value"]
+        for (kernel, dtype, shape), values in groups.items():
+            tuned = {c: v for c, v in values.items() if c != TORCH}
+            if not tuned:
+                continue
+            best = max(tuned, key=tuned.get)
+            metric = THROUGHPUT if kernel == "gemm" else BANDWIDTH
+            base = values.get(TORCH)
+            vs = f"{tuned[best] / base:.3f}x torch's {base:.4g}" if base else "torch did not run"
+            out.append(Derived(Case.of(kernel=kernel, dtype=dtype, shape=shape, config="best"), metric, tuned[best],
+                               f"{best}: {vs} {metric.unit}, best of {len(tuned)} configurations"))
+        return out
