@@ -192,7 +192,11 @@ def measure(
 
     inner = 1
     per_call: list[float] = []
-    min_warmup = min(max(config.min_warmup_s, workload.min_warmup_s), config.max_warmup_s)
+    # A workload's own minimum holds in every mode (--quick too): it says when its figure starts to mean
+    # something (a GEMM before the power limit took hold reads the boost clock's rate), and a short run of a
+    # figure that means nothing would only be fast, not quick.
+    min_warmup = max(config.min_warmup_s, workload.min_warmup_s)
+    max_warmup = max(config.max_warmup_s, min_warmup)
     t0 = backend.now()
     while True:
         value, elapsed = agreed(batch(inner), t0)
@@ -202,13 +206,18 @@ def measure(
             if workload.hold:
                 inner = min(inner, config.max_held_inner)
         result.settled = _settled(per_call, config)
-        if (elapsed >= min_warmup and result.settled) or elapsed >= config.max_warmup_s:
+        if (elapsed >= min_warmup and result.settled) or elapsed >= max_warmup:
             break
     result.warmup_s = backend.now() - t0
     result.inner = inner
 
     sampler = _sampler(telemetry)
     own: list[float] = []
+    # Samples must span at least the workload's min_span_s (a power-limited GEMM: its clock swings over
+    # hundreds of ms, so a few tight samples taken within one swing agree with each other, not with the next
+    # run); the budget stretches to that span.
+    span = workload.min_span_s
+    budget = max(config.budget_s, span)
     t0 = backend.now()
     with sampler:
         while True:
@@ -216,13 +225,13 @@ def measure(
             value, elapsed = agreed(own[-1], t0)
             result.samples_s.append(value)
             n = len(result.samples_s)
-            if n >= config.min_samples and _cv(result.samples_s) <= config.target_cv:
+            if n >= config.min_samples and _cv(result.samples_s) <= config.target_cv and elapsed >= span:
                 result.stop = "cv"
                 break
-            if n >= config.max_samples:
+            if n >= config.max_samples and elapsed >= span:
                 result.stop = "max_samples"
                 break
-            if elapsed >= config.budget_s and n >= min(3, config.min_samples):
+            if elapsed >= budget and n >= min(3, config.min_samples):
                 result.stop = "budget"
                 break
     result.state = sampler.summary()

@@ -108,10 +108,15 @@ class Workload:
     # A context-manager factory the runner enters around the measurement (not the preparation), e.g. to bind
     # the host thread to the GPU's NUMA node while pageable copies are timed; it is exited even on failure.
     context: Callable[[], AbstractContextManager] | None = None
-    # The least warm-up this workload needs, in seconds (capped by the engine's max_warmup_s). Per-call times
-    # agree within milliseconds, but a power-hungry kernel (a large GEMM) pulls the SM clock down under the
-    # power limit only after a few hundred ms: without this its figure would be the boost clock's.
+    # The least warm-up this workload needs, in seconds, in every mode (it lengthens the engine's max_warmup_s
+    # where it is longer). Per-call times agree within milliseconds, but a power-hungry kernel (a large GEMM)
+    # pulls the SM clock down under the power limit only after a few hundred ms: without this its figure
+    # would be the boost clock's.
     min_warmup_s: float = 0.0
+    # The least time its samples must span, in seconds: sampling goes on past the CV target (and the budget
+    # stretches) until then. A power-limited kernel's clock swings while it runs; tight samples taken within
+    # one swing agree with each other but not with the next run's.
+    min_span_s: float = 0.0
     # The shortest sample this workload wants, over the engine's own (a collective's samples must be long enough
     # that the ranks' few-µs start skew vanishes in them).
     min_sample_s: float = 0.0

@@ -186,7 +186,7 @@ def test_hold_on_a_backend_that_cannot_hold_is_a_skip():
         engine.measure(w, CpuBackend(), ONE_CALL)
 
 
-def test_a_workload_can_ask_for_a_longer_warmup_capped_by_the_config():
+def test_a_workload_can_ask_for_a_longer_warmup_in_every_mode():
     # Settled from the first batches (constant 1 ms calls): only the workload's minimum keeps it warming up.
     cfg = EngineConfig(**{**ONE_CALL.__dict__, "min_warmup_s": 0.0, "max_warmup_s": 0.5})
     w = make_workload()
@@ -194,5 +194,31 @@ def test_a_workload_can_ask_for_a_longer_warmup_capped_by_the_config():
     w.min_warmup_s = 0.2
     m = engine.measure(w, FakeBackend(durations=[1e-3]), cfg)
     assert 0.2 <= m.warmup_s < 0.21 and m.settled
-    w.min_warmup_s = 5.0  # more than the config allows: the config's max wins
-    assert engine.measure(w, FakeBackend(durations=[1e-3]), cfg).warmup_s == pytest.approx(0.5, abs=0.002)
+    # Longer than the config's maximum (--quick's 0.5 s): the workload's minimum still holds.
+    w.min_warmup_s = 1.5
+    m = engine.measure(w, FakeBackend(durations=[1e-3]), engine.QUICK)
+    assert 1.5 <= m.warmup_s < 1.51 and m.settled
+
+
+def test_an_unsettled_workload_stops_warming_at_its_own_minimum_when_that_is_longer():
+    # Per-call times alternate 1 and 3 ms forever: never settled, so the warm-up ends at the longer of the
+    # config's maximum and the workload's minimum.
+    cfg = EngineConfig(**{**ONE_CALL.__dict__, "max_warmup_s": 0.1, "settle_tol": 0.0})
+    w = make_workload()
+    w.min_warmup_s = 0.3
+    m = engine.measure(w, FakeBackend(durations=[1e-3, 3e-3]), cfg)
+    assert 0.3 <= m.warmup_s < 0.304 and not m.settled
+
+
+def test_samples_span_at_least_the_workloads_min_span():
+    # Constant 1 ms calls meet the CV target at 3 samples; a 50 ms span keeps sampling to 50 of them, and
+    # stretches a shorter budget to the span.
+    w = make_workload()
+    w.min_span_s = 0.05
+    m = engine.measure(w, FakeBackend(durations=[1e-3]), ONE_CALL)
+    assert m.stop == "cv" and len(m.samples_s) == 50
+    cfg = EngineConfig(**{**ONE_CALL.__dict__, "budget_s": 0.01, "max_samples": 10_000})
+    m = engine.measure(w, FakeBackend(durations=[1e-3, 3e-3]), cfg)  # noisy: stops on the stretched budget
+    assert m.stop == "budget" and 0.05 <= sum(m.samples_s) < 0.054
+    w.min_span_s = 0.0
+    assert len(engine.measure(w, FakeBackend(durations=[1e-3]), ONE_CALL).samples_s) == 3

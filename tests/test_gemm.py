@@ -316,6 +316,26 @@ def test_pct_of_peak_follows_the_measured_time():
     assert unknown["pct_peak"]["peak_source"] == "unknown"
 
 
+def test_gpu_gemms_warm_up_past_the_power_limit_and_large_ones_sample_across_its_swings(monkeypatch):
+    # The fake backend stands in for a GPU (its tensors live on the CPU): what each workload declares.
+    monkeypatch.setattr(G, "GPU_BACKENDS", (*G.GPU_BACKENDS, "fake"))
+    be, suite = FakeBackend(memory_bytes=8 << 30), G.Gemm()
+    large, small = suite.prepare(case(m=2048, n=2048, k=4096), be), suite.prepare(case(m=256, n=256, k=256), be)
+    assert large.min_warmup_s == G.GPU_MIN_WARMUP_S and large.min_span_s == G.GPU_MIN_SPAN_S and not large.hold
+    # A small GEMM is held, idling before every batch: no power limit to wait out or sample across.
+    assert small.min_warmup_s == small.min_span_s == 0.0 and small.hold
+    # A search warms up on its first shape of each dtype only: the next shapes follow with no idle time.
+    first, second = (suite.prepare(case(shape="search", m=m, n=2048, k=4096), be) for m in (2048, 4096))
+    other = suite.prepare(case(shape="search", dtype="fp64", m=2048, n=2048, k=4096), be)
+    assert (first.min_warmup_s, second.min_warmup_s, other.min_warmup_s) == (G.GPU_MIN_WARMUP_S, 0.0, G.GPU_MIN_WARMUP_S)
+    assert first.cache == "flush" and first.min_span_s == G.GPU_MIN_SPAN_S
+
+
+def test_cpu_gemms_declare_no_power_limit():
+    w = G.Gemm().prepare(case(m=512, n=512, k=512), CpuBackend())
+    assert w.min_warmup_s == 0.0 and w.min_span_s == 0.0 and not w.hold
+
+
 # --- search summary ----------------------------------------------------------------------------------------
 
 
