@@ -209,15 +209,16 @@ def measure(
         if (elapsed >= min_warmup and result.settled) or elapsed >= max_warmup:
             break
     result.warmup_s = backend.now() - t0
-    result.inner = inner
 
     sampler = _sampler(telemetry)
     own: list[float] = []
-    # Samples must span at least the workload's min_span_s (a power-limited GEMM: its clock swings over
-    # hundreds of ms, so a few tight samples taken within one swing agree with each other, not with the next
-    # run); the budget stretches to that span.
-    span = workload.min_span_s
-    budget = max(config.budget_s, span)
+    min_samples = config.min_samples
+    if workload.period_s > 0 and not flush and not workload.hold:
+        # Once warm, each sample is a whole period of the power control loop (its rate swings within one, its
+        # average does not); three such samples, each already an average, are enough for the stop rule.
+        inner = max(inner, _inner_for(per_call[-1] * workload.calls, config, workload.period_s))
+        min_samples = min(min_samples, 3)
+    result.inner = inner
     t0 = backend.now()
     with sampler:
         while True:
@@ -225,13 +226,13 @@ def measure(
             value, elapsed = agreed(own[-1], t0)
             result.samples_s.append(value)
             n = len(result.samples_s)
-            if n >= config.min_samples and _cv(result.samples_s) <= config.target_cv and elapsed >= span:
+            if n >= min_samples and _cv(result.samples_s) <= config.target_cv:
                 result.stop = "cv"
                 break
-            if n >= config.max_samples and elapsed >= span:
+            if n >= config.max_samples:
                 result.stop = "max_samples"
                 break
-            if elapsed >= budget and n >= min(3, config.min_samples):
+            if elapsed >= config.budget_s and n >= min(3, min_samples):
                 result.stop = "budget"
                 break
     result.state = sampler.summary()

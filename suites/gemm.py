@@ -30,7 +30,8 @@ is unknown, pct_peak is NaN and peak_source is "unknown".
 On GPUs a small GEMM (≤ HOLD_MAX_FLOPS) runs behind a stream hold until a whole batch is enqueued
 (``Workload.hold``), so that it is timed back to back on the GPU, not at the rate Python can issue it (the
 launch suite measures that); larger ones keep the queue full by themselves and run under continuous load,
-after a warm-up long enough for the power limit to settle the clock (GPU_MIN_WARMUP_S).
+after a warm-up long enough for the power limit to settle the clock (GPU_MIN_WARMUP_S), in samples that each
+last a whole period of the power controller (GPU_POWER_PERIOD_S), whose swings they then average out.
 
 Correctness: every case is checked once on fresh inputs against an fp64 product of the *same* operands (fp8
 upcast after quantisation, so only accumulation and output rounding are judged), on a stratified sample of
@@ -111,10 +112,11 @@ GPU_BACKENDS = ("cuda", "hip")
 # this long on GPUs, and only small ones are held.
 GPU_MIN_WARMUP_S = 1.5
 HOLD_MAX_FLOPS = 2 * 2048**3  # ~17 GFLOP: tens of µs at Hopper rates, where launch gaps would show
-# Under the power limit the SM clock keeps moving after it settled (H200, 2026-11-21: 10 quick runs of bf16
-# 4096³ read 668-707 TF/s, each run's own 5 samples within 1 %, taken in a few ms): samples of a large GEMM
-# span at least this long, so that a run's median averages over the swings instead of catching one.
-GPU_MIN_SPAN_S = 0.5
+# Under the power limit the clock swings with the power controller's period: H100, 2026-11-23
+# (tests/gpu/diag_power_swing.py), bf16 8192³ back to back dipped from 718 to ~570-620 TF/s about once a second;
+# the mean rate over whole 1 s windows moved 0.2 % (SD) where medians of per-call times over 2 s windows moved
+# 1.6 %. Large GEMMs are therefore timed in samples of whole periods (Workload.period_s).
+GPU_POWER_PERIOD_S = 1.0
 
 
 def tolerance(dtype: str, k: int) -> float:
@@ -169,9 +171,10 @@ def _families(ctx: GridContext, on_gpu: bool):
             ("skinny", [(m, CPU_SKINNY_NK, CPU_SKINNY_NK) for m in skinny], ("NT",), ("fp32", "fp64"), IMPLS),
         ]
     if ctx.quick:
-        # A smoke run, well under 30 s on an H100: Triton once (its autotune compiles eight kernels per dtype).
+        # A smoke run under 30 s on an H100: each large product takes ~5 s (warm-up past the power limit, three
+        # 1 s samples); Triton once (its autotune compiles eight kernels per dtype).
         return [
-            ("square", [(s, s, s) for s in (4096, 8192)], ("NT",), MODEL_DTYPES, ("torch",)),
+            ("square", [(4096, 4096, 4096)], ("NT",), MODEL_DTYPES, ("torch",)),
             ("square", [(4096, 4096, 4096)], ("NT",), ("bf16",), ("triton",)),
             ("skinny", [(16, SKINNY_NK, SKINNY_NK)], ("NT",), ("bf16",), ("torch",)),
         ]
@@ -494,7 +497,7 @@ class Gemm(Suite):
             # anyway, and the hold's idle gap before every batch would keep the GPU under its power limit.
             hold=on_gpu and not search and not large and hasattr(torch.cuda, "_sleep"),
             min_warmup_s=GPU_MIN_WARMUP_S if warm else 0.0,
-            min_span_s=GPU_MIN_SPAN_S if large else 0.0,
+            period_s=GPU_POWER_PERIOD_S if large and not search else 0.0,
         )
 
     def summarize(self, rows: list[dict[str, Any]]) -> list[Derived]:

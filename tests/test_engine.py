@@ -210,15 +210,21 @@ def test_an_unsettled_workload_stops_warming_at_its_own_minimum_when_that_is_lon
     assert 0.3 <= m.warmup_s < 0.304 and not m.settled
 
 
-def test_samples_span_at_least_the_workloads_min_span():
-    # Constant 1 ms calls meet the CV target at 3 samples; a 50 ms span keeps sampling to 50 of them, and
-    # stretches a shorter budget to the span.
+def test_a_power_limited_workload_samples_whole_periods_and_three_suffice():
+    # 1 ms calls: warm-up batches keep the config's length (one call here), then each sample lasts a 50 ms
+    # period (50 calls), and the CV rule stops at three of them although the config asks for ten.
+    cfg = EngineConfig(**{**ONE_CALL.__dict__, "min_samples": 10})
     w = make_workload()
-    w.min_span_s = 0.05
-    m = engine.measure(w, FakeBackend(durations=[1e-3]), ONE_CALL)
-    assert m.stop == "cv" and len(m.samples_s) == 50
-    cfg = EngineConfig(**{**ONE_CALL.__dict__, "budget_s": 0.01, "max_samples": 10_000})
-    m = engine.measure(w, FakeBackend(durations=[1e-3, 3e-3]), cfg)  # noisy: stops on the stretched budget
-    assert m.stop == "budget" and 0.05 <= sum(m.samples_s) < 0.054
-    w.min_span_s = 0.0
-    assert len(engine.measure(w, FakeBackend(durations=[1e-3]), ONE_CALL).samples_s) == 3
+    w.period_s = 0.05
+    m = engine.measure(w, FakeBackend(durations=[1e-3]), cfg)
+    assert m.inner == 50 and m.samples_s == pytest.approx([1e-3] * 3) and m.stop == "cv"
+    assert m.warmup_s < 0.01  # the warm-up's batches did not grow to the period
+    w.period_s = 0.0
+    m = engine.measure(w, FakeBackend(durations=[1e-3]), cfg)
+    assert m.inner == 1 and len(m.samples_s) == 10
+
+
+def test_a_period_is_ignored_for_flushed_workloads():
+    w = make_workload()
+    w.period_s, w.cache = 0.05, "flush"
+    assert engine.measure(w, FakeBackend(durations=[1e-3]), ONE_CALL).inner == 1  # one call per flushed sample

@@ -8,9 +8,9 @@ mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v -i warning
 t0=$EPOCHREALTIME
+wall() { local s=$EPOCHREALTIME; "$@" >>"$out/aa.log" 2>&1; local rc=$?; echo "$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $s}") s rc=$rc"; }
 for i in $(seq "$n"); do
-  gpubench run --suite elementwise --quick --out "$out/a/ew" --cluster "$cluster" >>"$out/aa.log" 2>&1 || echo "ew run $i rc=$?"
-  gpubench run --suite gemm --quick --out "$out/a/gemm" --cluster "$cluster" >>"$out/aa.log" 2>&1 || echo "gemm run $i rc=$?"
+  echo "run $i: elementwise --quick $(wall gpubench run --suite elementwise --quick --out "$out/a/ew" --cluster "$cluster"), gemm --quick $(wall gpubench run --suite gemm --quick --out "$out/a/gemm" --cluster "$cluster")"
 done
 for i in 1 2; do
   gpubench run --suite elementwise --quick --triton-warps 1 --out "$out/slow" --cluster "$cluster" >>"$out/aa.log" 2>&1 || echo "slow run $i rc=$?"
