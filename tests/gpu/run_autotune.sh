@@ -13,7 +13,7 @@ t() { local s=$EPOCHREALTIME; "$@"; echo "rc=$? wall=$(awk "BEGIN{printf \"%.1f\
 sizes=(--min-bytes 1M --max-bytes 256M --step-factor 4)
 if [ "$what" != kernels ]; then
   t gpubench run --suite autotune --knob NCCL_ALGO=Ring,Tree --knob NCCL_PROTO=LL,LL128,Simple \
-    --knob NCCL_MAX_NCHANNELS=16,32 --collectives all_reduce,all_gather "${sizes[@]}" --budget 10 \
+    --knob NCCL_MAX_NCHANNELS=16,32 --collectives all_reduce,all_gather "${sizes[@]}" --budget "${BUDGET:-10}" \
     --out "$out/runs" --cluster "$cluster" >"$out/autotune.log" 2>&1
   sweep=$(last); grep -v '^\[' "$out/autotune.log" | tail -40
   cat "$sweep/best.env" "$sweep/nccl-tuner.csv"
@@ -23,7 +23,9 @@ if [ "$what" != kernels ]; then
   echo "rerun under best.env: $(last)"
 fi
 if [ "$what" != nccl ]; then
-  t gpubench run --suite autotune-kernels --out "$out/runs" --cluster "$cluster" >"$out/kernels.log" 2>&1
+  # FILTER: a --filter regex for a subset of the sweep; KERNEL_LIMIT: seconds before a SIGINT (what was measured stays)
+  t timeout -s INT "${KERNEL_LIMIT:-3600}" gpubench run --suite autotune-kernels ${FILTER:+--filter "$FILTER"} \
+    --out "$out/runs" --cluster "$cluster" >"$out/kernels.log" 2>&1
   k=$(last); grep -v '^\[' "$out/kernels.log" | tail -30
   gpubench export "$k" --format tunableop --out "$out/triton_tuned.csv" && cat "$out/triton_tuned.csv"
   gpubench export "$k" --format triton-configs --out "$out/triton_configs.json"

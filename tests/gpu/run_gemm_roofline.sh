@@ -3,7 +3,8 @@
 #   bash tests/gpu/run_gemm_roofline.sh OUT_DIR CLUSTER_LABEL
 # 1. `--suite elementwise,gemm` in one run directory (copy/triad/fma sweep; square 8192³ GEMMs in every
 #    dtype and layout), the roofline's input, beside tests/gpu/hand_gemm_probe.py;
-# 2. `--search` bf16 and fp8 over M, N, K ∈ {4K, 8K, 16K}; 3. gemm and elementwise --quick, timed;
+# 2. `--search` bf16 and fp8 over M, N, K ∈ $SEARCH_SIZES (default 2K,4K,8K,16K); 3. gemm and elementwise
+#    --quick, timed;
 # 4. launch + its probe (first, on a cool GPU).
 set -u -o pipefail
 out=${1:?OUT_DIR}; cluster=${2:?CLUSTER_LABEL}
@@ -25,7 +26,8 @@ square='^shape=square,dtype=[a-z0-9]+,layout=N[NT],M=8192,N=8192,K=8192,impl=(to
 triton='^shape=square,dtype=(bf16|fp8),layout=NT,M=8192,N=8192,K=8192,impl=triton$'
 TAIL=40 timed roof 240 gpubench run --suite elementwise,gemm --filter "^op=(copy|triad|fma)|$square|$triton" --out "$out/runs" --cluster "$cluster"
 python3 tests/gpu/hand_gemm_probe.py --out "$out/hand-gemm.json"
-TAIL=8 timed search-bf16 100 gpubench run --suite gemm --search --dtype bf16 --sizes 4K,8K,16K --out "$out/runs" --cluster "$cluster"
-TAIL=8 timed search-fp8 100 gpubench run --suite gemm --search --dtype fp8 --sizes 4K,8K,16K --out "$out/runs" --cluster "$cluster"
+sizes=${SEARCH_SIZES:-2K,4K,8K,16K}
+TAIL=8 timed search-bf16 120 gpubench run --suite gemm --search --dtype bf16 --sizes "$sizes" --out "$out/runs" --cluster "$cluster"
+TAIL=8 timed search-fp8 120 gpubench run --suite gemm --search --dtype fp8 --sizes "$sizes" --out "$out/runs" --cluster "$cluster"
 timed gemm-quick 60 gpubench run --suite gemm --quick --out "$out/quick" --cluster "$cluster"
 timed elementwise-quick 60 gpubench run --suite elementwise --quick --out "$out/quick" --cluster "$cluster"
