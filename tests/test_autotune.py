@@ -80,6 +80,19 @@ def test_a_tie_with_the_default_is_not_beyond_noise():
     assert not w.iloc[0]["beyond_noise"]
 
 
+def test_a_win_on_noisy_rows_is_not_beyond_noise_and_does_not_choose_the_single_config():
+    df = _sweep_frame()
+    small = (df["bytes"] == 1 << 20)
+    df["noisy"] = small & (df["config"] == "default")  # the default's 1 MiB figure is noisy
+    w = winners.table(df)
+    assert w.iloc[0]["winner"] == "NCCL_ALGO=Ring,NCCL_PROTO=LL" and w.iloc[0]["p_value"] < 0.01
+    assert w.iloc[0]["noisy"] and not w.iloc[0]["beyond_noise"]
+    assert w.iloc[1]["beyond_noise"] and not w.iloc[1]["noisy"]
+    # Judged on the quiet 64 MiB case alone: Ring/Simple (1.1) over Ring/LL (0.9).
+    name, score = winners.best_single(df)
+    assert name == "NCCL_ALGO=Ring,NCCL_PROTO=Simple" and score == pytest.approx(1.1, rel=0.01)
+
+
 def test_best_single_config_is_valid_everywhere_and_best_on_geometric_mean():
     name, score = winners.best_single(_sweep_frame())
     # Ring/LL: 1.2 and 0.9 → 1.039; Ring/Simple: 1.001 and 1.1 → 1.049
