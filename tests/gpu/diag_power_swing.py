@@ -7,6 +7,11 @@ WARM seconds, the spread of the medians of consecutive windows of W seconds: how
 span for its median to agree with the next run's.
 
     python tests/gpu/diag_power_swing.py --out trace.json [--sizes 8192,4096] [--seconds 8] [--warm 1.5]
+    python tests/gpu/diag_power_swing.py --analyze trace.json      (here, no GPU: sliding windows, below)
+
+``--analyze`` slides windows of S seconds (step 50 ms) along a saved trace, after WARM seconds, and prints how
+much two statistics of a window move along the trace: the median of per-call rates (what short samples give)
+and the mean rate, total flops over total time (what a sample lasting the whole window gives).
 """
 
 from __future__ import annotations
@@ -17,14 +22,33 @@ import statistics
 import threading
 import time
 
-import torch
-
 WINDOWS = (0.005, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0)
+
+
+def analyze(path: str, warm: float) -> None:
+    import numpy as np
+
+    with open(path) as f:
+        res = json.load(f)
+    for run in res["runs"]:
+        n, ms = run["n"], np.array(run["call_ms"])
+        t, flop = np.cumsum(ms) / 1e3, 2 * run["n"] ** 3
+        print(f"{res['device']}, bf16 {n}^3, {t[-1]:.1f} s of calls")
+        for span in (0.25, 0.5, 1.0, 1.5, 2.0, 3.0):
+            med, mean = [], []
+            for start in np.arange(warm, t[-1] - span, 0.05):
+                w = ms[np.searchsorted(t, start):np.searchsorted(t, start + span)]
+                med.append(flop / (np.median(w) * 1e-3) / 1e12)
+                mean.append(flop * len(w) / (w.sum() * 1e-3) / 1e12)
+            sd = lambda v: 100 * np.std(v) / np.mean(v)  # noqa: E731
+            print(f"  windows of {span} s: median of per-call rates moves {sd(med):.2f} % (SD), "
+                  f"mean rate {sd(mean):.2f} % (mean {np.mean(mean):.1f} TF/s)")
 
 
 def nvml_trace(stop: threading.Event, out: list, t0: float) -> None:
     try:
         import pynvml
+        import torch
 
         pynvml.nvmlInit()
         h = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
@@ -37,6 +61,8 @@ def nvml_trace(stop: threading.Event, out: list, t0: float) -> None:
 
 
 def trace(n: int, seconds: float) -> dict:
+    import torch
+
     sets = [[(torch.rand(n, n, device="cuda") * 2 - 1).bfloat16() for _ in range(2)] for _ in range(2)]
     c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
     per_call = max(1, int(seconds * 800e12 / (2 * n**3)))  # enough calls for `seconds` at ~800 TF/s
@@ -86,12 +112,18 @@ def windows(ms: list[float], n: int, warm: float) -> list[dict]:
 
 
 def main() -> None:
+    import torch  # noqa: F401 — imported here so that --analyze runs without a GPU build
+
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
     ap.add_argument("--sizes", default="8192,4096")
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--warm", type=float, default=1.5)
+    ap.add_argument("--analyze", metavar="TRACE_JSON")
     args = ap.parse_args()
+    if args.analyze:
+        analyze(args.analyze, args.warm)
+        return
     res = {"device": torch.cuda.get_device_name(), "runs": []}
     for n in (int(s) for s in args.sizes.split(",")):
         time.sleep(3.0)  # each size starts from an idle GPU, as a run's first case does
