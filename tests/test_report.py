@@ -178,3 +178,30 @@ def test_autotune_winners_chart_from_a_sweep_table(tmp_path, runs):
     assert code == 0, log
     assert "autotune.png" in pngs(tmp_path / "r")
     assert "autotune.png" in parse(tmp_path / "r" / "index.html").files
+
+
+def test_kernel_sweep_chart_ranks_launch_shapes_against_torch(tmp_path, runs):
+    import shutil
+
+    from gpubench import results
+
+    run = tmp_path / "c-kern" / "20261123T000000Z-abcdef"
+    run.mkdir(parents=True)
+    shutil.copy(runs["comm"] / "run.json", run / "run.json")
+    rows = []
+    for kernel, metric, unit, base in (("gemm", "throughput", "TFLOP/s", 500.0), ("triad", "bandwidth", "GB/s", 3000.0)):
+        for j, cfg in enumerate(("torch", "w4_v16", "w16_v8", "w1_v4")):
+            v = base * (1.0, 0.99, 1.01, 0.3)[j]
+            rows.append({"suite": "autotune-kernels", "case": f"kernel={kernel},config={cfg}", "kernel": kernel,
+                         "dtype": "fp32", "shape": "4096", "config": cfg, "metric": metric, "unit": unit,
+                         "better": "higher", "value": v, "samples": [v, v], "status": "ok", "stop": "cv", "n": 2})
+    results.save(results.frame(rows, ("kernel", "dtype", "shape", "config")), run / "autotune-kernels.parquet")
+    code, log = quiet("report", run, "--out", tmp_path / "r")
+    assert code == 0, log
+    assert "autotune-kernels.png" in pngs(tmp_path / "r")
+    assert "autotune-kernels.png" in parse(tmp_path / "r" / "index.html").files
+    from gpubench.report import charts_autotune
+    from gpubench.report.runs import load_runs
+
+    (chart,) = charts_autotune.kernels(load_runs([run]), tmp_path / "again")
+    assert chart.file == "autotune-kernels.png"

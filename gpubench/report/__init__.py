@@ -23,7 +23,8 @@ def write(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> tuple[P
     out = Path(out)
     charts: list[Chart] = []
     for draw in (charts_compute.elementwise, charts_compute.roofline_charts, charts_gemm.gemm, charts_system.launch,
-                 charts_system.copy, charts_system.peer, charts_comm.comm, charts_autotune.autotune):
+                 charts_system.copy, charts_system.peer, charts_comm.comm, charts_autotune.autotune,
+                 charts_autotune.kernels):
         charts.extend(draw(runs, out))
     tables = compare.tables(runs)
     return page.write(runs, charts, tables, out), charts
