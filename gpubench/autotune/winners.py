@@ -63,7 +63,9 @@ def table(df: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
 
 
 def _noisy(row: pd.Series) -> bool:
-    return bool(row.get("noisy", False)) if not pd.isna(row.get("noisy", False)) else False
+    """The engine's flag (CV over its target); a table from before the flag existed counts as quiet."""
+    flag = row.get("noisy", False)
+    return False if pd.isna(flag) else bool(flag)
 
 
 def best_single(df: pd.DataFrame) -> tuple[str, float] | None:
@@ -75,7 +77,7 @@ def best_single(df: pd.DataFrame) -> tuple[str, float] | None:
     if base_rows.empty:
         return None
     base = base_rows["value"].astype(float)
-    quiet = base_rows.index[~base_rows.apply(_noisy, axis=1)] if "noisy" in base_rows else base.index
+    quiet = base_rows.index[[not _noisy(r) for _, r in base_rows.iterrows()]]
     judged = quiet if len(quiet) else base.index
     scores = {}
     for name, rows in ok.groupby("config", sort=False):
