@@ -43,6 +43,11 @@ def triad_configs(quick: bool) -> list[str]:
     return [f"w{w}_v{v}" for w, v in itertools.product(warps, TRIAD_VECTOR)]
 
 
+def rate_metric(kernel: str):
+    """What ranks a kernel's launch shapes: TF/s for the GEMM, GB/s for triad."""
+    return THROUGHPUT if kernel == "gemm" else BANDWIDTH
+
+
 _NAMES = {"bm": "BLOCK_M", "bn": "BLOCK_N", "w": "num_warps", "s": "num_stages", "v": "vector_bytes"}
 
 
@@ -126,15 +131,14 @@ class AutotuneKernels(Suite):
         out = []
         groups: dict[tuple, dict[str, float]] = {}
         for r in rows:
-            metric = THROUGHPUT.name if r["kernel"] == "gemm" else BANDWIDTH.name
-            if r["status"] == "ok" and r["metric"] == metric and math.isfinite(r["value"]):
+            if r["status"] == "ok" and r["metric"] == rate_metric(r["kernel"]).name and math.isfinite(r["value"]):
                 groups.setdefault((r["kernel"], r["dtype"], r["shape"]), {})[r["config"]] = r["value"]
         for (kernel, dtype, shape), values in groups.items():
             tuned = {c: v for c, v in values.items() if c != TORCH}
             if not tuned:
                 continue
             best = max(tuned, key=tuned.get)
-            metric = THROUGHPUT if kernel == "gemm" else BANDWIDTH
+            metric = rate_metric(kernel)
             base = values.get(TORCH)
             vs = f"{tuned[best] / base:.3f}x torch's {base:.4g}" if base else "torch did not run"
             out.append(Derived(Case.of(kernel=kernel, dtype=dtype, shape=shape, config="best"), metric, tuned[best],

@@ -90,13 +90,14 @@ def kernels(runs: list[Run], out: Path) -> list[Chart]:
     present = [(i, r) for i, r in enumerate(runs) if r.has(suite)]
     if not present:
         return []
+    from gpubench.suites.autotune_kernels import rate_metric
+
     groups: dict[tuple, list] = {}
     for i, r in present:
         rows = r.ok(suite)
         rows = rows[(rows["stop"] != "derived")]
         for (kernel, dtype, shape), g in rows.groupby(["kernel", "dtype", "shape"], sort=False):
-            metric = "throughput" if kernel == "gemm" else "bandwidth"
-            groups.setdefault((kernel, dtype, shape), []).append((i, r, g[g["metric"] == metric]))
+            groups.setdefault((kernel, dtype, shape), []).append((i, r, g[g["metric"] == rate_metric(kernel).name]))
     if not groups:
         return [note(suite, title, "no ok rows of the kernel sweep")]
     name = names([r for _, r in present])
@@ -118,9 +119,9 @@ def kernels(runs: list[Run], out: Path) -> list[Chart]:
         ax.set_yticks(y, labels, fontsize=7)
         for yy, v in zip(y, values):
             ax.annotate(f"{v:.4g}", (v, yy), textcoords="offset points", xytext=(3, 0), va="center", fontsize=6)
-        unit = "TFLOP/s" if kernel == "gemm" else "GB/s"
         tried = sum(int((g["config"] != "torch").sum()) for *_, g in parts)
-        ax.set_xlabel(f"{'throughput' if kernel == 'gemm' else 'bandwidth'} ({unit})")
+        metric = rate_metric(kernel)
+        ax.set_xlabel(f"{metric.name} ({metric.unit})")
         ax.set_title(f"{kernel} {dtype} {shape}: best {len(values)} of {tried} launch shapes")
         ax.grid(True, axis="x", alpha=0.3)
         legend(ax, loc="lower right", framealpha=0.95)
