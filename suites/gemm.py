@@ -8,8 +8,9 @@ the roofline. fp8's two scale scalars are not counted.
 dtypes: fp64, fp32 (TF32 off), tf32 (fp32 operands, TF32 tensor cores), fp16, bf16, and fp8 (e4m3 operands,
 bf16 output, per-tensor scales, through ``torch._scaled_mm``). Layouts: ``NN`` (B stored K×N) and ``NT``
 (B stored N×K and used transposed, as an ``nn.Linear`` weight; ``_scaled_mm`` wants this). Implementations
-(``impl``): ``torch`` (torch.matmul → cuBLAS/hipBLASLt), ``triton`` (gpubench/kernels/matmul_triton.py,
-autotuned) and ``cupy`` (cupy.matmul on views of the same memory). Shape families (``shape``):
+(``impl``): ``torch`` (torch.matmul → cuBLAS/hipBLASLt), ``torch_fast_accum`` (fp8 only: ``_scaled_mm`` with
+``use_fast_accum=True``, see FAST_ACCUM), ``triton`` (gpubench/kernels/matmul_triton.py, autotuned) and ``cupy``
+(cupy.matmul on views of the same memory). Shape families (``shape``):
 
 - ``square``: M=N=K from 1024 to 16384;
 - ``transformer``: M = 4096 or 8192 tokens against Llama-3 8B and 70B projections (N, K from 4096, 8192,
@@ -85,8 +86,17 @@ DTYPES = {
     # fp32 (cuBLAS does: 1.7e-3 flat on H100; Triton's kernel measured 2.0e-3 at K=4096, 4.5e-3 at K=28672).
     "fp8": DType(None, torch.bfloat16, rounding_tol=1e-2, acc_roundoff=2.0**-16),
 }
+# fast accumulation sums in the tensor cores' own accumulator: about 14 bits kept on Hopper, as the DeepSeek-V3
+# report (arXiv:2412.19437, section 3.3.2) measured on H800.
+FAST_ACCUM_ROUNDOFF = 2.0**-14
 LAYOUTS = ("NN", "NT")
-IMPLS = ("torch", "triton", "cupy")
+# fp8 has two accumulation modes in cuBLASLt, and fp8 training uses both: by default the kernel promotes the
+# tensor cores' partial sums to fp32 every few steps (what mamf-finder times, and what backward passes use);
+# with fast accumulation it keeps them in the tensor cores' shorter accumulator, which is faster (forward
+# passes in Transformer Engine and torchao run this way). Both are measured, under separate impl names, so
+# that neither passes for the other. fp8 in layout NT only, as _scaled_mm wants.
+FAST_ACCUM = "torch_fast_accum"
+IMPLS = ("torch", FAST_ACCUM, "triton", "cupy")
 
 # Shapes. Square sides and the search sweep are powers of two or multiples of 1024/2048 as mamf-finder
 # sweeps them; transformer shapes are Llama-3 8B (hidden 4096, MLP 14336) and 70B (8192, 28672) projections.
@@ -119,7 +129,7 @@ HOLD_MAX_FLOPS = 2 * 2048**3  # ~17 GFLOP: tens of µs at Hopper rates, where la
 GPU_POWER_PERIOD_S = 1.0
 
 
-def tolerance(dtype: str, k: int) -> float:
+def tolerance(dtype: str, k: int, fast_accum: bool = False) -> float:
     """Relative Frobenius error a correct GEMM of ``dtype`` may show against the fp64 reference.
 
     Rounding of the output (and of TF32 operands) is a fixed floor per dtype; summing K terms adds a random
@@ -128,7 +138,8 @@ def tolerance(dtype: str, k: int) -> float:
     K=16384: 1.5e-5 on top of its 1e-5 floor; measured on H100: 2.3e-6).
     """
     spec = DTYPES[dtype]
-    return spec.rounding_tol + 2.0 * spec.acc_roundoff * math.sqrt(k)
+    roundoff = FAST_ACCUM_ROUNDOFF if fast_accum else spec.acc_roundoff
+    return spec.rounding_tol + 2.0 * roundoff * math.sqrt(k)
 
 
 def flops(m: int, n: int, k: int) -> int:
@@ -150,12 +161,14 @@ def _search_cases(ctx: GridContext, on_gpu: bool):
         values = SEARCH_QUICK if ctx.quick else SEARCH
     else:
         values = CPU_SEARCH_QUICK if ctx.quick else CPU_SEARCH
-    # torch only: the question is what the vendor library gets; Triton would autotune every shape.
+    # The vendor library only (both of fp8's accumulation modes): the question is what it gets; Triton would
+    # autotune every shape.
     for dtype in ctx.pick_dtypes("gemm", DTYPES, ("bf16",) if on_gpu else ("fp32",)):
-        for m in values:
-            for n in values:
-                for k in values:
-                    yield Case.of(shape="search", dtype=dtype, layout="NT", M=m, N=n, K=k, impl="torch")
+        for impl in ("torch", FAST_ACCUM) if dtype == "fp8" else ("torch",):
+            for m in values:
+                for n in values:
+                    for k in values:
+                        yield Case.of(shape="search", dtype=dtype, layout="NT", M=m, N=n, K=k, impl=impl)
 
 
 def _families(ctx: GridContext, on_gpu: bool):
@@ -232,7 +245,9 @@ def _fp32_precision(precision: str, fn):
     return run
 
 
-def _torch_run(dtype: str, layout: str, backend: Any, m: int, fp8_type: torch.dtype):
+def _torch_run(dtype: str, layout: str, backend: Any, m: int, fp8_type: torch.dtype, fast_accum: bool = False):
+    if fast_accum and dtype != "fp8":
+        raise Skip(f"fast accumulation is an fp8 mode of torch._scaled_mm; {dtype} has none")
     if dtype != "fp8":
         fn = lambda x: torch.matmul(x.a, x.b, out=x.c)  # noqa: E731
         precision = DTYPES[dtype].fp32_precision
@@ -240,7 +255,8 @@ def _torch_run(dtype: str, layout: str, backend: Any, m: int, fp8_type: torch.dt
     if layout != "NT":
         raise Skip("torch._scaled_mm needs B column-major: fp8 runs in layout NT")
     _probe_scaled_mm(backend, m, fp8_type)
-    return lambda x: torch._scaled_mm(x.a, x.b, x.scale_a, x.scale_b, out_dtype=torch.bfloat16, out=x.c)
+    return lambda x: torch._scaled_mm(x.a, x.b, x.scale_a, x.scale_b, out_dtype=torch.bfloat16, out=x.c,
+                                      use_fast_accum=fast_accum)
 
 
 def _probe_scaled_mm(backend: Any, m: int, fp8_type: torch.dtype) -> None:
@@ -363,8 +379,8 @@ def reference_rows(x: Operands, rows: torch.Tensor) -> torch.Tensor:
     return ref
 
 
-def _checker(dtype: str, m: int, k: int):
-    tol = tolerance(dtype, k)
+def _checker(dtype: str, m: int, k: int, fast_accum: bool = False):
+    tol = tolerance(dtype, k, fast_accum)
 
     def check(x: Operands, _out: Any) -> Check:
         finite = torch.isfinite(x.c)
@@ -416,6 +432,8 @@ class Gemm(Suite):
                 for layout in layouts:
                     for m, n, k in mnks:
                         for impl in impls:
+                            if impl == FAST_ACCUM and (dtype != "fp8" or layout != "NT"):
+                                continue  # an fp8 mode; NN fp8 is a skip row already through "torch"
                             yield Case.of(shape=shape, dtype=dtype, layout=layout, M=m, N=n, K=k, impl=impl)
 
     def prepare(self, case: Case, backend: Any) -> Workload:
@@ -423,7 +441,7 @@ class Gemm(Suite):
         m, n, k = case["M"], case["N"], case["K"]
         spec, device = DTYPES[dtype], backend.torch_device
         on_gpu = backend.name in GPU_BACKENDS
-        if not on_gpu and (dtype not in ("fp32", "fp64") or impl != "torch"):
+        if not on_gpu and (dtype not in ("fp32", "fp64") or impl not in ("torch", FAST_ACCUM)):
             what = f"{impl} " if impl != "torch" else ""
             raise Skip(f"{what}{dtype} needs a GPU (backend {backend.name!r} runs fp32/fp64 torch on the CPU)")
         fp8 = dtype == "fp8"
@@ -434,8 +452,8 @@ class Gemm(Suite):
         if need > 0.8 * backend.memory_bytes():
             raise Skip(f"needs ~{need / 2**30:.1f} GiB, device has {backend.memory_bytes() / 2**30:.1f} GiB")
 
-        if impl == "torch":
-            run = _torch_run(dtype, layout, backend, m, operand)
+        if impl in ("torch", FAST_ACCUM):
+            run = _torch_run(dtype, layout, backend, m, operand, fast_accum=impl == FAST_ACCUM)
         elif impl == "triton":
             run = _triton_run(dtype, backend)
         else:
@@ -462,7 +480,7 @@ class Gemm(Suite):
             "peak_source": peak[1] if peak else "unknown",
             "impl_config": "",  # Triton: the tile shape autotune chose, known once the check has run
         }
-        check = _checker(dtype, m, k)
+        check = _checker(dtype, m, k, fast_accum=impl == FAST_ACCUM)
         if impl == "triton":
             check = _recording_config(check, extra)
 

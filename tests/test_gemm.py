@@ -42,17 +42,19 @@ def case(shape="square", dtype="fp32", layout="NT", m=64, n=64, k=64, impl="torc
 def test_full_gpu_grid_is_square_transformer_and_skinny():
     cases = grid()
     by_shape = {s: [c for c in cases if c["shape"] == s] for s in ("square", "transformer", "skinny")}
-    assert len(cases) == sum(map(len, by_shape.values())) == 270
-    # square: 5 sides x 6 dtypes x 2 layouts x 3 impls
-    assert len(by_shape["square"]) == 5 * 6 * 2 * 3
+    assert len(cases) == sum(map(len, by_shape.values())) == 290
+    # square: 5 sides x 6 dtypes x 2 layouts x 3 impls, and fp8's fast accumulation in NT
+    assert len(by_shape["square"]) == 5 * 6 * 2 * 3 + 5
     assert sorted({c["M"] for c in by_shape["square"]}) == [1024, 2048, 4096, 8192, 16384]
     assert all(c["M"] == c["N"] == c["K"] for c in by_shape["square"])
     # transformer: 2 token counts x 6 projections, bf16 and fp8, NT (nn.Linear's layout)
-    assert len(by_shape["transformer"]) == 12 * 2 * 3
+    assert len(by_shape["transformer"]) == 12 * 2 * 3 + 12
     assert {(c["N"], c["K"]) for c in by_shape["transformer"]} >= {(14336, 4096), (8192, 28672)}
     assert {c["layout"] for c in by_shape["transformer"] + by_shape["skinny"]} == {"NT"}
     assert sorted({c["M"] for c in by_shape["skinny"]}) == [1, 16, 64]
-    assert {c["impl"] for c in cases} == {"torch", "triton", "cupy"}
+    assert {c["impl"] for c in cases} == {"torch", "torch_fast_accum", "triton", "cupy"}
+    fast = [c for c in cases if c["impl"] == "torch_fast_accum"]
+    assert {(c["dtype"], c["layout"]) for c in fast} == {("fp8", "NT")} and len(fast) == 5 + 12 + 3
     assert len({c.id for c in cases}) == len(cases)
 
 
@@ -71,7 +73,10 @@ def test_search_grid_is_a_bounded_cube_of_shapes():
     assert len(full) == 7**3 and len(quick) == 3**3
     assert {c["shape"] for c in full} == {"search"} and {c["dtype"] for c in full} == {"bf16"}
     assert min(c["M"] for c in full) == 1024 and max(c["K"] for c in full) == 20480
-    assert len(grid(search=True, dtypes=("bf16", "fp8"))) == 2 * 7**3
+    # fp8 searches both accumulation modes
+    both = grid(search=True, dtypes=("bf16", "fp8"))
+    assert len(both) == 3 * 7**3
+    assert {c["impl"] for c in both if c["dtype"] == "fp8"} == {"torch", "torch_fast_accum"}
     # --sizes gives the values M, N, K sweep
     assert {(c["M"], c["N"], c["K"]) for c in grid(search=True, sizes=(1024, 3072))} == {
         (m, n, k) for m in (1024, 3072) for n in (1024, 3072) for k in (1024, 3072)}
@@ -152,6 +157,10 @@ def test_tolerances_grow_with_k_and_follow_precision():
     assert G.tolerance("fp32", 16384) < G.tolerance("tf32", 1) <= G.tolerance("fp16", 1) <= G.tolerance("bf16", 1)
     # both judge a bf16 output; fp8 also allows for the tensor cores' shorter accumulator
     assert G.tolerance("bf16", 8192) < G.tolerance("fp8", 8192) < 2 * G.tolerance("bf16", 8192)
+    # fast accumulation keeps ~14 bits: its allowance grows with K four times as fast as fp8's default mode
+    fast = [G.tolerance("fp8", k, fast_accum=True) - G.DTYPES["fp8"].rounding_tol for k in (1024, 16384)]
+    slow = [G.tolerance("fp8", k) - G.DTYPES["fp8"].rounding_tol for k in (1024, 16384)]
+    assert fast == pytest.approx([4 * x for x in slow]) and fast[1] == pytest.approx(4 * fast[0])
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp64"])
@@ -211,7 +220,7 @@ def test_a_wrong_tile_anywhere_is_seen_by_the_row_sample():
 
 
 def test_a_noisy_implementation_is_recorded_invalid_not_fast(monkeypatch):
-    def noisy(dtype, layout, backend, m, fp8_type):
+    def noisy(dtype, layout, backend, m, fp8_type, fast_accum=False):
         def run(x):
             torch.matmul(x.a, x.b, out=x.c)
             return x.c.add_(1e-3 * torch.randn_like(x.c))
@@ -255,6 +264,8 @@ def test_unsupported_combinations_skip_with_the_reason():
     be = FakeBackend()
     with pytest.raises(Skip, match="column-major"):
         G._torch_run("fp8", "NN", be, 64, torch.float8_e4m3fn)
+    with pytest.raises(Skip, match="fast accumulation is an fp8 mode"):
+        G._torch_run("bf16", "NT", be, 64, torch.float8_e4m3fn, fast_accum=True)
     with pytest.raises(Skip, match="no fp64 path"):
         G._triton_run("fp64", be)
     for dtype in ("bf16", "fp8"):

@@ -1,6 +1,7 @@
 """A hand-written matmul probe, independent of gpubench's engine (the reference figures' method): torch
 matmul of random uniform [-1, 1] operands, NN layout, 20 back-to-back calls between CUDA events after a
-1-second warm-up, median of 7 repeats; fp8 e4m3 through torch._scaled_mm (B column-major, bf16 output).
+1-second warm-up, median of 7 repeats; fp8 e4m3 through torch._scaled_mm (B column-major, bf16 output), with
+and without fast accumulation.
 NVML's SM clock is read after each dtype.
 
     python tests/gpu/hand_gemm_probe.py --out hand-gemm.json [--size 8192]
@@ -70,6 +71,9 @@ def main() -> None:
         one = torch.tensor(1.0, device="cuda")
         res["fp8_tflops"] = tflops(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), n)
         res["fp8_sm_clock_mhz"] = sm_clock()
+        res["fp8_fast_accum_tflops"] = tflops(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                                                       use_fast_accum=True), n)
+        res["fp8_fast_accum_sm_clock_mhz"] = sm_clock()
     for k, v in res.items():
         print(f"hand {k}: {v:.2f}" if isinstance(v, float) else f"hand {k}: {v}")
     with open(args.out, "w") as f:

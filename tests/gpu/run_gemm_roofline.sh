@@ -3,7 +3,8 @@
 #   bash tests/gpu/run_gemm_roofline.sh OUT_DIR CLUSTER_LABEL
 # 1. `--suite elementwise,gemm` in one run directory (copy/triad/fma sweep; square 8192³ GEMMs in every
 #    dtype and layout), the roofline's input, beside tests/gpu/hand_gemm_probe.py;
-# 2. `--search` bf16 and fp8 over M, N, K ∈ $SEARCH_SIZES (default 2K,4K,8K,16K); 3. gemm and elementwise
+# 2. `--search` bf16 over M, N, K ∈ $SEARCH_SIZES (default 2K,4K,8K,16K), fp8 (both accumulation modes) over
+#    $SEARCH_SIZES_FP8 (default 1K,2K,4K,8K,16K: fp8's best shapes have small M); 3. gemm and elementwise
 #    --quick, timed;
 # 4. launch + its probe (first, on a cool GPU).
 set -u -o pipefail
@@ -22,12 +23,12 @@ TAIL=30 timed launch 90 gpubench run --suite launch --out "$out/runs" --cluster 
 python3 tests/gpu/hand_launch_probe.py --out "$out/hand-launch.json"
 python3 tests/gpu/compare_launch.py "$(ls -d "$out"/runs/"$cluster"/*/ | tail -1)" "$out/hand-launch.json"; echo "compare launch: rc=$?"
 }
-square='^shape=square,dtype=[a-z0-9]+,layout=N[NT],M=8192,N=8192,K=8192,impl=(torch|cupy)$'
+square='^shape=square,dtype=[a-z0-9]+,layout=N[NT],M=8192,N=8192,K=8192,impl=(torch|torch_fast_accum|cupy)$'
 triton='^shape=square,dtype=(bf16|fp8),layout=NT,M=8192,N=8192,K=8192,impl=triton$'
 TAIL=40 timed roof 240 gpubench run --suite elementwise,gemm --filter "^op=(copy|triad|fma)|$square|$triton" --out "$out/runs" --cluster "$cluster"
 python3 tests/gpu/hand_gemm_probe.py --out "$out/hand-gemm.json"
 sizes=${SEARCH_SIZES:-2K,4K,8K,16K}
 TAIL=8 timed search-bf16 120 gpubench run --suite gemm --search --dtype bf16 --sizes "$sizes" --out "$out/runs" --cluster "$cluster"
-TAIL=8 timed search-fp8 120 gpubench run --suite gemm --search --dtype fp8 --sizes "$sizes" --out "$out/runs" --cluster "$cluster"
+TAIL=16 timed search-fp8 240 gpubench run --suite gemm --search --dtype fp8 --sizes "${SEARCH_SIZES_FP8:-1K,2K,4K,8K,16K}" --out "$out/runs" --cluster "$cluster"
 timed gemm-quick 60 gpubench run --suite gemm --quick --out "$out/quick" --cluster "$cluster"
 timed elementwise-quick 60 gpubench run --suite elementwise --quick --out "$out/quick" --cluster "$cluster"
