@@ -83,6 +83,33 @@ def test_flush_mode_flushes_before_every_single_call_sample():
     assert be.flushes == be.calls - 1  # every timed call, none for the check
 
 
+def test_a_held_flushed_sample_queues_its_flush_behind_a_short_hold():
+    # Hold, then flush, then the timed call: the flush and the start event are queued before the GPU reaches
+    # them, so the host's time to issue the call is not timed as the call's.
+    order = []
+
+    class Logged(FakeBackend):
+        def hold(self, seconds):
+            order.append(("hold", seconds))
+            return super().hold(seconds)
+
+        def flush_cache(self):
+            order.append("flush")
+            super().flush_cache()
+
+        def call(self, workload, inputs):
+            order.append("call")
+            return super().call(workload, inputs)
+
+    be = Logged(durations=[1e-4])
+    w = make_workload(cache="flush")
+    w.hold = True
+    engine.measure(w, be, ONE_CALL)
+    timed = order[1:]  # after the check's call
+    assert timed == [("hold", engine.FLUSH_HOLD_S), "flush", "call"] * (len(timed) // 3) and len(timed) >= 9
+    assert engine.FLUSH_HOLD_S < 1e-3  # not the ≥ 5 ms idle of a held batch
+
+
 def test_metrics_derive_from_bytes_flops_and_time():
     w = Workload(run=lambda x: x, make_inputs=lambda: 0, bytes=2_000_000_000, flops=4_000_000_000_000)
     got = engine.metric_samples(w, (TIME, BANDWIDTH, THROUGHPUT), [1.0, 2.0])
