@@ -3,9 +3,9 @@ and the search maxima against their targets.
 
     python tests/gpu/compare_gemm.py GRID_RUN_DIR hand-gemm.json SEARCH_RUN_DIR...
 
-bf16 torch NN must be at least the hand probe's sustained figure within the two measurements' noise (the larger
-of the two CVs, at least 0.5 %: the spread of 1 s windows under the power limit, see hand_gemm_probe.py); tf32
-and fp32 within 2 %. The short-window hand figure (the anchors' method) is printed beside it. The search's best
+bf16 torch NN must be at least the hand probe's sustained figure within the two measurements' noise: the larger
+of gpubench's CV and NOISE_FLOOR, the run-to-run spread of a sustained GEMM rate on one GPU (two processes
+minutes apart see different temperatures and so clocks under the power limit); tf32 and fp32 within 2 %. The short-window hand figure (the anchors' method) is printed beside it. The search's best
 shape per (dtype, impl) is printed against mamf-finder's published figures (bf16 780, fp8 1400). Exits 1 if a
 bound fails.
 """
@@ -18,7 +18,9 @@ import sys
 from gpubench import results
 
 TARGETS = {"bf16": 780.0, "fp8": 1400.0}
-NOISE_FLOOR = 0.005
+# H100, 2026-11-23: the gemm --quick medians of 10 A=A runs spread 0.7-1.3 % (docs/measurements.md). Was 0.5 %
+# until the second H100 run of the day read 0.994 of the hand figure with both at their sustained rate.
+NOISE_FLOOR = 0.013
 
 
 def _row(df, dtype: str, impl: str):
