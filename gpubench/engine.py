@@ -6,8 +6,9 @@ For one workload it
    (so repeats don't read operands the previous call left in L2), or flushes the cache before each sample;
 3. warms up until the per-call time stops moving (clocks ramped, caches of compiled code filled);
 4. takes samples — each a batch of back-to-back calls timed as one region, long enough that the timer's own
-   resolution and launch gaps don't dominate — until the relative spread (CV) is under target, or the time
-   budget or the sample cap is reached;
+   resolution and launch gaps don't dominate (with a flushed cache: one call, timed alone, many such samples
+   queued back to back per batch) — until the relative spread (CV) is under target, or the time budget or the
+   sample cap is reached;
 5. records the device state (clocks, power, temperature, throttle reasons) sampled while it measured.
 
 Device events time GPU backends and ``perf_counter_ns`` times the CPU, through ``Backend.timer``. A workload
@@ -150,39 +151,47 @@ def measure(
     result.sets = sets = rotation_sets(workload, backend.cache_bytes(), config)
     inputs = _together(group, lambda: [workload.make_inputs() for _ in range(sets)])
     turn = 0
-    # A held batch of many calls waits ≥ 5 ms; a held flushed sample (flush + one call: tens of µs to enqueue)
-    # needs far less, and a long idle spin before every call would change the power state being measured.
-    hold_s = FLUSH_HOLD_S if flush else max(2 * config.min_sample_s, 0.005)
+    # A held batch of calls waits ≥ 5 ms; flushed samples take ~tens of µs each to enqueue (FLUSH_HOLD_S).
+    base_hold_s = max(2 * config.min_sample_s, 0.005)
+    hold_scale = 1.0  # doubled each time a hold ran out before its batch was queued
 
-    def batch(inner: int) -> float:
-        nonlocal turn, hold_s
+    def batch(inner: int) -> list[float]:
+        """Per-call times: one for a batch of ``inner`` back-to-back calls; with a flushed cache, one for each
+        of ``inner`` samples (flush, then one call between its own events), all queued before any is read, so
+        that the GPU runs them back to back under load as a training step would, not one per host round trip.
+        Behind a hold the whole batch is queued before the GPU reaches it: otherwise a start event queued
+        behind an idle GPU fires at once, and the host's time to issue the call (µs to tens of µs, whatever
+        the host's speed) is timed as the call's."""
+        nonlocal turn, hold_scale
         for _ in range(_MAX_HOLD_TRIES):
             if host:
                 backend.synchronize()  # an empty queue: the enqueue cost alone, no back-pressure
             if workload.before_batch is not None:
                 workload.before_batch()
-            # The hold goes first, so that a flushed sample's flush, start event and call are all queued before
-            # the GPU reaches them: without it the start event fires as soon as the flush ends, and the host's
-            # time to issue the call (µs to tens of µs, whatever the host's speed) counts as the call's.
-            guard = _hold(backend, hold_s) if workload.hold else None
-            if flush:
-                backend.flush_cache()
-            timer = backend.host_timer() if host else backend.timer()
-            timer.start()
-            backend.call_batch(workload, inputs, turn, inner)
-            timer.stop()
+            wait = min(hold_scale * (FLUSH_HOLD_S * inner if flush else base_hold_s), _MAX_HOLD_S)
+            guard = _hold(backend, wait) if workload.hold else None
+            timers = []
+            for _ in range(inner if flush else 1):
+                if flush:
+                    backend.flush_cache()
+                timer = backend.host_timer() if host else backend.timer()
+                timer.start()
+                backend.call_batch(workload, inputs, turn, 1 if flush else inner)
+                timer.stop()
+                timers.append(timer)
             turn += inner
             held = guard is None or guard.held()
-            elapsed = timer.elapsed_s()
+            elapsed = [t.elapsed_s() for t in timers]
             if tick is not None:
                 tick()
             if host:
                 backend.synchronize()
             if held:
-                return elapsed / (inner * workload.calls)
+                calls = workload.calls * (1 if flush else inner)
+                return [e / calls for e in elapsed]
             # The GPU started before the host had enqueued the batch: launch gaps are in this sample.
             result.unheld += 1
-            hold_s = min(2 * hold_s, _MAX_HOLD_S)
+            hold_scale *= 2
         raise RuntimeError(f"the stream hold ran out before {inner} calls were enqueued, {_MAX_HOLD_TRIES} times")
 
     # Warm-up: batches grow towards a sample's length, and end once their per-call times agree (and the
@@ -204,9 +213,12 @@ def measure(
     max_warmup = max(config.max_warmup_s, min_warmup)
     t0 = backend.now()
     while True:
-        value, elapsed = agreed(batch(inner), t0)
+        value, elapsed = agreed(float(np.median(batch(inner))), t0)
         per_call.append(value)
-        if not flush:
+        if flush:
+            # Samples per batch: enough to keep the GPU loaded for FLUSH_BATCH_S between host round trips.
+            inner = max(1, min(FLUSH_MAX_BATCH, config.max_samples, math.ceil(FLUSH_BATCH_S / max(value, 1e-9))))
+        else:
             inner = _inner_for(value * workload.calls, config, workload.min_sample_s)
             if workload.hold:
                 inner = min(inner, config.max_held_inner)
@@ -223,13 +235,15 @@ def measure(
         # average does not); three such samples, each already an average, are enough for the stop rule.
         inner = max(inner, _inner_for(per_call[-1] * workload.calls, config, workload.period_s))
         min_samples = min(min_samples, 3)
-    result.inner = inner
+    result.inner = 1 if flush else inner
     t0 = backend.now()
     with sampler:
         while True:
-            own.append(batch(inner))
-            value, elapsed = agreed(own[-1], t0)
-            result.samples_s.append(value)
+            # Flushed samples come many per batch (and never with a group of ranks), up to the sample cap.
+            for t in batch(min(inner, config.max_samples - len(result.samples_s)) if flush else inner):
+                own.append(t)
+                value, elapsed = agreed(t, t0)
+                result.samples_s.append(value)
             n = len(result.samples_s)
             if n >= min_samples and _cv(result.samples_s) <= config.target_cv:
                 result.stop = "cv"
@@ -264,7 +278,12 @@ def _together(group: Any, make: Any) -> Any:
 
 
 _MAX_HOLD_TRIES = 8
-FLUSH_HOLD_S = 2e-4
+# Flushed samples: the host takes ~40 µs (H100 machines, Python) to queue a flush, two events and a call, so a
+# hold allows 0.1 ms per sample (doubled whenever it ran out); a batch keeps the GPU loaded for 0.1 s, at most
+# 64 samples (each ~4 launches: CUDA blocks at ~1000 pending, which a hold would turn into a stall).
+FLUSH_HOLD_S = 1e-4
+FLUSH_BATCH_S = 0.1
+FLUSH_MAX_BATCH = 64
 _MAX_HOLD_S = 2.0
 
 

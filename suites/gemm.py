@@ -19,7 +19,7 @@ bf16 output, per-tensor scales, through ``torch._scaled_mm``). Layouts: ``NN`` (
 - ``search`` (``--search``): a sweep of M, N, K — mamf-finder's question, the best TF/s any shape gets —
   summarized per dtype/impl as derived rows: the best shape, p10/median/p90 and the geometric mean. On GPUs
   it is timed mamf-finder's way (one product per sample, the cache flushed before each; column ``method``),
-  not back to back like the rest of the grid, each sample queued behind a short stream hold.
+  not back to back like the rest of the grid; batches of such samples are queued behind a stream hold.
 
 ``--sizes 4K,8K`` runs square shapes of those sides instead (with ``--search``: the values M, N, K sweep).
 On the CPU (and the fake backend) the grid shrinks to sides ≤ 512 and only fp32/fp64 through torch run.
@@ -413,8 +413,8 @@ def _memory_need(footprint: int, cache_bytes: int, m: int, n: int, k: int, fp8: 
 
 class Gemm(Suite):
     name = "gemm"
-    # 1: first release. 2 (2026-11-23): search samples queued behind a stream hold (their figures no longer
-    # include the host's time to issue the product: up to 35 % on small shapes); fp8's fast accumulation as
+    # 1: first release. 2 (2026-11-23): search samples queued in batches behind a stream hold (their figures no
+    # longer include the host's time to issue the product: up to 35 % on small shapes); fp8's fast accumulation as
     # its own impl. The rest of the grid is measured as in 1, but compare matches versions whole.
     version = 2
     backends = frozenset({"cuda", "hip", "cpu", "fake"})
@@ -496,7 +496,7 @@ class Gemm(Suite):
         # the cache flushed before each (mamf-finder zeroes a 256 MiB buffer before every call). The rest of
         # the grid runs products back to back under continuous load, as training does.
         search = on_gpu and case["shape"] == "search"
-        extra["method"] = "held, flush, one call per sample" if search else "back to back"
+        extra["method"] = "flush, one call per sample, queued in batches" if search else "back to back"
         # Only large GEMMs meet the power limit: a small one runs held, idling before every batch.
         large = on_gpu and work > HOLD_MAX_FLOPS
         # A search warms the GPU up once per dtype, as mamf-finder does (30 s once, then 50 calls per shape):
@@ -517,10 +517,10 @@ class Gemm(Suite):
             extra=extra,
             # Only small GEMMs need the hold: a large one outlasts its own enqueue, so the queue stays full
             # anyway, and the hold's idle gap before every batch would keep the GPU under its power limit.
-            # A search sample is held too, briefly (engine.FLUSH_HOLD_S): its flush, start event and product are
-            # queued before the GPU reaches them. Unheld, on H100 (2026-11-23) the same small shapes read up to
-            # 35 % slower on one machine than on another at the same 1965 MHz clock: the host's time to issue
-            # the product was timed as the product's.
+            # Search samples are held too: a batch of them (flush, product, flush, product, ...) is queued
+            # before the GPU reaches it. Read one at a time, on H100 (2026-11-23) the same small shapes read up
+            # to 35 % slower on one machine than on another at the same 1965 MHz clock: the host's time to
+            # issue the product was timed as the product's.
             hold=on_gpu and (search or not large) and hasattr(torch.cuda, "_sleep"),
             min_warmup_s=GPU_MIN_WARMUP_S if warm else 0.0,
             period_s=GPU_POWER_PERIOD_S if large and not search else 0.0,

@@ -83,9 +83,9 @@ def test_flush_mode_flushes_before_every_single_call_sample():
     assert be.flushes == be.calls - 1  # every timed call, none for the check
 
 
-def test_a_held_flushed_sample_queues_its_flush_behind_a_short_hold():
-    # Hold, then flush, then the timed call: the flush and the start event are queued before the GPU reaches
-    # them, so the host's time to issue the call is not timed as the call's.
+def test_flushed_samples_are_queued_many_per_batch_behind_one_hold():
+    # Each batch: one hold, then (flush, timed call) per sample, all queued before the GPU reaches them, so
+    # that the GPU runs them back to back and the host's time to issue a call is never timed as the call's.
     order = []
 
     class Logged(FakeBackend):
@@ -101,13 +101,30 @@ def test_a_held_flushed_sample_queues_its_flush_behind_a_short_hold():
             order.append("call")
             return super().call(workload, inputs)
 
-    be = Logged(durations=[1e-4])
+    be = Logged(durations=[1e-3])
     w = make_workload(cache="flush")
     w.hold = True
-    engine.measure(w, be, ONE_CALL)
+    cfg = EngineConfig(**{**ONE_CALL.__dict__, "max_samples": 500})
+    m = engine.measure(w, be, cfg)
     timed = order[1:]  # after the check's call
-    assert timed == [("hold", engine.FLUSH_HOLD_S), "flush", "call"] * (len(timed) // 3) and len(timed) >= 9
-    assert engine.FLUSH_HOLD_S < 1e-3  # not the ≥ 5 ms idle of a held batch
+    holds = [i for i, x in enumerate(timed) if isinstance(x, tuple)]
+    batches = [timed[i + 1 : j] for i, j in zip(holds, holds[1:] + [len(timed)])]
+    assert timed[0] == ("hold", engine.FLUSH_HOLD_S)  # the first batch: one sample, time unknown
+    assert all(b == ["flush", "call"] * (len(b) // 2) for b in batches)
+    # after the first, a batch keeps the GPU busy FLUSH_BATCH_S: 100 samples of 1 ms, capped at 64
+    sizes = [len(b) // 2 for b in batches]
+    assert sizes[0] == 1 and max(sizes) == engine.FLUSH_MAX_BATCH
+    assert [timed[i][1] for i in holds] == pytest.approx([engine.FLUSH_HOLD_S * k for k in sizes])
+    assert m.inner == 1 and m.unheld == 0
+    # every call of the last batch is a sample (all take 1 ms, so the CV rule stops after one batch of samples)
+    assert len(m.samples_s) == sizes[-1] and m.samples_s == pytest.approx([1e-3] * sizes[-1]) and m.stop == "cv"
+
+
+def test_flushed_samples_stop_at_the_sample_cap():
+    cfg = EngineConfig(**{**ONE_CALL.__dict__, "max_samples": 70, "target_cv": 0.0, "budget_s": 100.0})
+    be = FakeBackend(durations=[1e-3, 2e-3])  # never settles under the CV target
+    m = engine.measure(make_workload(cache="flush"), be, cfg)
+    assert len(m.samples_s) == 70 and m.stop == "max_samples"
 
 
 def test_metrics_derive_from_bytes_flops_and_time():
