@@ -2,6 +2,9 @@
 # The comm suite beside nccl-tests on one multi-GPU machine (see docs/measurements.md):
 #   NCCL_TESTS_DIR=<built nccl-tests>/build bash tests/gpu/run_comm.sh OUT_DIR CLUSTER_LABEL
 # nccl-tests is built from its own source on the machine beforehand (never part of this repository).
+# ROUNDS=N (default 1) repeats the eager pair, gpubench then nccl-tests, N times in turn, each pair compared on its
+# own: run-to-run spread on both sides is as large as the acceptance's 2 % margin, and alternating shows
+# whether a gap follows the tool or the moment.
 set -u -o pipefail
 out=${1:?OUT_DIR}; cluster=${2:?CLUSTER_LABEL}
 mkdir -p "$out"
@@ -20,6 +23,13 @@ t gpubench run --suite comm --graph --min-bytes 1M --max-bytes 1M --out "$out/ru
 gnative=$(last)
 t gpubench run --suite comm --engine nccl-tests --graph --min-bytes 1M --max-bytes 1M --out "$out/runs" --cluster "$cluster" >"$out/nt-graph.log" 2>&1
 gnt=$(last)
+pairs=("$native $nt")
+for r in $(seq 2 "${ROUNDS:-1}"); do
+  t gpubench run --suite comm "${sweep[@]}" --out "$out/runs" --cluster "$cluster" >"$out/native-$r.log" 2>&1
+  n2=$(last)
+  t gpubench run --suite comm --engine nccl-tests "${sweep[@]}" --out "$out/runs" --cluster "$cluster" >"$out/nt-$r.log" 2>&1
+  pairs+=("$n2 $(last)")
+done
 if [ "${TORCHRUN:-1}" = 1 ]; then
   n=$(python3 -c 'import torch; print(torch.cuda.device_count())')
   t torchrun --standalone --nproc-per-node "$n" -m gpubench run --suite comm --collectives all_reduce,all_gather \
@@ -27,6 +37,9 @@ if [ "${TORCHRUN:-1}" = 1 ]; then
   echo "torchrun run: $(last)"
 fi
 python3 tests/gpu/compare_comm.py "$native" "$nt" --graph-native "$gnative" --graph-nt "$gnt" | tee "$out/compare_comm.txt"
+for r in $(seq 2 "${ROUNDS:-1}"); do
+  echo "round $r:"; python3 tests/gpu/compare_comm.py ${pairs[$((r - 1))]} | tee "$out/compare_comm-round$r.txt"
+done
 gpubench compare "$nt" "$native" --cross-cluster --format markdown --out "$out/compare.md" >"$out/compare.txt" 2>&1
 echo "gpubench compare rc=$?"
 grep -v '^\[' "$out/native.log" | tail -45
