@@ -4,14 +4,15 @@
 # nccl-tests is built from its own source on the machine beforehand (never part of this repository).
 # ROUNDS=N (default 1) repeats the eager pair, gpubench then nccl-tests, N times in turn, each pair compared on its
 # own: run-to-run spread on both sides is as large as the acceptance's 2 % margin, and alternating shows
-# whether a gap follows the tool or the moment.
+# whether a gap follows the tool or the moment; compare_comm.py --rounds then compares per-case medians.
+# GRAPH=0 and TORCHRUN=0 leave out the --graph pair and the torchrun run; MIN_BYTES (default 1M) starts the sweep.
 set -u -o pipefail
 out=${1:?OUT_DIR}; cluster=${2:?CLUSTER_LABEL}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v -i warning
 nvidia-smi topo -m 2>/dev/null | head -8
-sweep=(--min-bytes 1M --max-bytes 4G --step-factor ${STEP:-64})
+sweep=(--min-bytes ${MIN_BYTES:-1M} --max-bytes 4G --step-factor ${STEP:-64})
 last() { ls -d "$out"/runs/"$cluster"/*/ | tail -1; }
 t() { local s=$EPOCHREALTIME; "$@"; echo "rc=$? wall=$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $s}") s: $*"; }
 
@@ -19,10 +20,13 @@ t gpubench run --suite comm "${sweep[@]}" --out "$out/runs" --cluster "$cluster"
 native=$(last)
 t gpubench run --suite comm --engine nccl-tests "${sweep[@]}" --out "$out/runs" --cluster "$cluster" >"$out/nt.log" 2>&1
 nt=$(last)
-t gpubench run --suite comm --graph --min-bytes 1M --max-bytes 1M --out "$out/runs" --cluster "$cluster" >"$out/native-graph.log" 2>&1
-gnative=$(last)
-t gpubench run --suite comm --engine nccl-tests --graph --min-bytes 1M --max-bytes 1M --out "$out/runs" --cluster "$cluster" >"$out/nt-graph.log" 2>&1
-gnt=$(last)
+gnative= gnt=
+if [ "${GRAPH:-1}" = 1 ]; then
+  t gpubench run --suite comm --graph --min-bytes 1M --max-bytes 1M --out "$out/runs" --cluster "$cluster" >"$out/native-graph.log" 2>&1
+  gnative=$(last)
+  t gpubench run --suite comm --engine nccl-tests --graph --min-bytes 1M --max-bytes 1M --out "$out/runs" --cluster "$cluster" >"$out/nt-graph.log" 2>&1
+  gnt=$(last)
+fi
 pairs=("$native $nt")
 for r in $(seq 2 "${ROUNDS:-1}"); do
   t gpubench run --suite comm "${sweep[@]}" --out "$out/runs" --cluster "$cluster" >"$out/native-$r.log" 2>&1
@@ -36,10 +40,11 @@ if [ "${TORCHRUN:-1}" = 1 ]; then
     --min-bytes 64M --max-bytes 4G --step-factor 64 --out "$out/runs" --cluster "$cluster" >"$out/torchrun.log" 2>&1
   echo "torchrun run: $(last)"
 fi
-python3 tests/gpu/compare_comm.py "$native" "$nt" --graph-native "$gnative" --graph-nt "$gnt" | tee "$out/compare_comm.txt"
+python3 tests/gpu/compare_comm.py "$native" "$nt" ${gnative:+--graph-native "$gnative" --graph-nt "$gnt"} | tee "$out/compare_comm.txt"
 for r in $(seq 2 "${ROUNDS:-1}"); do
   echo "round $r:"; python3 tests/gpu/compare_comm.py ${pairs[$((r - 1))]} | tee "$out/compare_comm-round$r.txt"
 done
+[ "${ROUNDS:-1}" -gt 1 ] && python3 tests/gpu/compare_comm.py --rounds ${pairs[@]} | tee "$out/compare_comm-median.txt"
 gpubench compare "$nt" "$native" --cross-cluster --format markdown --out "$out/compare.md" >"$out/compare.txt" 2>&1
 echo "gpubench compare rc=$?"
 grep -v '^\[' "$out/native.log" | tail -45
