@@ -422,16 +422,21 @@ def execute(
                     rd.write_table(suite.name, df)
                     if progress:
                         progress.advance(suite, case, new)
-                if stop.set:
-                    status = "interrupted"
-                    break
+                # Interrupted, the suite still summarizes the cases it measured (a search's best so far), and
+                # says so in each derived row's message.
                 derived = derived_rows(suite, suite.summarize(mine if fleet else rows), base)
+                if stop.set:
+                    for r in derived:
+                        r["message"] = (r["message"] + "; run interrupted: over the cases measured")[:_MAX_MESSAGE]
                 if fleet:
                     derived = _everyones(group, derived)
                 if derived:
                     rows.extend(derived)
                     outcome.tables[suite.name] = df = results.frame(rows, suite.params)
                     rd.write_table(suite.name, df)
+                if stop.set:
+                    status = "interrupted"
+                    break
     except KeyboardInterrupt:
         status = "interrupted"
     except BaseException as e:

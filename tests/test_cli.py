@@ -8,7 +8,7 @@ import pytest
 
 from gpubench import registry, results
 from gpubench.cli import main
-from gpubench.suite import TIME, Case, Check, Suite, Workload
+from gpubench.suite import TIME, Case, Check, Derived, Suite, Workload
 
 
 def run(capsys, *argv):
@@ -162,6 +162,20 @@ def test_ctrl_c_stops_after_the_current_case_and_keeps_it(capsys, tmp_path, scri
     df = results.load(rd)
     assert list(df["i"]) == [0, 1] and (df["status"] == "ok").all()
     assert "stopping after this case" in err
+
+
+def test_ctrl_c_still_summarizes_the_cases_measured(capsys, tmp_path, scripted, monkeypatch):
+    def summarize(self, rows):
+        done = sorted({r["i"] for r in rows if r.get("stop") != "derived"})
+        return [Derived(Case.of(i=-1), TIME, float(len(done)), f"cases {done}")]
+
+    monkeypatch.setattr(Scripted, "summarize", summarize)
+    scripted.script = {1: "sigint"}
+    code, _, _ = run(capsys, "run", "--suite", "scripted", "--backend", "fake", "--out", str(tmp_path), "--cluster", "t")
+    assert code == 130
+    df = results.load(only_run_dir(tmp_path)).set_index("i")
+    assert list(df.index) == [0, 1, -1]
+    assert df.loc[-1, "value"] == 2 and df.loc[-1, "message"] == "cases [0, 1]; run interrupted: over the cases measured"
 
 
 def test_second_ctrl_c_stops_at_once_and_keeps_earlier_cases(capsys, tmp_path, scripted):

@@ -4,7 +4,7 @@
 # 1. `--suite elementwise,gemm` in one run directory (copy/triad/fma sweep; square 8192³ GEMMs in every
 #    dtype and layout), the roofline's input, beside tests/gpu/hand_gemm_probe.py;
 # 2. `--search` bf16 over M, N, K ∈ $SEARCH_SIZES (default 2K,4K,8K,16K), fp8 (both accumulation modes) over
-#    $SEARCH_SIZES_FP8 (default 1K,2K,4K,8K,16K: fp8's best shapes have small M); 3. gemm and elementwise
+#    $SEARCH_SIZES_FP8 (default the same; 1K,2K,4K,8K,16K took over 240 s on H100, 2026-11-23); 3. gemm and elementwise
 #    --quick, timed;
 # 4. launch + its probe (first, on a cool GPU). tests/gpu/compare_gemm.py reads the acceptance off the runs.
 set -u -o pipefail
@@ -29,7 +29,7 @@ TAIL=40 timed roof 240 gpubench run --suite elementwise,gemm --filter "^op=(copy
 python3 tests/gpu/hand_gemm_probe.py --out "$out/hand-gemm.json"
 sizes=${SEARCH_SIZES:-2K,4K,8K,16K}
 TAIL=8 timed search-bf16 120 gpubench run --suite gemm --search --dtype bf16 --sizes "$sizes" --out "$out/runs" --cluster "$cluster"
-TAIL=16 timed search-fp8 240 gpubench run --suite gemm --search --dtype fp8 --sizes "${SEARCH_SIZES_FP8:-1K,2K,4K,8K,16K}" --out "$out/runs" --cluster "$cluster"
+TAIL=16 timed search-fp8 240 gpubench run --suite gemm --search --dtype fp8 --sizes "${SEARCH_SIZES_FP8:-$sizes}" --out "$out/runs" --cluster "$cluster"
 grid_run=$(grep -h '^run directory:' "$out/roof.log" | tail -1 | cut -d' ' -f3)
 search_runs=$(grep -h '^run directory:' "$out/search-bf16.log" "$out/search-fp8.log" | cut -d' ' -f3)
 python3 tests/gpu/compare_gemm.py "$grid_run" "$out/hand-gemm.json" $search_runs; echo "compare gemm: rc=$?"
