@@ -5,14 +5,15 @@
 # ROUNDS=N (default 1) repeats the eager pair, gpubench then nccl-tests, N times in turn, each pair compared on its
 # own: run-to-run spread on both sides is as large as the acceptance's 2 % margin, and alternating shows
 # whether a gap follows the tool or the moment; compare_comm.py --rounds then compares per-case medians.
-# GRAPH=0 and TORCHRUN=0 leave out the --graph pair and the torchrun run; MIN_BYTES (default 1M) starts the sweep.
+# GRAPH=0 and TORCHRUN=0 leave out the --graph pair and the torchrun run; MIN_BYTES (default 1M) starts the sweep;
+# COLLECTIVES=a,b limits the eager sweeps to those collectives.
 set -u -o pipefail
 out=${1:?OUT_DIR}; cluster=${2:?CLUSTER_LABEL}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v -i warning
 nvidia-smi topo -m 2>/dev/null | head -8
-sweep=(--min-bytes ${MIN_BYTES:-1M} --max-bytes 4G --step-factor ${STEP:-64})
+sweep=(--min-bytes ${MIN_BYTES:-1M} --max-bytes 4G --step-factor ${STEP:-64} ${COLLECTIVES:+--collectives "$COLLECTIVES"})
 last() { ls -d "$out"/runs/"$cluster"/*/ | tail -1; }
 t() { local s=$EPOCHREALTIME; "$@"; echo "rc=$? wall=$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $s}") s: $*"; }
 
