@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Where the comm suite's sendrecv loses ~3 % to nccl-tests at 64 MiB on 2 x H200 (docs/measurements.md), in one
+# command on that machine; nccl-tests is built from its own source there beforehand (never part of this repo):
+#   NCCL_TESTS_DIR=<built nccl-tests>/build bash tests/gpu/run_diag_sendrecv.sh OUT_DIR CLUSTER_LABEL
+# 1. nccl-tests sendrecv (and all_gather, the control) as gpubench runs it (-g 2: one process drives both GPUs),
+#    by default and with NCCL_P2P_DIRECT_DISABLE=1 (NCCL then stops using the peer's user buffers directly within
+#    the process), taking turns three times; NCCL_DEBUG's P2P lines say which transport each layout connects.
+# 2. tests/gpu/diag_sendrecv.py: the same NCCL calls in one process and in two, torch's path, the suite's method.
+# 3. The suite against the nccl-tests engine, default and with direct access off, two alternated rounds each.
+set -u -o pipefail
+out=${1:?OUT_DIR}; cluster=${2:?CLUSTER_LABEL}
+nt=${NCCL_TESTS_DIR:?NCCL_TESTS_DIR=<nccl-tests build directory>}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v -i warning
+ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+t() { local s=$EPOCHREALTIME; "$@"; echo "rc=$? wall=$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $s}") s: $*"; }
+row() { grep -E "^ +$1 " "$2" | awk -v l="$3" '{printf "%-24s %s B: out-of-place %s us %s GB/s, in place %s us %s GB/s\n", l, $1, $6, $8, $10, $12}'; }
+
+echo "== 1. nccl-tests -g $ngpu, default vs NCCL_P2P_DIRECT_DISABLE=1"
+for i in 1 2 3; do
+  for mode in default nodirect; do
+    env_=(); [ $mode = nodirect ] && env_=(NCCL_P2P_DIRECT_DISABLE=1)
+    for coll in sendrecv all_gather; do
+      f="$out/nt-$coll-$mode-$i.txt"
+      env "${env_[@]}" "$nt/${coll}_perf" -b 64M -e 256M -f 4 -d float -n 20 -w 5 -c 1 -g "$ngpu" >"$f" 2>&1
+      for b in 67108864 268435456; do row "$b" "$f" "$coll $mode $i"; done
+    done
+  done
+done
+for mode in default nodirect; do
+  env_=(); [ $mode = nodirect ] && env_=(NCCL_P2P_DIRECT_DISABLE=1)
+  env "${env_[@]}" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P "$nt/sendrecv_perf" -b 64M -e 64M -n 2 -w 1 -g "$ngpu" \
+    >"$out/nt-debug-$mode.txt" 2>&1
+  echo "nccl-tests $mode transport: $(grep -o 'via P2P[^ ]*' "$out/nt-debug-$mode.txt" | sort | uniq -c | tr '\n' ' ')"
+done
+
+echo "== 2. diag_sendrecv.py"
+t python3 tests/gpu/diag_sendrecv.py --single 2>&1 | tee "$out/diag-single.txt"
+NCCL_P2P_DIRECT_DISABLE=1 DIAG_TAG="one, no direct" t python3 tests/gpu/diag_sendrecv.py --single 2>&1 \
+  | tee "$out/diag-single-nodirect.txt"
+NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P NCCL_DEBUG_FILE="$out/diag-nccl-debug.%p.txt" \
+  t torchrun --standalone --nproc-per-node "$ngpu" tests/gpu/diag_sendrecv.py 2>&1 | tee "$out/diag-per-process.txt"
+echo "torch per-process transport: $(cat "$out"/diag-nccl-debug.*.txt 2>/dev/null | grep -o 'via P2P[^ ]*' | sort | uniq -c | tr '\n' ' ')"
+
+echo "== 3. the suite against the nccl-tests engine, default and with direct access off"
+sweep=(--collectives sendrecv,all_gather --min-bytes 64M --max-bytes 256M --step-factor 4)
+last() { ls -d "$out"/runs/"$cluster"/*/ | tail -1; }
+pairs_default=() pairs_nodirect=()
+for i in 1 2; do
+  t gpubench run --suite comm "${sweep[@]}" --out "$out/runs" --cluster "$cluster" >"$out/native-$i.log" 2>&1
+  n=$(last)
+  t gpubench run --suite comm --engine nccl-tests "${sweep[@]}" --out "$out/runs" --cluster "$cluster" \
+    >"$out/nt-engine-default-$i.log" 2>&1
+  pairs_default+=("$n" "$(last)")
+  NCCL_P2P_DIRECT_DISABLE=1 t gpubench run --suite comm --engine nccl-tests "${sweep[@]}" --out "$out/runs" \
+    --cluster "$cluster" >"$out/nt-engine-nodirect-$i.log" 2>&1
+  pairs_nodirect+=("$n" "$(last)")
+done
+echo "against nccl-tests as gpubench runs it (-g $ngpu, default):"
+python3 tests/gpu/compare_comm.py --rounds "${pairs_default[@]}" | tee "$out/compare-default.txt"
+echo "against nccl-tests with NCCL_P2P_DIRECT_DISABLE=1:"
+python3 tests/gpu/compare_comm.py --rounds "${pairs_nodirect[@]}" | tee "$out/compare-nodirect.txt"
+tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"  # the logs and runs in one file
