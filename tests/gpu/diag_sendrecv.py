@@ -178,6 +178,15 @@ def clocks():
         return f"(no NVML: {e})"
 
 
+def loaded_nccl() -> str:
+    """Which libnccl this process mapped: torch's wheel and CuPy must time the same library."""
+    try:
+        with open("/proc/self/maps") as f:
+            return ",".join(sorted({line.split()[-1] for line in f if "libnccl" in line})) or "none"
+    except OSError:
+        return "unknown"
+
+
 def settings():
     sizes = [parse_size(s) for s in os.environ.get("DIAG_SIZES", "64M,256M").split(",")]
     return sizes, int(os.environ.get("DIAG_ROUNDS", "3")), int(os.environ.get("DIAG_SAMPLES", "5"))
@@ -185,6 +194,7 @@ def settings():
 
 def single():
     """One process, both GPUs, as nccl-tests -g 2 runs: straight NCCL calls only (torch needs a process each)."""
+    import torch  # noqa: F401 — maps torch's libnccl first, so CuPy's dlopen by soname gets the same library
     cp, nccl = cupy_nccl()
     devices = list(range(cp.cuda.runtime.getDeviceCount()))
     comms = nccl.NcclCommunicator.initAll(devices)
@@ -192,7 +202,8 @@ def single():
     sizes, rounds, samples = settings()
     tag = os.environ.get("DIAG_TAG", "one process")
     print(f"{tag}: NCCL {nccl.get_version()}, {len(devices)} GPUs, P2P_DIRECT_DISABLE="
-          f"{os.environ.get('NCCL_P2P_DIRECT_DISABLE', '-')}; check {check_cupy(ranks, sizes[0] // 4)}", flush=True)
+          f"{os.environ.get('NCCL_P2P_DIRECT_DISABLE', '-')}; check {check_cupy(ranks, sizes[0] // 4)}; "
+          f"{loaded_nccl()}", flush=True)
     out = run_rounds(cupy_variants(ranks), sizes, rounds, samples)
     print(f"{tag}: clocks after the runs: {clocks()}", flush=True)
     report(out, tag)
@@ -281,7 +292,7 @@ def per_process():
     if rank == 0:
         tag = os.environ.get("DIAG_TAG", "per process")
         print(f"{tag}: torch NCCL {torch.cuda.nccl.version()}, CuPy NCCL {nccl_version}, {world} processes; "
-              f"check torch {torch_ok} nccl {cupy_ok}; clocks after the runs: {clocks()}", flush=True)
+              f"check torch {torch_ok} nccl {cupy_ok}; {loaded_nccl()}; clocks after the runs: {clocks()}", flush=True)
         report(out, tag)
     dist.barrier()
     dist.destroy_process_group()

@@ -13,6 +13,9 @@ nt=${NCCL_TESTS_DIR:?NCCL_TESTS_DIR=<nccl-tests build directory>}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v -i warning
+# torch's wheel NCCL first on the path: nccl-tests was built against it, and CuPy then loads it too.
+NH=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null) \
+  && export LD_LIBRARY_PATH=$NH/lib:${LD_LIBRARY_PATH:-}
 ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 t() { local s=$EPOCHREALTIME; "$@"; echo "rc=$? wall=$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $s}") s: $*"; }
 row() { grep -E "^ +$1 " "$2" | awk -v l="$3" '{printf "%-24s %s B: out-of-place %s us %s GB/s, in place %s us %s GB/s\n", l, $1, $6, $8, $10, $12}'; }
