@@ -7,6 +7,7 @@
 #    the process), taking turns three times; NCCL_DEBUG's P2P lines say which transport each layout connects.
 # 2. tests/gpu/diag_sendrecv.py: the same NCCL calls in one process and in two, torch's path, the suite's method.
 # 3. The suite against the nccl-tests engine, default and with direct access off, two alternated rounds each.
+# Each step has its own time limit (timeout), so that a hung one leaves the rest of the call its time.
 set -u -o pipefail
 out=${1:?OUT_DIR}; cluster=${2:?CLUSTER_LABEL}
 nt=${NCCL_TESTS_DIR:?NCCL_TESTS_DIR=<nccl-tests build directory>}
@@ -26,24 +27,24 @@ for i in 1 2 3; do
     env_=(); [ $mode = nodirect ] && env_=(NCCL_P2P_DIRECT_DISABLE=1)
     for coll in sendrecv all_gather; do
       f="$out/nt-$coll-$mode-$i.txt"
-      env "${env_[@]}" "$nt/${coll}_perf" -b 64M -e 256M -f 4 -d float -n 20 -w 5 -c 1 -g "$ngpu" >"$f" 2>&1
+      timeout 120 env "${env_[@]}" "$nt/${coll}_perf" -b 64M -e 256M -f 4 -d float -n 20 -w 5 -c 1 -g "$ngpu" >"$f" 2>&1
       for b in 67108864 268435456; do row "$b" "$f" "$coll $mode $i"; done
     done
   done
 done
 for mode in default nodirect; do
   env_=(); [ $mode = nodirect ] && env_=(NCCL_P2P_DIRECT_DISABLE=1)
-  env "${env_[@]}" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P "$nt/sendrecv_perf" -b 64M -e 64M -n 2 -w 1 -g "$ngpu" \
+  timeout 120 env "${env_[@]}" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P "$nt/sendrecv_perf" -b 64M -e 64M -n 2 -w 1 -g "$ngpu" \
     >"$out/nt-debug-$mode.txt" 2>&1
   echo "nccl-tests $mode transport: $(grep -o 'via P2P[^ ]*' "$out/nt-debug-$mode.txt" | sort | uniq -c | tr '\n' ' ')"
 done
 
 echo "== 2. diag_sendrecv.py"
-t python3 tests/gpu/diag_sendrecv.py --single 2>&1 | tee "$out/diag-single.txt"
-NCCL_P2P_DIRECT_DISABLE=1 DIAG_TAG="one, no direct" t python3 tests/gpu/diag_sendrecv.py --single 2>&1 \
+t timeout 240 python3 tests/gpu/diag_sendrecv.py --single 2>&1 | tee "$out/diag-single.txt"
+NCCL_P2P_DIRECT_DISABLE=1 DIAG_TAG="one, no direct" t timeout 240 python3 tests/gpu/diag_sendrecv.py --single 2>&1 \
   | tee "$out/diag-single-nodirect.txt"
 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P NCCL_DEBUG_FILE="$out/diag-nccl-debug.%p.txt" \
-  t torchrun --standalone --nproc-per-node "$ngpu" tests/gpu/diag_sendrecv.py 2>&1 | tee "$out/diag-per-process.txt"
+  t timeout 300 torchrun --standalone --nproc-per-node "$ngpu" tests/gpu/diag_sendrecv.py 2>&1 | tee "$out/diag-per-process.txt"
 echo "torch per-process transport: $(cat "$out"/diag-nccl-debug.*.txt 2>/dev/null | grep -o 'via P2P[^ ]*' | sort | uniq -c | tr '\n' ' ')"
 
 echo "== 3. the suite against the nccl-tests engine, default and with direct access off"
