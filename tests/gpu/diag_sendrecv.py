@@ -14,11 +14,20 @@ The candidates it separates:
 - torch's path: batch_isend_irecv against those NCCL calls made straight.
 - The suite's method: two rotating buffer sets against one (nccl-tests reuses one), 78 calls per sample (the
   suite's count at 64 MiB) against 20 (nccl-tests -n 20), the default stream against a non-blocking one.
+- Placement: across the 2026-11-23 runs (results/reference/h200x2/comm-20261123*) both tools read one of two
+  speeds per process: the suite 254.5-255.4 µs in four runs of six, 247.7 in one and 250.2 (between the two:
+  it alternates two buffer sets) in one; nccl-tests out of place 245.4-247.0 in five of six, 254.3 in one. As if
+  where the buffers (or NCCL's own) landed decided, and nccl-tests' buffers landed well more often. Draws within
+  one process: fresh buffer pairs (each new memory), the front of a 4 GiB pair (nccl-tests allocates its
+  largest size and uses the front), fresh communicators; one median per draw, sorted: two speeds show as two
+  clusters.
 An all_gather of the same size is the control: the suite matched nccl-tests on it (0.99-1.03).
 
 Prints one line per variant and size: the median and best µs per call over all samples (the slowest GPU's time
-of each sample), and bytes / time in GB/s (algbw; for sendrecv also its busbw, factor 1). DIAG_SIZES (default 64M,256M), DIAG_ROUNDS
-(default 3) and DIAG_SAMPLES (per variant per round, default 5) shape the run; DIAG_TAG labels the lines.
+of each sample), and bytes / time in GB/s (algbw; for sendrecv also its busbw, factor 1); then the draws.
+DIAG_SIZES (default 64M,256M; the draws use the first), DIAG_ROUNDS (default 3), DIAG_SAMPLES (per variant per
+round and per draw, default 5) and DIAG_BIG (bytes of the big pair, default 4 GiB) shape the run; DIAG_TAG labels
+the lines.
 """
 import os
 import statistics
@@ -27,6 +36,9 @@ import sys
 SUITE_CALLS = 78  # the comm suite's calls per sample for sendrecv at 64 MiB on 2×H200 (its run's `inner`)
 NT_CALLS = 20  # nccl-tests -n 20
 MAX_SETS = 2  # the suite rotates two sets at 64 MiB on an H200 (its run's `sets`)
+# Draws of fresh buffers and communicators within one process: does placement decide the speed?
+DRAWS, COMM_DRAWS = 12, 4
+BIG = int(os.environ.get("DIAG_BIG", 4 << 30))  # nccl-tests -e 4G allocates its buffers at the largest size
 
 
 def parse_size(s: str) -> int:
@@ -87,10 +99,11 @@ class CupyRank:
             return bool(cp.array_equal(recv, want))
 
 
-def time_cupy(ranks, what: str, n: int, nsets: int, calls: int, inplace=False):
-    """Per-call µs of one sample over ``ranks`` (all of this process's GPUs): the slowest GPU's time."""
+def time_cupy(ranks, what: str, n: int, nsets: int, calls: int, inplace=False, sets=None):
+    """Per-call µs of one sample over ``ranks`` (all of this process's GPUs): the slowest GPU's time. ``sets``,
+    one list of (send, recv) per rank, replaces the ranks' own buffer sets."""
     cp, nccl = ranks[0].cp, ranks[0].nccl
-    sets = [r.buffers(n, nsets) for r in ranks]
+    sets = sets or [r.buffers(n, nsets) for r in ranks]
     events = []
     nccl.groupStart()  # one process driving several GPUs must group their calls (nccl-tests does the same)
     for r in ranks:
@@ -132,6 +145,70 @@ def cupy_variants(ranks):
         ("nccl straight, in place, 20 calls", lambda n: time_cupy(ranks, "sendrecv", n, 1, NT_CALLS, True)),
         ("control: nccl all_gather, 1 set, 20", lambda n: time_cupy(ranks, "all_gather", n, 1, NT_CALLS)),
     ]
+
+
+def draw_medians(time_one, draws: int, reduce) -> list:
+    """For each of ``draws`` fresh draws (``time_one(i)`` prepares draw i and returns a sample function and a
+    label, e.g. its buffers' addresses): one untimed sample, then (median of DIAG_SAMPLES samples, each the
+    slowest rank's through ``reduce``; label)."""
+    samples = settings()[2]
+    out = []
+    for i in range(draws):
+        sample, label = time_one(i)
+        sample()
+        out.append((statistics.median(reduce(sample()) for _ in range(samples)), label))
+    return out
+
+
+def addresses(pairs) -> str:
+    """send/recv addresses of this process's first GPU, in MiB modulo 1 GiB: enough to see an alignment pattern."""
+    return "/".join(f"{(p % (1 << 30)) >> 20}" for p in pairs)
+
+
+def cupy_draws(ranks, n: int, new_comms, reduce) -> dict:
+    """Does a placement decide the speed? Medians over fresh buffer pairs (kept alive, so each is new memory),
+    over the first n elements of a 4 GiB pair (nccl-tests allocates its largest size and uses the front), and
+    over fresh communicators on one buffer pair."""
+    cp, nccl = ranks[0].cp, ranks[0].nccl
+    kept, out = [], {}
+
+    def fresh_pair(i, total=n):
+        pairs = []
+        for r in ranks:
+            with cp.cuda.Device(r.device):
+                pairs.append([(cupy_values(cp, 5000 + 10 * i + r.rank, total)[:n],
+                               cp.empty(total, dtype=cp.float32)[:n])])
+        kept.append(pairs)
+        label = addresses((pairs[0][0][0].data.ptr, pairs[0][0][1].data.ptr))
+        return (lambda: time_cupy(ranks, "sendrecv", n, 1, NT_CALLS, sets=pairs)), label
+
+    out["nccl straight, fresh buffer pair"] = draw_medians(fresh_pair, DRAWS, reduce)
+    out["nccl straight, front of a 4 GiB pair"] = draw_medians(lambda i: fresh_pair(100 + i, BIG // 4), 2, reduce)
+    kept.clear()
+    for r in ranks:
+        with cp.cuda.Device(r.device):
+            cp.get_default_memory_pool().free_all_blocks()
+    comms = []
+
+    def fresh_comm(i):
+        tmp = [CupyRank(cp, nccl, c, r.device, r.rank, r.world) for c, r in zip(new_comms(), ranks)]
+        comms.extend(t.comm for t in tmp)
+        sets = [r.buffers(n, 1) for r in ranks]
+        return (lambda: time_cupy(tmp, "sendrecv", n, 1, NT_CALLS, sets=sets)), f"comm{i}"
+
+    out["nccl straight, fresh communicator"] = draw_medians(fresh_comm, COMM_DRAWS, reduce)
+    for c in comms:
+        c.destroy()
+    return out
+
+
+def report_draws(out: dict, n_bytes: int, tag: str):
+    for name, draws in out.items():
+        meds = [us for us, _ in draws]
+        shown = " ".join(f"{us:.1f}@{label}" for us, label in sorted(draws, key=lambda d: d[0]))
+        print(f"{tag:14s} {name:40s} {n_bytes / 2**20:6g} MiB  GB/s {n_bytes / max(meds) / 1e3:.1f}-"
+              f"{n_bytes / min(meds) / 1e3:.1f}; per draw, µs@send/recv MiB mod 1 GiB, sorted: {shown}",
+              flush=True)
 
 
 def check_cupy(ranks, n: int) -> bool:
@@ -205,8 +282,10 @@ def single():
           f"{os.environ.get('NCCL_P2P_DIRECT_DISABLE', '-')}; check {check_cupy(ranks, sizes[0] // 4)}; "
           f"{loaded_nccl()}", flush=True)
     out = run_rounds(cupy_variants(ranks), sizes, rounds, samples)
+    draws = cupy_draws(ranks, sizes[0] // 4, lambda: nccl.NcclCommunicator.initAll(devices), lambda us: us)
     print(f"{tag}: clocks after the runs: {clocks()}", flush=True)
     report(out, tag)
+    report_draws(draws, sizes[0], tag)
 
 
 def per_process():
@@ -231,10 +310,46 @@ def per_process():
                 tsets[n].append((torch.randn(n, generator=g, device=device), torch.empty(n, device=device)))
         return tsets[n][:nsets]
 
-    def torch_sendrecv(send, recv):  # the comm suite's call (suites/comm.py _sendrecv)
-        ops = [dist.P2POp(dist.isend, send, (rank + 1) % world), dist.P2POp(dist.irecv, recv, (rank - 1) % world)]
+    def torch_sendrecv(send, recv, group=None):  # the comm suite's call (suites/comm.py _sendrecv)
+        ops = [dist.P2POp(dist.isend, send, (rank + 1) % world, group=group),
+               dist.P2POp(dist.irecv, recv, (rank - 1) % world, group=group)]
         for w in dist.batch_isend_irecv(ops):
             w.wait()
+
+    def torch_sample(send, recv, group=None):
+        def sample():
+            dist.all_reduce(token, group=group)
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(NT_CALLS):
+                torch_sendrecv(send, recv, group)
+            b.record()
+            b.synchronize()
+            return a.elapsed_time(b) * 1e3 / NT_CALLS
+        return sample
+
+    def torch_draws(n):
+        """The placement draws of cupy_draws, through torch: fresh tensor pairs, the front of a 4 GiB pair,
+        fresh process groups (each its own NCCL communicator)."""
+        kept, out = [], {}
+
+        def fresh_pair(i, total=n):
+            g = torch.Generator(device=device)
+            g.manual_seed(7000 + 10 * i + rank)
+            pair = (torch.randn(total, generator=g, device=device)[:n], torch.empty(total, device=device)[:n])
+            kept.append(pair)
+            return torch_sample(*pair), addresses((pair[0].data_ptr(), pair[1].data_ptr()))
+
+        out["torch batch, fresh tensor pair"] = draw_medians(fresh_pair, DRAWS, slowest)
+        out["torch batch, front of a 4 GiB pair"] = draw_medians(lambda i: fresh_pair(100 + i, BIG // 4), 2,
+                                                                 slowest)
+        kept.clear()
+        torch.cuda.empty_cache()
+        send, recv = torch_sets(n, 1)[0]
+        out["torch batch, fresh process group"] = draw_medians(
+            lambda i: (torch_sample(send, recv, dist.new_group(list(range(world)))), f"group{i}"), COMM_DRAWS,
+            slowest)
+        return out
 
     def time_torch(n, nsets, calls, stream=None, what="sendrecv"):
         if stream is not None:
@@ -249,7 +364,7 @@ def per_process():
             if what == "sendrecv":
                 torch_sendrecv(send, recv)
             else:
-                dist.all_gather_into_tensor(recv, send[: n // world])
+                (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(recv, send[: n // world])
         b.record()
         b.synchronize()
         return a.elapsed_time(b) * 1e3 / calls
@@ -262,14 +377,17 @@ def per_process():
         ("torch batch, 1 set, 78, side stream", lambda n: time_torch(n, 1, SUITE_CALLS, side)),
         ("control: torch all_gather, 1 set, 78", lambda n: time_torch(n, 1, SUITE_CALLS, what="all_gather")),
     ]
-    cupy_ok = None
-    try:
-        cp, nccl = cupy_nccl()
+    cupy_ok, ranks = None, None
+
+    def new_comms():  # every rank in step: rank 0's id through torch's group
         uid = [nccl.get_unique_id() if rank == 0 else None]
         dist.broadcast_object_list(uid, src=0)
         with cp.cuda.Device(local):
-            comm = nccl.NcclCommunicator(world, uid[0], rank)
-        ranks = [CupyRank(cp, nccl, comm, local, rank, world)]
+            return [nccl.NcclCommunicator(world, uid[0], rank)]
+
+    try:
+        cp, nccl = cupy_nccl()
+        ranks = [CupyRank(cp, nccl, new_comms()[0], local, rank, world)]
         variants += cupy_variants(ranks)
         cupy_ok = check_cupy(ranks, settings()[0][0] // 4)
         nccl_version = nccl.get_version()
@@ -289,11 +407,15 @@ def per_process():
         return float(t.item())
 
     out = run_rounds(variants, sizes, rounds, samples, reduce_max=slowest)
+    draws = torch_draws(sizes[0] // 4)
+    if ranks is not None:
+        draws.update(cupy_draws(ranks, sizes[0] // 4, new_comms, slowest))
     if rank == 0:
         tag = os.environ.get("DIAG_TAG", "per process")
         print(f"{tag}: torch NCCL {torch.cuda.nccl.version()}, CuPy NCCL {nccl_version}, {world} processes; "
               f"check torch {torch_ok} nccl {cupy_ok}; {loaded_nccl()}; clocks after the runs: {clocks()}", flush=True)
         report(out, tag)
+        report_draws(draws, sizes[0], tag)
     dist.barrier()
     dist.destroy_process_group()
 
