@@ -292,11 +292,14 @@ def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_pat
     fake.write_text(f"#!{sys.executable}\nimport sys, pathlib\n"
                     "if '-h' in sys.argv: print('usage: -b -e -f -g'); sys.exit(0)\n"
                     f"pathlib.Path({str(tmp_path / 'argv')!r}).write_text(' '.join(sys.argv[1:]))\n"
+                    "import os\n"
+                    f"pathlib.Path({str(tmp_path / 'env')!r}).write_text(os.environ.get('NCCL_P2P_DIRECT_DISABLE', '-'))\n"
                     f"print(pathlib.Path({str(log)!r}).read_text())\n")
     fake.chmod(0o755)
     proc = _gpubench("run", "--suite", "comm", "--engine", "nccl-tests", "--nccl-tests-dir", bindir,
                      "--collectives", "all_reduce", "--min-bytes", "1M", "--max-bytes", "8G", "--step-factor", "4",
-                     "--nproc", "2", "--out", tmp_path / "r", "--cluster", "t", timeout=120)
+                     "--nproc", "2", "--out", tmp_path / "r", "--cluster", "t", timeout=120,
+                     env={"NCCL_P2P_DIRECT_DISABLE": "1", "NCCL_IB_SECRET": "s3cr3t"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "argv").read_text() == "-b 1048576 -e 8589934592 -f 4 -d float -o sum -n 20 -w 5 -c 1 -g 2"
     run = next((tmp_path / "r" / "t").iterdir())
@@ -308,6 +311,10 @@ def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_pat
         assert busbw[int(row[0])] == float(row[7])  # out-of-place busbw, exactly as printed
     meta = json.loads((run / "run.json").read_text())
     assert meta["engine"]["runs"][0]["command"][-2:] == ["-g", "2"]
+    # The binary ran with the caller's NCCL settings, and the run records them (never what looks like a secret).
+    assert (tmp_path / "env").read_text() == "1"
+    env = meta["fingerprint"]["volatile"]["env"]
+    assert env["NCCL_P2P_DIRECT_DISABLE"] == "1" and "NCCL_IB_SECRET" not in env
     assert (run / meta["engine"]["runs"][0]["log"]).read_text().startswith(log.read_text()[:40])
 
 

@@ -9,6 +9,7 @@ that launcher themselves (an MPI build): run them there and ``gpubench import`` 
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -37,6 +38,7 @@ def _sweep(args: Any, options: dict) -> tuple[int, int, int]:
 def run(args: Any, options: dict, dtypes: list[str] | None, cluster: str, argv: list[str]) -> int:
     from gpubench.console import out_console, summary_tables
     from gpubench.dist.env import detect
+    from gpubench.nccltests import envscrub
     from gpubench.nccltests.binary import BinaryError, build_command, find_binary, run_binary
     from gpubench.nccltests.importer import import_logs
     from gpubench.rundir import ensure_writable
@@ -91,7 +93,11 @@ def run(args: Any, options: dict, dtypes: list[str] | None, cluster: str, argv: 
                         failed.append(f"{stem} (exit {rc}: {err.strip().splitlines()[-1] if err.strip() else 'no stderr'})")
         if not logs:
             raise UsageError(f"every nccl-tests run failed: {'; '.join(failed)}")
-        done = import_logs(logs, tool="nccl-tests", out=args.out, cluster=cluster, collective=None, argv=argv)
+        # The binaries inherited this process's environment: its NCCL_*/RCCL_* settings are the ones in force,
+        # recorded as a measured run records its own (a setting such as NCCL_P2P_DIRECT_DISABLE changes figures).
+        env = envscrub.scrub(f"{k}={v}" for k, v in os.environ.items())
+        done = import_logs(logs, tool="nccl-tests", out=args.out, cluster=cluster, collective=None, argv=argv,
+                           env=env)
         rd = done.run_dir
         for item in runs:
             for key in ("log", "stderr"):

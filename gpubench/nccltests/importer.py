@@ -57,7 +57,7 @@ def default_cluster(runs: list[Run]) -> str:
 
 
 def import_logs(paths: list[str], *, tool: str, out: str, cluster: str | None, collective: str | None,
-                argv: list[str]) -> Imported:
+                argv: list[str], env: dict[str, str] | None = None) -> Imported:
     warnings: list[str] = []
     runs: list[Run] = []
     files = []
@@ -80,6 +80,8 @@ def import_logs(paths: list[str], *, tool: str, out: str, cluster: str | None, c
                             f"{'; '.join(run.errors) or 'no error printed'})")
     label = check_label(cluster or default_cluster(runs))
     fp = identity.fingerprint(runs, label)
+    if env:  # the NCCL/RCCL settings the binaries ran with, when gpubench started them (a text log has none)
+        fp["volatile"]["env"] = {**env, **fp["volatile"]["env"]}
     # Convert everything before the directory exists: a row that fails its check stops the import here.
     staged = []
     for i, run in enumerate(runs):
