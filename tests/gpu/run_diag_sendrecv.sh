@@ -6,7 +6,8 @@
 #    by default and with NCCL_P2P_DIRECT_DISABLE=1 (NCCL then stops using the peer's user buffers directly within
 #    the process), taking turns three times; NCCL_DEBUG's P2P lines say which transport each layout connects.
 # 2. tests/gpu/diag_sendrecv.py: the same NCCL calls in one process and in two, torch's path, the suite's method.
-# 3. The suite against the nccl-tests engine, default and with direct access off, two alternated rounds each.
+# 3. The suite against the nccl-tests engine at 64 MiB, default and with direct access off, PAIRS (default 6)
+#    alternated rounds, with each run's time.
 # Each step has its own time limit (timeout), so that a hung one leaves the rest of the call its time.
 set -u -o pipefail
 out=${1:?OUT_DIR}; cluster=${2:?CLUSTER_LABEL}
@@ -47,11 +48,13 @@ NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P NCCL_DEBUG_FILE="$out/diag-nccl-debug
   t timeout 300 torchrun --standalone --nproc-per-node "$ngpu" tests/gpu/diag_sendrecv.py 2>&1 | tee "$out/diag-per-process.txt"
 echo "torch per-process transport: $(cat "$out"/diag-nccl-debug.*.txt 2>/dev/null | grep -o 'via P2P[^ ]*' | sort | uniq -c | tr '\n' ' ')"
 
-echo "== 3. the suite against the nccl-tests engine, default and with direct access off"
-sweep=(--collectives sendrecv,all_gather --min-bytes 64M --max-bytes 256M --step-factor 4)
+echo "== 3. the suite against the nccl-tests engine (default, and direct access off), PAIRS alternated rounds"
+# Both tools have read sendrecv 64 MiB at one of two times per process (docs/measurements.md): many short
+# rounds show how often each lands on which, where a few long ones compare two draws.
+sweep=(--collectives sendrecv --min-bytes 64M --max-bytes 64M)
 last() { ls -d "$out"/runs/"$cluster"/*/ | tail -1; }
 pairs_default=() pairs_nodirect=()
-for i in 1 2; do
+for i in $(seq 1 "${PAIRS:-6}"); do
   t gpubench run --suite comm "${sweep[@]}" --out "$out/runs" --cluster "$cluster" >"$out/native-$i.log" 2>&1
   n=$(last)
   t gpubench run --suite comm --engine nccl-tests "${sweep[@]}" --out "$out/runs" --cluster "$cluster" \
@@ -61,6 +64,17 @@ for i in 1 2; do
     --cluster "$cluster" >"$out/nt-engine-nodirect-$i.log" 2>&1
   pairs_nodirect+=("$n" "$(last)")
 done
+python3 - "${pairs_default[@]}" "${pairs_nodirect[@]}" <<'PY' | tee "$out/times-per-run.txt"
+import json, os, sys
+from gpubench import results
+for run in dict.fromkeys(sys.argv[1:]):  # each run once, in the order they ran
+    df = results.load(run)
+    d = df[(df.metric == "time") & (df.collective == "sendrecv") & (df.status == "ok") & ~df.inplace.astype(bool)]
+    env = json.load(open(os.path.join(run, "run.json")))["fingerprint"]["volatile"].get("env", {})
+    mode = "no direct" if env.get("NCCL_P2P_DIRECT_DISABLE") == "1" else ""
+    print(f"{d.engine.iloc[0] if len(d) else '?':10s} {mode:9s} {run.rstrip('/').split('/')[-1]}  "
+          + " ".join(f"{int(b) >> 20} MiB {v:.1f} us" for b, v in zip(d.bytes, d.value)))
+PY
 echo "against nccl-tests as gpubench runs it (-g $ngpu, default):"
 python3 tests/gpu/compare_comm.py --rounds "${pairs_default[@]}" | tee "$out/compare-default.txt"
 echo "against nccl-tests with NCCL_P2P_DIRECT_DISABLE=1:"
