@@ -293,7 +293,8 @@ def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_pat
                     "if '-h' in sys.argv: print('usage: -b -e -f -g'); sys.exit(0)\n"
                     f"pathlib.Path({str(tmp_path / 'argv')!r}).write_text(' '.join(sys.argv[1:]))\n"
                     "import os\n"
-                    f"pathlib.Path({str(tmp_path / 'env')!r}).write_text(os.environ.get('NCCL_P2P_DIRECT_DISABLE', '-'))\n"
+                    f"pathlib.Path({str(tmp_path / 'env')!r})"
+                    ".write_text(os.environ.get('NCCL_P2P_DIRECT_DISABLE', '-'))\n"
                     f"print(pathlib.Path({str(log)!r}).read_text())\n")
     fake.chmod(0o755)
     proc = _gpubench("run", "--suite", "comm", "--engine", "nccl-tests", "--nccl-tests-dir", bindir,

@@ -33,17 +33,14 @@ import os
 import statistics
 import sys
 
+from gpubench.units import format_bytes, parse_size, parse_size_list
+
 SUITE_CALLS = 78  # the comm suite's calls per sample for sendrecv at 64 MiB on 2×H200 (its run's `inner`)
 NT_CALLS = 20  # nccl-tests -n 20
 MAX_SETS = 2  # the suite rotates two sets at 64 MiB on an H200 (its run's `sets`)
 # Draws of fresh buffers and communicators within one process: does placement decide the speed?
 DRAWS, COMM_DRAWS = 12, 4
-BIG = int(os.environ.get("DIAG_BIG", 4 << 30))  # nccl-tests -e 4G allocates its buffers at the largest size
-
-
-def parse_size(s: str) -> int:
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(s[:-1]) * mult[s[-1].upper()] if s[-1].upper() in mult else int(s)
+BIG = parse_size(os.environ.get("DIAG_BIG", "4G"))  # nccl-tests -e 4G allocates its buffers at the largest size
 
 
 def cupy_nccl():
@@ -206,7 +203,7 @@ def report_draws(out: dict, n_bytes: int, tag: str):
     for name, draws in out.items():
         meds = [us for us, _ in draws]
         shown = " ".join(f"{us:.1f}@{label}" for us, label in sorted(draws, key=lambda d: d[0]))
-        print(f"{tag:14s} {name:40s} {n_bytes / 2**20:6g} MiB  GB/s {n_bytes / max(meds) / 1e3:.1f}-"
+        print(f"{tag:14s} {name:40s} {format_bytes(n_bytes):>9s}  GB/s {n_bytes / max(meds) / 1e3:.1f}-"
               f"{n_bytes / min(meds) / 1e3:.1f}; per draw, µs@send/recv MiB mod 1 GiB, sorted: {shown}",
               flush=True)
 
@@ -237,8 +234,9 @@ def run_rounds(variants, sizes, rounds, samples, reduce_max=None):
 def report(out, tag):
     for (name, n_bytes), xs in out.items():
         med, best = statistics.median(xs), min(xs)
-        print(f"{tag:14s} {name:40s} {n_bytes / 2**20:6g} MiB  median {med:9.2f} us ({n_bytes / med / 1e3:6.1f} GB/s)"
-              f"  best {best:9.2f} us ({n_bytes / best / 1e3:6.1f} GB/s)  n={len(xs)}", flush=True)
+        print(f"{tag:14s} {name:40s} {format_bytes(n_bytes):>9s}  median {med:9.2f} us "
+              f"({n_bytes / med / 1e3:6.1f} GB/s)  best {best:9.2f} us ({n_bytes / best / 1e3:6.1f} GB/s)  "
+              f"n={len(xs)}", flush=True)
 
 
 def clocks():
@@ -265,7 +263,7 @@ def loaded_nccl() -> str:
 
 
 def settings():
-    sizes = [parse_size(s) for s in os.environ.get("DIAG_SIZES", "64M,256M").split(",")]
+    sizes = parse_size_list(os.environ.get("DIAG_SIZES", "64M,256M"))
     return sizes, int(os.environ.get("DIAG_ROUNDS", "3")), int(os.environ.get("DIAG_SAMPLES", "5"))
 
 
