@@ -21,6 +21,9 @@ from gpubench.telemetry import Telemetry
 _ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
               "ROCR_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "OMP_NUM_THREADS")
 _ENV_PREFIXES = ("NCCL_", "RCCL_", "TORCH_NCCL_")
+# gpubench's own options that share the prefix: where the nccl-tests/rccl-tests binaries are, not a setting of
+# NCCL (runs before 2026-11-23 recorded them; compare leaves them out).
+NOT_SETTINGS = frozenset({"NCCL_TESTS_DIR", "RCCL_TESTS_DIR"})
 
 
 def identity_hash(identity: dict) -> str:
@@ -63,7 +66,7 @@ def _torch_facts():
 
 def _env():
     return {k: v for k, v in sorted(os.environ.items())
-            if k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)}
+            if (k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)) and k not in NOT_SETTINGS}
 
 
 def _loadavg():

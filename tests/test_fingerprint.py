@@ -78,6 +78,7 @@ def test_volatile_contents(clean_env):
     clean_env.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     clean_env.setenv("NCCLX", "not a tuning variable")
     clean_env.setenv("MY_NCCL_THING", "nor this")
+    clean_env.setenv("NCCL_TESTS_DIR", "/home/me/nccl-tests/build")  # gpubench's own option, not NCCL's
     vol = fp.collect(DEVICE, "lab-a", FakeTelemetry(throttle=["SwPowerCap"]))["volatile"]
     assert vol["env"] == {"CUDA_VISIBLE_DEVICES": "2,3", "NCCL_ALGO": "Ring",
                           "OMP_NUM_THREADS": "8", "RCCL_MSCCL_ENABLE": "0",
