@@ -246,6 +246,8 @@ def test_directory_of_runs_latest_and_baseline_window(capsys, base, tmp_path):
     assert set(verdicts(doc).values()) <= {"UNKNOWN", "SAME"}
     code, doc = compare_json(capsys, cluster, cluster, "--baseline-window", "5")
     assert len(doc["baseline"]["run_ids"]) == 2 and "fewer than the window of 5" in doc["notes"][0]
+    code, out, _ = cli(capsys, "compare", cluster, cluster, "--baseline-window", "5")
+    assert "fewer than the window of 5" in " ".join(out.split())  # the terminal shows the notes too
     # a pointer file naming the baseline run, as ci/nightly.sh keeps it
     (cluster / "baseline").unlink()
     (cluster / "baseline").write_text("20990101T000000Z-00000a\n")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from gpubench.compare.verdict import COMPARED, WORSE
 from gpubench.console import fmt_value
@@ -95,8 +96,17 @@ def headers(cross_cluster: bool) -> list[str]:
     return h + ["threshold", "p", "basis", "note"]
 
 
+def context_lines(report: Any) -> list[str]:
+    """What a reader needs beside the verdicts: notes on the inputs, and the settings that differ."""
+    lines = [f"note: {n}" for n in report.notes]
+    if report.setting_differences:
+        lines.append("settings differ: " + "; ".join(report.setting_differences))
+    return lines
+
+
 def terminal_table(report: Any) -> Table:
-    table = Table(title=report.title(), title_justify="left", caption=report.summary(), caption_justify="left")
+    caption = Text("\n".join([report.summary(), *context_lines(report)]))  # Text: a "[" in a value is no markup
+    table = Table(title=report.title(), title_justify="left", caption=caption, caption_justify="left")
     for h in headers(report.cross_cluster):
         table.add_column(h, justify="right" if h in ("baseline", "current", "change", "ratio", "p") else "left",
                          overflow="fold")  # a case id cut short would name another case
@@ -123,7 +133,7 @@ def to_markdown(report: Any) -> str:
              f"- baseline: {_md_cell(report.baseline_text)}",
              f"- current: {_md_cell(report.current_text)}",
              f"- WORSE needs a change of at least the threshold and a Mann-Whitney p ≤ {report.alpha:g}"]
-    lines += [f"- note: {_md_cell(n)}" for n in report.notes]
+    lines += [f"- {_md_cell(line)}" for line in context_lines(report)]
     if report.system_differences:
         lines.append(f"- different systems: {_md_cell('; '.join(report.system_differences))}")
     lines.append("")
@@ -170,6 +180,8 @@ def to_junit(report: Any) -> str:
                    if r["verdict"] == WORSE else None)
         cases.append(JunitCase(f"gpubench.{r['suite']}", f"{r['case']} {r['metric']}", failure, detail))
     props = {"title": report.title(), "summary": report.summary(), "alpha": f"{report.alpha:g}"}
+    if report.setting_differences:
+        props["setting_differences"] = "; ".join(report.setting_differences)
     return junit_xml("gpubench compare", cases, props)
 
 
@@ -192,6 +204,7 @@ def to_json(report: Any) -> str:
         "summary": report.counts(),
         "exit_code": report.exit_code,
         "notes": report.notes,
+        "setting_differences": report.setting_differences,
         "rows": report.rows.to_dict("records"),
     }
     return json.dumps(jsonable(doc), indent=2) + "\n"

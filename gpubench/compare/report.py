@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.compare import cross
+from gpubench.compare import cross, settings
 from gpubench.compare.load import Side, resolve
 from gpubench.compare.thresholds import Thresholds
 from gpubench.compare.verdict import COMPARED, DEFAULT_ALPHA, WORSE, compare_frames
@@ -29,6 +29,8 @@ class Report:
     alpha: float
     rows: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    # Software and NCCL/RCCL settings that differ ("name: baseline → current"): why a figure may have moved.
+    setting_differences: list[str] = field(default_factory=list)
 
     @property
     def system_differences(self) -> list[str]:
@@ -85,7 +87,8 @@ def build(baseline: str | os.PathLike, current: str | os.PathLike, *, window: in
         raise UsageError(f"{baseline} and {current} ran on different systems ({'; '.join(diff)}): pass "
                          "--cross-cluster to compare them anyway (ratios and % of spec peak)")
     rows = compare_frames(base.pooled(), cur.pooled(), thresholds, alpha)
-    report = Report(base, cur, b_sys, c_sys, cross_cluster, thresholds, alpha, rows, [*base.notes, *cur.notes])
+    report = Report(base, cur, b_sys, c_sys, cross_cluster, thresholds, alpha, rows, [*base.notes, *cur.notes],
+                    settings.differences(settings.of_side(base), settings.of_side(cur)))
     _check_comparable(report, baseline, current)
     return report
 

@@ -1,0 +1,87 @@
+"""Software and settings that differ between the two sides of a comparison, to show next to the verdicts.
+
+A gate compares runs of one system across software changes on purpose (see :mod:`gpubench.compare.cross`), so
+these differences never refuse a comparison; they explain one. When a figure got WORSE the first question is
+what changed: an NCCL upgrade, a new torch, ``NCCL_P2P_DIRECT_DISABLE=1`` left set in a job script, another
+gpubench (whose method may differ). Each difference reads ``name: baseline → current``.
+
+Sources, per run: run.json's ``gpubench_version``; the fingerprint identity's software facts; the NCCL_*/RCCL_*
+and device-selection variables of ``fingerprint.volatile.env``. A fact one side does not know (a bare table, an
+imported log that carries no such fact) is left out rather than shown as a change. An imported text log carries
+no environment, so an imported run's empty ``env`` counts as unknown; a measured run's empty ``env`` means none
+was set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpubench.fingerprint import NOT_SETTINGS
+
+# Identity facts that are software, in the order they are shown. runtime_version is the CUDA/HIP runtime.
+SOFTWARE_KEYS = ("gpubench", "tool", "tool_version", "collective_lib", "nccl", "torch", "runtime_version", "python",
+                 "os")
+UNSET = "unset"
+MIXED = "mixed"
+
+
+def _of_run(meta: dict[str, Any]) -> tuple[dict[str, str], dict[str, str] | None]:
+    """(software facts known, env or None where unknown) of one run.json."""
+    fp = meta.get("fingerprint") or {}
+    identity = fp.get("identity") or {}
+    volatile = fp.get("volatile") or {}
+    facts = {"gpubench": meta.get("gpubench_version"), **{k: identity.get(k) for k in SOFTWARE_KEYS[1:]}}
+    if not volatile.get("imported") and not facts["tool"]:
+        facts["tool"] = "gpubench"  # measured by gpubench itself, against an import's nccl-tests
+    software = {k: str(v) for k, v in facts.items() if v not in (None, "")}
+    env = volatile.get("env")
+    if not isinstance(env, dict) or (not env and volatile.get("imported")):
+        return software, None
+    return software, {str(k): str(v) for k, v in env.items() if k not in NOT_SETTINGS}
+
+
+def _merge(values: list[str]) -> str:
+    """One value for a side whose runs may disagree (a pooled baseline window)."""
+    distinct = sorted(set(values))
+    return distinct[0] if len(distinct) == 1 else f"{MIXED} ({', '.join(distinct)})"
+
+
+@dataclass
+class Settings:
+    software: dict[str, str] = field(default_factory=dict)  # facts every run of the side knows
+    env: dict[str, str] | None = None  # None: some run's environment is unknown
+
+
+def of_side(side: Any) -> Settings:
+    """The settings of a side's runs; where they disagree (a pooled window), ``mixed (a, b)``. A software fact is
+    kept only when every run knows it; the environment only when every run's is known, a variable some runs did
+    not set counting as ``unset`` there."""
+    runs = [_of_run(m) for m in side.runs]
+    if not runs:
+        return Settings()
+    software = {}
+    for key in SOFTWARE_KEYS:
+        values = [known.get(key) for known, _ in runs]
+        if all(v is not None for v in values):
+            software[key] = _merge(values)
+    envs = [env for _, env in runs]
+    if any(env is None for env in envs):
+        return Settings(software)
+    names = sorted({n for env in envs for n in env})
+    return Settings(software, {n: _merge([env.get(n, UNSET) for env in envs]) for n in names})
+
+
+def differences(baseline: Settings, current: Settings) -> list[str]:
+    """``name: baseline → current`` for each setting that differs and that both sides know."""
+    out = [f"{k}: {baseline.software[k]} → {current.software[k]}" for k in SOFTWARE_KEYS
+           if k in baseline.software and k in current.software and baseline.software[k] != current.software[k]]
+    if baseline.env is not None and current.env is not None:
+        for name in sorted({*baseline.env, *current.env}):
+            a, b = baseline.env.get(name, UNSET), current.env.get(name, UNSET)
+            if a != b:
+                out.append(f"{name}: {a} → {b}")
+    return out
+
+
+__all__ = ["SOFTWARE_KEYS", "Settings", "of_side", "differences"]
