@@ -3,7 +3,9 @@ and the compare table for several runs; a note instead of an empty chart; exit 2
 
 import contextlib
 import io
+import json
 import re
+import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -129,6 +131,18 @@ def test_several_runs_overlay_and_carry_the_compare_table(tmp_path, runs):
     assert "SAME" in page.rows or "BETTER" in page.rows or "WORSE" in page.rows
     assert re.search(r"c-elementwise run \w+ #2", text)
     assert page.files == pngs(out)
+
+
+def test_the_compare_table_says_which_settings_differ(tmp_path, runs):
+    other = tmp_path / "other" / runs["elementwise"].name
+    shutil.copytree(runs["elementwise"], other)
+    meta = json.loads((other / "run.json").read_text())
+    meta["fingerprint"]["volatile"]["env"] = {**meta["fingerprint"]["volatile"]["env"], "NCCL_ALGO": "Ring"}
+    (other / "run.json").write_text(json.dumps(meta))
+    code, log = quiet("report", runs["elementwise"], other, "--out", tmp_path / "r")
+    assert code == 0, log
+    text = " ".join(parse(tmp_path / "r" / "index.html").text)
+    assert "settings differ: NCCL_ALGO: unset → Ring" in text
 
 
 @pytest.mark.parametrize("bad", ["missing", "dir-of-runs"])

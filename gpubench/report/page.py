@@ -99,14 +99,15 @@ def _chart(c: Chart, out: Path) -> str:
 
 
 def _compare(t: CompareTable) -> str:
-    from gpubench.compare.formats import headers, row_cells
+    from gpubench.compare.formats import context_lines, headers, row_cells
 
     rep = t.report
     cells = [row_cells(r, rep.cross_cluster) for r in rep.rows.to_dict("records")]
     diff = rep.system_differences
     info = (f"<h3>{escape(t.baseline.label)} (baseline) → {escape(t.current.label)}</h3>"
             f"<p><b>{escape(rep.summary())}</b>{' — cross-cluster: ' + escape('; '.join(diff)) if diff else ''}"
-            f"<br>baseline: {escape(rep.baseline_text)}<br>current: {escape(rep.current_text)}</p>")
+            f"<br>baseline: {escape(rep.baseline_text)}<br>current: {escape(rep.current_text)}"
+            + "".join(f"<br>{escape(line)}" for line in context_lines(rep)) + "</p>")
     # What changed (WORSE, BETTER, UNKNOWN) is shown; SAME and the uncompared rows wait behind a click, or a
     # long table would push everything after it out of view.
     changed = [c for c in cells if c[0] in ("WORSE", "BETTER", "UNKNOWN")]
