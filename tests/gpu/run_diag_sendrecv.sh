@@ -2,13 +2,17 @@
 # Where the comm suite's sendrecv loses ~3 % to nccl-tests at 64 MiB on 2 x H200 (docs/measurements.md), in one
 # command on that machine; nccl-tests is built from its own source there beforehand (never part of this repo):
 #   NCCL_TESTS_DIR=<built nccl-tests>/build bash tests/gpu/run_diag_sendrecv.sh OUT_DIR CLUSTER_LABEL
-# 1. nccl-tests sendrecv (and all_gather, the control) as gpubench runs it (-g 2: one process drives both GPUs),
-#    by default and with NCCL_P2P_DIRECT_DISABLE=1 (NCCL then stops using the peer's user buffers directly within
-#    the process), taking turns three times; NCCL_DEBUG's P2P lines say which transport each layout connects.
+# 1. nccl-tests sendrecv, alltoall and all_gather (the control) as gpubench runs it (-g 2: one process drives
+#    both GPUs), 64 MiB to 4 GiB, by default and with NCCL_P2P_DIRECT_DISABLE=1 (NCCL then stops using the peer's
+#    user buffers directly within the process), taking turns twice; NCCL_DEBUG's P2P lines say which transport
+#    each layout connects. At 4 GiB the suite trails nccl-tests steadily on sendrecv and alltoall, not on
+#    all_gather (docs/measurements.md): if direct access is what one process has over two, turning it off
+#    should move nccl-tests onto the suite's figures there.
 # 2. tests/gpu/diag_sendrecv.py: the same NCCL calls in one process and in two, torch's path, the suite's method.
 # 3. The suite against the nccl-tests engine at 64 MiB, default and with direct access off, PAIRS (default 6)
 #    alternated rounds, with each run's time.
 # Each step has its own time limit (timeout), so that a hung one leaves the rest of the call its time.
+# SECTIONS (default "1 2 3") runs some of them, to split the work over two calls.
 set -u -o pipefail
 out=${1:?OUT_DIR}; cluster=${2:?CLUSTER_LABEL}
 nt=${NCCL_TESTS_DIR:?NCCL_TESTS_DIR=<nccl-tests build directory>}
@@ -22,14 +26,17 @@ ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 t() { local s=$EPOCHREALTIME; "$@"; echo "rc=$? wall=$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $s}") s: $*"; }
 row() { grep -E "^ +$1 " "$2" | awk -v l="$3" '{printf "%-24s %s B: out-of-place %s us %s GB/s, in place %s us %s GB/s\n", l, $1, $6, $8, $10, $12}'; }
 
+sections=" ${SECTIONS:-1 2 3} "
+if [[ $sections == *" 1 "* ]]; then
 echo "== 1. nccl-tests -g $ngpu, default vs NCCL_P2P_DIRECT_DISABLE=1"
-for i in 1 2 3; do
+for i in 1 2; do
   for mode in default nodirect; do
     env_=(); [ $mode = nodirect ] && env_=(NCCL_P2P_DIRECT_DISABLE=1)
-    for coll in sendrecv all_gather; do
+    for coll in sendrecv alltoall all_gather; do
       f="$out/nt-$coll-$mode-$i.txt"
-      timeout 120 env "${env_[@]}" "$nt/${coll}_perf" -b 64M -e 256M -f 4 -d float -n 20 -w 5 -c 1 -g "$ngpu" >"$f" 2>&1
-      for b in 67108864 268435456; do row "$b" "$f" "$coll $mode $i"; done
+      t timeout 120 env "${env_[@]}" "$nt/${coll}_perf" -b 64M -e 4G -f 4 -d float -n 20 -w 5 -c 1 -g "$ngpu" >"$f" 2>&1
+      tail -n 1 "$f"  # t's line: the run's exit status and wall time
+      for b in 67108864 268435456 4294967296; do row "$b" "$f" "$coll $mode $i"; done
     done
   done
 done
@@ -40,6 +47,9 @@ for mode in default nodirect; do
   echo "nccl-tests $mode transport: $(grep -o 'via P2P[^ ]*' "$out/nt-debug-$mode.txt" | sort | uniq -c | tr '\n' ' ')"
 done
 
+fi
+
+if [[ $sections == *" 2 "* ]]; then
 echo "== 2. diag_sendrecv.py"
 t timeout 240 python3 tests/gpu/diag_sendrecv.py --single 2>&1 | tee "$out/diag-single.txt"
 NCCL_P2P_DIRECT_DISABLE=1 DIAG_TAG="one, no direct" t timeout 240 python3 tests/gpu/diag_sendrecv.py --single 2>&1 \
@@ -48,6 +58,9 @@ NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P NCCL_DEBUG_FILE="$out/diag-nccl-debug
   t timeout 300 torchrun --standalone --nproc-per-node "$ngpu" tests/gpu/diag_sendrecv.py 2>&1 | tee "$out/diag-per-process.txt"
 echo "torch per-process transport: $(cat "$out"/diag-nccl-debug.*.txt 2>/dev/null | grep -o 'via P2P[^ ]*' | sort | uniq -c | tr '\n' ' ')"
 
+fi
+
+if [[ $sections == *" 3 "* ]]; then
 echo "== 3. the suite against the nccl-tests engine (default, and direct access off), PAIRS alternated rounds"
 # Both tools have read sendrecv 64 MiB at one of two times per process (docs/measurements.md): many short
 # rounds show how often each lands on which, where a few long ones compare two draws.
@@ -79,4 +92,5 @@ echo "against nccl-tests as gpubench runs it (-g $ngpu, default):"
 python3 tests/gpu/compare_comm.py --rounds "${pairs_default[@]}" | tee "$out/compare-default.txt"
 echo "against nccl-tests with NCCL_P2P_DIRECT_DISABLE=1:"
 python3 tests/gpu/compare_comm.py --rounds "${pairs_nodirect[@]}" | tee "$out/compare-nodirect.txt"
+fi
 tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"  # the logs and runs in one file
