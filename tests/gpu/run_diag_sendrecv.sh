@@ -27,6 +27,10 @@ t() { local s=$EPOCHREALTIME; "$@"; echo "rc=$? wall=$(awk "BEGIN{printf \"%.1f\
 row() { grep -E "^ +$1 " "$2" | awk -v l="$3" '{printf "%-24s %s B: out-of-place %s us %s GB/s, in place %s us %s GB/s\n", l, $1, $6, $8, $10, $12}'; }
 
 sections=" ${SECTIONS:-1 2 3} "
+# Whether an MPI is at hand: nccl-tests built with MPI=1 runs one process per GPU (mpirun -np 2 ... -g 1), the
+# suite's layout, which would give a like-for-like reference if the layout decides.
+echo "MPI launchers: $(command -v mpirun mpiexec 2>/dev/null | tr '\n' ' ')"
+python3 -c 'import mpi4py; print("mpi4py", mpi4py.__version__, mpi4py.get_config())' 2>&1 | tail -1
 if [[ $sections == *" 1 "* ]]; then
 echo "== 1. nccl-tests -g $ngpu, default vs NCCL_P2P_DIRECT_DISABLE=1"
 for i in 1 2; do
