@@ -21,6 +21,7 @@ import statistics
 import time
 
 import torch
+from hand_probe import batch_seconds  # tests/gpu/ is the script's own directory
 
 CALLS, REPS = 20, 7  # short: the anchors' method
 WINDOW_S, WINDOWS = 1.0, 5  # sustained
@@ -33,24 +34,14 @@ def _load(fn, seconds: float) -> None:
         torch.cuda.synchronize()
 
 
-def _batch_s(fn, calls: int) -> float:
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(calls):
-        fn()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) * 1e-3
-
-
 def tflops(fn, n: int) -> tuple[float, float, int]:
     """(short TF/s, sustained TF/s, calls per sustained window)."""
     flop = 2 * n**3
     _load(fn, 1.0)
-    short = statistics.median(flop * CALLS / _batch_s(fn, CALLS) / 1e12 for _ in range(REPS))
+    short = statistics.median(flop * CALLS / batch_seconds(fn, CALLS) / 1e12 for _ in range(REPS))
     _load(fn, 1.0)
     calls = max(CALLS, int(WINDOW_S * short * 1e12 / flop) + 1)
-    sustained = statistics.median(flop * calls / _batch_s(fn, calls) / 1e12 for _ in range(WINDOWS))
+    sustained = statistics.median(flop * calls / batch_seconds(fn, calls) / 1e12 for _ in range(WINDOWS))
     return short, sustained, calls
 
 

@@ -18,6 +18,17 @@ import torch
 SCALAR = 0.375
 
 
+def batch_seconds(fn, calls: int) -> float:
+    """Seconds for ``calls`` back-to-back calls of ``fn``, between two CUDA events (hand_gemm_probe.py too)."""
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(calls):
+        fn()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) * 1e-3
+
+
 def probe(array_bytes: int, dtype: torch.dtype, batch: int = 20, repeats: int = 9, warmup: int = 50) -> dict:
     n = array_bytes // dtype.itemsize
     a, b, c = (torch.empty(n, dtype=dtype, device="cuda").uniform_(-1, 1) for _ in range(3))
@@ -30,15 +41,7 @@ def probe(array_bytes: int, dtype: torch.dtype, batch: int = 20, repeats: int = 
         for _ in range(warmup):
             fn()
         torch.cuda.synchronize()
-        times = []
-        for _ in range(repeats):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            for _ in range(batch):
-                fn()
-            e.record()
-            e.synchronize()
-            times.append(s.elapsed_time(e) * 1e-3 / batch)
+        times = [batch_seconds(fn, batch) / batch for _ in range(repeats)]
         t = statistics.median(times)
         out[name] = {"seconds": t, "GBps": arrays * array_bytes / t / 1e9, "times": times}
     return out
