@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpubench.compare import cross
 from gpubench.fingerprint import NOT_SETTINGS
 
 # Identity facts that are software, in the order they are shown. runtime_version is the CUDA/HIP runtime.
@@ -31,7 +32,7 @@ def _of_run(meta: dict[str, Any]) -> tuple[dict[str, str], dict[str, str] | None
     fp = meta.get("fingerprint") or {}
     identity = fp.get("identity") or {}
     volatile = fp.get("volatile") or {}
-    facts = {"gpubench": meta.get("gpubench_version"), **{k: identity.get(k) for k in SOFTWARE_KEYS[1:]}}
+    facts = {k: meta.get("gpubench_version") if k == "gpubench" else identity.get(k) for k in SOFTWARE_KEYS}
     if not volatile.get("imported") and not facts["tool"]:
         facts["tool"] = "gpubench"  # measured by gpubench itself, against an import's nccl-tests
     software = {k: str(v) for k, v in facts.items() if v not in (None, "")}
@@ -73,14 +74,13 @@ def of_side(side: Any) -> Settings:
 
 
 def differences(baseline: Settings, current: Settings) -> list[str]:
-    """``name: baseline → current`` for each setting that differs and that both sides know."""
-    out = [f"{k}: {baseline.software[k]} → {current.software[k]}" for k in SOFTWARE_KEYS
-           if k in baseline.software and k in current.software and baseline.software[k] != current.software[k]]
+    """``name: baseline → current`` for each setting that differs and that both sides know (software in
+    SOFTWARE_KEYS order, then variables by name), worded as :func:`cross.differences` words system facts."""
+    out = cross.differences(baseline.software, current.software)
     if baseline.env is not None and current.env is not None:
-        for name in sorted({*baseline.env, *current.env}):
-            a, b = baseline.env.get(name, UNSET), current.env.get(name, UNSET)
-            if a != b:
-                out.append(f"{name}: {a} → {b}")
+        names = sorted({*baseline.env, *current.env})
+        out += cross.differences({n: baseline.env.get(n, UNSET) for n in names},
+                                 {n: current.env.get(n, UNSET) for n in names})
     return out
 
 
