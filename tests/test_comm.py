@@ -244,6 +244,41 @@ def test_a_dead_or_stopped_rank_ends_the_run_naming_it_and_keeping_rows(tmp_path
     assert all(_gone(r["pid"]) for r in ranks)  # no orphans
 
 
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_the_ranks_never_outlive_the_spawner(tmp_path, sig):
+    # SIGTERM (a job's time limit, `timeout`): the spawner stops its ranks and marks the run interrupted.
+    # SIGKILL gives it no say: the ranks notice their store is gone and end themselves, rank 0 marking the run.
+    timeout_s = 60  # far longer than either path may take: neither waits for the stall timeout
+    proc = _start_long_run(tmp_path, timeout_s)
+    try:
+        run, ranks = _wait_for_rows(tmp_path, proc)
+        before = results.load(run)["case"].nunique()
+        t0 = time.monotonic()
+        proc.send_signal(getattr(signal, sig))
+        _, err = proc.communicate(timeout=30)
+        end = time.monotonic() + 20
+        while time.monotonic() < end and not all(_gone(r["pid"]) for r in ranks):
+            time.sleep(0.2)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for r in ranks:
+            if not _gone(r["pid"]):
+                os.kill(r["pid"], signal.SIGKILL)
+    assert all(_gone(r["pid"]) for r in ranks), f"orphaned ranks after {sig}"
+    assert took < 15, took
+    meta = json.loads((run / "run.json").read_text())
+    if sig == "SIGTERM":
+        assert proc.returncode == 128 + signal.SIGTERM
+        assert "stopped by SIGTERM" in err, err[-3000:]
+        assert meta["status"] == "interrupted" and "SIGTERM" in meta["error"]
+    else:
+        assert meta["status"] == "failed" and "store" in meta["error"], meta.get("error")
+    df = results.load(run)
+    assert (df[df["case"].isin(list(dict.fromkeys(df["case"]))[:before])]["status"] == "ok").all()
+
+
 def test_a_wrong_result_is_counted_and_the_case_invalid(tmp_path, monkeypatch):
     # One rank in this process (a world of one is still a group): corrupt one element of the output.
     import socket

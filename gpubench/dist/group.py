@@ -5,7 +5,9 @@ every collective the same number of times.
 A rank never hangs for longer than ``timeout_s``: a heartbeat thread publishes this rank's progress (a counter
 of control-plane steps and the case it is in) to the rendezvous store, and a watchdog thread ends the process
 when its own progress stops for ``timeout_s``. Before it does, it reads every rank's heartbeat from the store
-and names the ranks that did not arrive (behind the others, or silent: dead or stopped).
+and names the ranks that did not arrive (behind the others, or silent: dead or stopped). It also ends the
+process when the store stays out of reach: whoever hosts it (gpubench's spawner, torchrun's agent, rank 0) is
+gone, and the ranks, whose collectives no longer need the store, would otherwise run on as orphans.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from typing import Any
 from gpubench.dist.env import RankEnv
 
 _HEARTBEAT_S = 0.5
+# How long the store may stay out of reach when gpubench's own spawner hosts it on this machine: a local store
+# answers at once while its process lives. Elsewhere (torchrun's agent, rank 0 on another node) the timeout.
+_LOCAL_STORE_GONE_S = 3.0
 _PREFIX = "gpubench/"
 
 
@@ -87,6 +92,7 @@ class Group:
         self._last_change = time.time()
         self._on_abort: list[Callable[[str], None]] = []
         self._stop = threading.Event()
+        self._store_grace_s = _LOCAL_STORE_GONE_S if os.environ.get("GPUBENCH_STORE_HOSTED") == "1" else timeout_s
         # Our own spawner hosts the store (so that it can read heartbeats too); torchrun's agent may host it
         # (TORCHELASTIC_USE_AGENT_STORE); otherwise rank 0 does.
         hosted = os.environ.get("GPUBENCH_STORE_HOSTED") == "1" or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
@@ -124,11 +130,17 @@ class Group:
         self._beat_store.set(f"{_PREFIX}hb/{self.rank}", json.dumps(beat))
 
     def _watch(self) -> None:
+        lost_since = None
         while not self._stop.wait(_HEARTBEAT_S):
             try:
                 self._publish()
-            except Exception:  # noqa: BLE001 — the store's host died; the stall check below still ends us
-                pass
+                lost_since = None
+            except Exception:  # noqa: BLE001 — the store's host may have died: end once it stays away
+                lost_since = lost_since or time.time()
+                if time.time() - lost_since > self._store_grace_s:
+                    self.abort(f"rank {self.rank} lost the rendezvous store at {self.renv.master_addr}:"
+                               f"{self.renv.master_port} for {self._store_grace_s:.0f} s: the process that "
+                               "hosted it (gpubench's spawner, torchrun's agent or rank 0) is gone")
             if time.time() - self._last_change > self.timeout_s:
                 self.abort(f"rank {self.rank} made no progress for {self.timeout_s:.0f} s in "
                            f"{self._where or 'setup'}")

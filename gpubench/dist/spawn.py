@@ -6,7 +6,10 @@ each child with torchrun's variables set (plus GPUBENCH_SPAWNED), lets rank 0 pr
   to notice, then are killed; nothing is left behind;
 - if no rank makes progress for the timeout (all stalled inside one operation), or a live rank's heartbeat
   falls silent for the timeout (stopped, or wedged with its heartbeat thread), every rank is killed;
-- either way the run directory rank 0 created is marked failed with a message naming the ranks.
+- either way the run directory rank 0 created is marked failed with a message naming the ranks;
+- SIGTERM or SIGHUP to the parent (a job's time limit, ``timeout``, a closed terminal) ends the ranks too and
+  marks the run interrupted with the signal's name: the ranks never outlive the process that started them (if
+  it dies without a word, SIGKILL, they notice its store is gone: ``Group._watch``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -24,6 +28,7 @@ from gpubench.dist.group import laggards, read_heartbeats
 
 _POLL_S = 0.2
 _GRACE_S = 2.0  # after a rank died: time for the others to record their own view before they are killed
+_ENDING = (signal.SIGTERM, signal.SIGHUP)  # signals that end the parent: it ends the ranks first
 _NORMAL = (0, 1, 130)  # exit codes of a rank that ended on its own terms (1: a case failed; 130: Ctrl-C)
 
 
@@ -52,7 +57,15 @@ def _kill_all(procs: list[subprocess.Popen]) -> None:
         p.wait()
 
 
-def _mark_failed(store, reason: str) -> None:
+class _Ended(Exception):
+    """The parent was sent SIGTERM or SIGHUP."""
+
+
+def _raise_ended(signum, _frame) -> None:
+    raise _Ended(signal.Signals(signum).name)
+
+
+def _mark_ended(store, reason: str, status: str = "failed") -> None:
     """Rank 0 published its run directory; if it did not close the run itself, record why it ended."""
     from gpubench import results
     from gpubench.rundir import _write_json, utc_now
@@ -65,7 +78,7 @@ def _mark_failed(store, reason: str) -> None:
     except Exception:  # noqa: BLE001 — nothing to mark
         return
     if meta.get("status") == "running":
-        meta.update(status="failed", error=reason, end_time=utc_now())
+        meta.update(status=status, error=reason, end_time=utc_now())
         _write_json(path, meta)
 
 
@@ -84,6 +97,38 @@ def run(argv: list[str], nproc: int, timeout_s: float) -> int:
         procs.append(subprocess.Popen([sys.executable, "-m", "gpubench", *argv], env=env,
                                       stdout=None if rank == 0 else subprocess.DEVNULL))
     failure: str | None = None
+    ended: str | None = None  # the name of the signal that ended the parent
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():  # Python sets handlers from there only
+        handlers = {sig: signal.signal(sig, _raise_ended) for sig in _ENDING}
+    try:
+        failure = _supervise(procs, store, timeout_s)
+    except _Ended as e:
+        ended = str(e)
+    finally:
+        for sig, old in handlers.items():
+            signal.signal(sig, old)
+    if ended is not None:
+        _kill_all(procs)  # terminates at once; a second signal meets the default handler
+        _mark_ended(store, f"gpubench was sent {ended}; the ranks were stopped", status="interrupted")
+        print(f"gpubench: error: stopped by {ended}; the cases measured before it are in the run directory",
+              file=sys.stderr, flush=True)
+        return 128 + signal.Signals[ended].value
+    if failure is not None and failure != "interrupted":
+        _mark_ended(store, failure)
+        print(f"gpubench: error: {failure}; the cases measured before it are in the run directory",
+              file=sys.stderr, flush=True)
+        return 1
+    codes = [p.returncode for p in procs]
+    if failure == "interrupted" or 130 in codes:
+        return 130
+    return max(codes)
+
+
+def _supervise(procs: list[subprocess.Popen], store, timeout_s: float) -> str | None:
+    """Watch the ranks until the last one ends; why the run failed ("interrupted" for a second Ctrl-C), or None."""
+    failure: str | None = None
+    nproc = len(procs)
     died_at = None
     last_step, last_change = None, time.monotonic()
     interrupted = 0
@@ -122,15 +167,7 @@ def run(argv: list[str], nproc: int, timeout_s: float) -> int:
                 timeout_s, laggards(beats, nproc, now=time.time(), stale_s=timeout_s))
             _kill_all(procs)
             break
-    if failure is not None and failure != "interrupted":
-        _mark_failed(store, failure)
-        print(f"gpubench: error: {failure}; the cases measured before it are in the run directory",
-              file=sys.stderr, flush=True)
-        return 1
-    codes = [p.returncode for p in procs]
-    if failure == "interrupted" or 130 in codes:
-        return 130
-    return max(codes)
+    return failure
 
 
 def default_nproc(backend_name: str) -> int:
