@@ -427,7 +427,9 @@ class Comm(Suite):
             torch.cuda.synchronize()
             return check(b, out)
 
-        extra = dict(extra, graph=True, graph_calls=k)
+        # The same dict, updated in place: check() writes each case's valid/wrong into it, and the row takes
+        # the workload's extra (a copy here left every --graph row's valid and wrong empty).
+        extra.update(graph=True, graph_calls=k)
         # Replayed (and timed) on a stream of its own, as nccl-tests launches on non-blocking streams: the
         # same graph of 20 1 MiB all_reduces on 2×H200 read 18.4 µs per call replayed on the legacy default
         # stream and 13.1 on a non-blocking one (13.1 too captured straight through NCCL, without torch;

@@ -279,15 +279,13 @@ def test_the_ranks_never_outlive_the_spawner(tmp_path, sig):
     assert (df[df["case"].isin(list(dict.fromkeys(df["case"]))[:before])]["status"] == "ok").all()
 
 
-def test_a_wrong_result_is_counted_and_the_case_invalid(tmp_path, monkeypatch):
-    # One rank in this process (a world of one is still a group): corrupt one element of the output.
+@pytest.fixture
+def world_of_one(monkeypatch):
+    """One rank in this process (a world of one is still a group) and a Comm suite bound to it."""
     import socket
 
-    from gpubench import engine
-    from gpubench.backends.cpu import CpuBackend
     from gpubench.dist.env import RankEnv
     from gpubench.dist.group import Group
-    from gpubench.suite import GridContext
     from gpubench.suites.comm import Comm
 
     with socket.socket() as s:
@@ -296,26 +294,67 @@ def test_a_wrong_result_is_counted_and_the_case_invalid(tmp_path, monkeypatch):
     monkeypatch.delenv("GPUBENCH_STORE_HOSTED", raising=False)
     group = Group(RankEnv("spawn", 0, 1, 0, 1, "127.0.0.1", port, 1), "gloo", 30)
     try:
-        suite = Comm()
-        ctx = GridContext(backend="cpu", quick=True, cache_bytes=1 << 20, memory_bytes=1 << 30, sizes=(4096,),
-                          options=(("collectives", ["all_reduce"]),), group=group)
-        (case,) = list(suite.cases(ctx))
-        w = suite.prepare(case, CpuBackend())
-        good = engine.check(w, CpuBackend())
-        assert good.ok and w.extra["wrong"] == 0
-
-        run = w.run
-
-        def corrupt(b):
-            out = run(b)
-            out[7] += 1
-            return out
-
-        w.run = corrupt
-        bad = engine.check(w, CpuBackend())
-        assert not bad.ok and bad.error == 1 and w.extra["valid"] is False and w.extra["wrong"] == 1
+        yield Comm(), group
     finally:
         group.close()
+
+
+def _cases(suite, group, collective, graph=False):
+    from gpubench.backends.cpu import CpuBackend
+    from gpubench.suite import GridContext
+
+    # --graph is refused on a CPU backend before any case; the cases are planned as for CUDA, run on the CPU.
+    ctx = GridContext(backend="cuda" if graph else "cpu", quick=True, cache_bytes=1 << 20, memory_bytes=1 << 30,
+                      sizes=(4096,), options=(("collectives", [collective]), ("graph", graph)), group=group)
+    return [suite.prepare(case, CpuBackend()) for case in suite.cases(ctx)]
+
+
+def test_a_wrong_result_is_counted_and_the_case_invalid(world_of_one):
+    # Corrupt one element of the output.
+    from gpubench import engine
+    from gpubench.backends.cpu import CpuBackend
+
+    suite, group = world_of_one
+    (w,) = _cases(suite, group, "all_reduce")
+    good = engine.check(w, CpuBackend())
+    assert good.ok and w.extra["wrong"] == 0
+
+    run = w.run
+
+    def corrupt(b):
+        out = run(b)
+        out[7] += 1
+        return out
+
+    w.run = corrupt
+    bad = engine.check(w, CpuBackend())
+    assert not bad.ok and bad.error == 1 and w.extra["valid"] is False and w.extra["wrong"] == 1
+
+
+def test_graph_rows_carry_the_checks_verdict(world_of_one, monkeypatch):
+    # --graph builds its own workload around the eager one; its rows must still say valid/wrong (on an H200
+    # they were empty: the graph workload's extra was a copy that the check never wrote to). CUDA's graph
+    # calls are stood in for on the CPU: capture runs the calls, replay does nothing, the check calls again.
+    import contextlib
+    import types
+
+    from gpubench import engine
+    from gpubench.backends.cpu import CpuBackend
+
+    stream = types.SimpleNamespace(wait_stream=lambda other: None)
+    nothing = contextlib.nullcontext
+    for name, value in {"synchronize": lambda: None, "Stream": lambda: stream, "current_stream": lambda: stream,
+                        "stream": lambda s: nothing(), "graph": lambda g, stream: nothing(),
+                        "CUDAGraph": lambda: types.SimpleNamespace(replay=lambda: None)}.items():
+        monkeypatch.setattr(torch.cuda, name, value, raising=False)
+    suite, group = world_of_one
+    # all_reduce (in place only in torch): its input is refilled and the call made again; all_gather (out of place
+    # and in place): the replay's output is read.
+    workloads = _cases(suite, group, "all_reduce", graph=True) + _cases(suite, group, "all_gather", graph=True)
+    assert {(w.extra["graph"], w.extra["valid"]) for w in workloads} == {(True, None)} and len(workloads) == 3
+    for w in workloads:
+        assert engine.check(w, CpuBackend()).ok
+        assert w.extra["valid"] is True and w.extra["wrong"] == 0, w.extra
 
 
 def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_path):

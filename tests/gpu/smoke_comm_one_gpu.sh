@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The comm suite's CUDA paths on a machine with one GPU, where no collective can be compared with nccl-tests
+# but every piece a multi-GPU session relies on can break: NCCL start-up in a world of one, --graph, the
+# nccl-tests engine (nccl-tests built from its own source beforehand, never part of this repository), torch's
+# buffer registration hook, the run_diag_sendrecv.sh section 3 plumbing, and the spawner's SIGTERM path with
+# NCCL ranks (a job's time limit must leave no rank behind and keep the rows measured):
+#   NCCL_TESTS_DIR=<built nccl-tests>/build bash tests/gpu/smoke_comm_one_gpu.sh OUT_DIR
+set -u -o pipefail
+out=${1:?OUT_DIR}; cluster=one
+nt=${NCCL_TESTS_DIR:?NCCL_TESTS_DIR=<nccl-tests build directory>}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v -i warning
+nvidia-smi -L
+python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version())'
+t() { local s=$EPOCHREALTIME; "$@"; echo "rc=$? wall=$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $s}") s: $*"; }
+last() { ls -d "$out"/runs/"$cluster"/*/ | tail -1; }
+summary() {  # status of each case and the run's own status
+  python3 - "$1" <<'PY'
+import json, sys
+from gpubench import results
+run = sys.argv[1]
+df = results.load(run)
+meta = json.load(open(run + "/run.json"))
+t = df[df.metric == "time"]
+print(f"  {run}: run {meta['status']} {meta.get('error', '')!r}; {t['case'].nunique()} cases, status "
+      f"{t.status.value_counts().to_dict()}, valid {t.valid.value_counts().to_dict()}, engine {set(t.engine)}")
+PY
+}
+q=(--nproc 1 --quick --out "$out/runs" --cluster "$cluster")
+
+echo "== eager, --graph, the nccl-tests engine, registered buffers (a world of one)"
+t timeout 150 gpubench run --suite comm "${q[@]}" >"$out/eager.log" 2>&1; plain=$(last); summary "$plain"
+t timeout 100 gpubench run --suite comm --graph "${q[@]}" >"$out/graph.log" 2>&1; summary "$(last)"
+NCCL_TESTS_DIR=$nt t timeout 150 gpubench run --suite comm --engine nccl-tests "${q[@]}" >"$out/nt.log" 2>&1
+summary "$(last)"
+TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1 t timeout 150 gpubench run --suite comm "${q[@]}" \
+  >"$out/registered.log" 2>&1
+reg=$(last); summary "$reg"
+gpubench compare "$plain" "$reg" --format markdown --out "$out/compare.md" >"$out/compare.txt" 2>&1
+echo "compare rc=$?"; grep -i -A3 "differ" "$out/compare.md" | head -8
+
+echo "== SIGTERM to the spawner mid-sweep"
+gpubench run --suite comm --nproc 1 --min-bytes 1M --max-bytes 4G --step-factor 2 --out "$out/runs" \
+  --cluster "$cluster" >"$out/sigterm.log" 2>&1 &
+pid=$!
+sleep 25
+kill -TERM "$pid"; s=$EPOCHREALTIME; wait "$pid"
+echo "spawner rc=$? after $(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $s}") s (143 = 128 + SIGTERM)"
+sleep 3
+pgrep -af "gpubench run" || echo "no gpubench process left"
+summary "$(last)"
+tail -n 3 "$out/sigterm.log"
+
+echo "== run_diag_sendrecv.sh section 3 plumbing, one pair"
+SECTIONS=3 PAIRS=1 NCCL_TESTS_DIR=$nt t timeout 200 bash tests/gpu/run_diag_sendrecv.sh "$out/diag" "$cluster" \
+  >"$out/diag.log" 2>&1
+tail -n 25 "$out/diag.log"
