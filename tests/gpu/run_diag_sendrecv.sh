@@ -7,7 +7,9 @@
 #    user buffers directly within the process), taking turns twice; NCCL_DEBUG's P2P lines say which transport
 #    each layout connects. At 4 GiB the suite trails nccl-tests steadily on sendrecv and alltoall, not on
 #    all_gather (docs/measurements.md): if direct access is what one process has over two, turning it off
-#    should move nccl-tests onto the suite's figures there.
+#    should move nccl-tests onto the suite's figures there. With NCCL_TESTS_MPI_DIR (an MPI=1 build with
+#    NAME_SUFFIX=_mpi; the device image has Open MPI's mpirun), also nccl-tests as one process per GPU
+#    (mpirun -np N ... -g 1), the suite's own layout: the like-for-like reference.
 # 2. tests/gpu/diag_sendrecv.py: the same NCCL calls in one process and in two, torch's path, the suite's method.
 # 3. The suite (default, and with torch registering its buffers with NCCL) against the nccl-tests engine
 #    (default, and direct access off) at 64 MiB and 4 GiB, PAIRS (default 4) alternated rounds, each run's time.
@@ -32,22 +34,30 @@ sections=" ${SECTIONS:-1 2 3} "
 echo "MPI launchers: $(command -v mpirun mpiexec 2>/dev/null | tr '\n' ' ')"
 python3 -c 'import mpi4py; print("mpi4py", mpi4py.__version__, mpi4py.get_config())' 2>&1 | tail -1
 if [[ $sections == *" 1 "* ]]; then
-echo "== 1. nccl-tests -g $ngpu, default vs NCCL_P2P_DIRECT_DISABLE=1"
+modes=(default nodirect)
+mpi=${NCCL_TESTS_MPI_DIR:-}
+# Open MPI refuses root unless told; its mpirun hands its environment (the NCCL_* above) to the local ranks.
+[ -n "$mpi" ] && modes+=(mpi) && mpirun --version 2>&1 | head -1
+echo "== 1. nccl-tests ${modes[*]}: -g $ngpu in one process, NCCL_P2P_DIRECT_DISABLE=1, mpirun -np $ngpu -g 1"
+nt_cmd() {  # nccl-tests' $2 in layout $1, into the array cmd
+  cmd=(env); [ "$1" = nodirect ] && cmd+=(NCCL_P2P_DIRECT_DISABLE=1)
+  if [ "$1" = mpi ]; then cmd+=(mpirun --allow-run-as-root -np "$ngpu" "$mpi/${2}_perf_mpi" -g 1)
+  else cmd+=("$nt/${2}_perf" -g "$ngpu"); fi
+}
 for i in 1 2; do
-  for mode in default nodirect; do
-    env_=(); [ $mode = nodirect ] && env_=(NCCL_P2P_DIRECT_DISABLE=1)
+  for mode in "${modes[@]}"; do
     for coll in sendrecv alltoall all_gather; do
       f="$out/nt-$coll-$mode-$i.txt"
-      t timeout 120 env "${env_[@]}" "$nt/${coll}_perf" -b 64M -e 4G -f 4 -d float -n 20 -w 5 -c 1 -g "$ngpu" >"$f" 2>&1
+      nt_cmd "$mode" "$coll"
+      t timeout 120 "${cmd[@]}" -b 64M -e 4G -f 4 -d float -n 20 -w 5 -c 1 >"$f" 2>&1
       tail -n 1 "$f"  # t's line: the run's exit status and wall time
       for b in 67108864 268435456 4294967296; do row "$b" "$f" "$coll $mode $i"; done
     done
   done
 done
-for mode in default nodirect; do
-  env_=(); [ $mode = nodirect ] && env_=(NCCL_P2P_DIRECT_DISABLE=1)
-  timeout 120 env "${env_[@]}" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P "$nt/sendrecv_perf" -b 64M -e 64M -n 2 -w 1 -g "$ngpu" \
-    >"$out/nt-debug-$mode.txt" 2>&1
+for mode in "${modes[@]}"; do
+  nt_cmd "$mode" sendrecv
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,P2P timeout 120 "${cmd[@]}" -b 64M -e 64M -n 2 -w 1 >"$out/nt-debug-$mode.txt" 2>&1
   echo "nccl-tests $mode transport: $(grep -o 'via P2P[^ ]*' "$out/nt-debug-$mode.txt" | sort | uniq -c | tr '\n' ' ')"
 done
 
