@@ -91,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "nccl-tests/rccl-tests binaries with the same sweep into the same table")
     c.add_argument("--nccl-tests-dir", default=None, metavar="DIR",
                    help="where the *_perf binaries are (default: $NCCL_TESTS_DIR, $RCCL_TESTS_DIR, PATH)")
+    c.add_argument("--nccl-tests-launcher", default=None, metavar="CMD",
+                   help="run each binary under this launcher, one process per GPU (-g 1), as an MPI build of "
+                        "nccl-tests runs, e.g. 'mpirun -np 2'; --nproc is then the ranks it starts (default: one "
+                        "process driving every GPU, -g N)")
     c.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                    help="a rank that makes no progress for this long ends the run, naming the ranks that did not "
                         "arrive (default 60)")
@@ -184,6 +188,8 @@ def cmd_run(args, argv: Sequence[str]) -> int:
             raise UsageError("autotune runs alone (its child comm runs start their own ranks): use --suite "
                              "autotune, without --devices or --engine")
         return next(s for s in suites if s.drives).drive(args, argv, cluster)
+    if args.nccl_tests_launcher and args.engine != "nccl-tests":
+        raise UsageError("--nccl-tests-launcher starts the nccl-tests binaries: add --engine nccl-tests")
     if args.engine != "torch":
         if [s.name for s in suites] != ["comm"]:
             raise UsageError(f"--engine {args.engine} runs the comm suite only: use --suite comm")

@@ -393,6 +393,70 @@ def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_pat
     assert (run / meta["engine"]["runs"][0]["log"]).read_text().startswith(log.read_text()[:40])
 
 
+def _fake_launcher(tmp_path, ranks: int, joined: bool) -> Path:
+    """A stand-in `mpirun -np N BIN ARGS`: an MPI build (joined) prints one world's table once, as rank 0 does;
+    a build without MPI starts N unrelated processes, each printing a world of one GPU."""
+    fixture = ROOT / "tests" / "fixtures" / "nccl-tests" / "nt-2.19.6-all_reduce-h200x2.txt"
+    text = fixture.read_text()
+    if not joined:  # one device line: each process is its own world
+        text = "\n".join(line for line in text.splitlines() if "Rank  1 Group" not in line)
+    (tmp_path / "printed.txt").write_text(text)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "all_reduce_perf"
+    fake.write_text(f"#!{sys.executable}\nimport sys, pathlib\n"
+                    "if '-h' in sys.argv: print('usage: -b -e -f -g'); sys.exit(0)\n"
+                    f"print(pathlib.Path({str(tmp_path / 'printed.txt')!r}).read_text())\n")
+    fake.chmod(0o755)
+    launcher = tmp_path / "mpirun"
+    launcher.write_text(f"#!{sys.executable}\nimport subprocess, sys, pathlib\n"
+                        f"pathlib.Path({str(tmp_path / 'launched')!r}).write_text(' '.join(sys.argv[1:]))\n"
+                        "n = int(sys.argv[2])  # mpirun -np N BIN ARGS\n"
+                        f"for _ in range(1 if {joined} else n):\n"
+                        "    subprocess.run(sys.argv[3:], check=True)\n")
+    launcher.chmod(0o755)
+    return bindir
+
+
+@pytest.mark.parametrize("joined", [True, False], ids=["mpi-build", "no-mpi-build"])
+def test_engine_nccl_tests_under_a_launcher_runs_one_gpu_per_process(tmp_path, joined):
+    # One process per GPU (the torch engine's layout): -g 1 under the launcher, and a log whose world is not
+    # the --nproc ranks asked for (a build without MPI) is refused, not imported as a world of one.
+    bindir = _fake_launcher(tmp_path, 2, joined)
+    proc = _gpubench("run", "--suite", "comm", "--engine", "nccl-tests", "--nccl-tests-dir", bindir,
+                     "--nccl-tests-launcher", f"{tmp_path / 'mpirun'} -np 2", "--collectives", "all_reduce",
+                     "--min-bytes", "1M", "--max-bytes", "8G", "--step-factor", "4", "--nproc", "2",
+                     "--out", tmp_path / "r", "--cluster", "t", timeout=120)
+    launched = (tmp_path / "launched").read_text()
+    assert launched.startswith(f"-np 2 {bindir / 'all_reduce_perf'} -b 1048576") and launched.endswith("-g 1")
+    if joined:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        run = next((tmp_path / "r" / "t").iterdir())
+        assert (results.load(run)["world_size"] == 2).all()
+        meta = json.loads((run / "run.json").read_text())
+        assert meta["engine"]["launcher"] == [str(tmp_path / "mpirun"), "-np", "2"]
+        assert meta["engine"]["runs"][0]["command"][:3] == meta["engine"]["launcher"]
+    else:
+        assert proc.returncode == 2, proc.stderr[-3000:]
+        assert "world size 1, expected 2" in proc.stderr and "make MPI=1" in proc.stderr, proc.stderr[-3000:]
+        assert not (tmp_path / "r" / "t").exists() or not any((tmp_path / "r" / "t").iterdir())
+
+
+def test_engine_nccl_tests_launcher_errors_are_one_line_exit_2(tmp_path):
+    binary = tmp_path / "all_reduce_perf"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    for engine, launcher, said in (("nccl-tests", "no-such-mpirun -np 2", "not on PATH"),
+                                   ("nccl-tests", "mpirun 'unclosed", "--nccl-tests-launcher"),
+                                   ("torch", "mpirun -np 2", "add --engine nccl-tests")):
+        proc = _gpubench("run", "--suite", "comm", "--engine", engine, "--nccl-tests-dir", tmp_path,
+                         "--nccl-tests-launcher", launcher, "--collectives", "all_reduce", "--nproc", "2",
+                         "--out", tmp_path / "r", timeout=120)
+        assert proc.returncode == 2 and said in proc.stderr, proc.stderr[-2000:]
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "r").exists()
+
+
 def test_engine_nccl_tests_names_where_it_looked_when_the_binary_is_missing(tmp_path):
     proc = _gpubench("run", "--suite", "comm", "--engine", "nccl-tests", "--nccl-tests-dir", tmp_path,
                      "--nproc", "2", "--out", tmp_path / "r", timeout=120, env={"NCCL_TESTS_DIR": ""})

@@ -3,13 +3,20 @@
 
 One binary run per (collective, dtype, op), single process with ``-g N`` (one thread driving the N local
 GPUs), ``-n 20 -w 5 -c 1`` (nccl-tests' usual timing and its validation), ``-G`` with ``--graph``. Each run's
-stdout, stderr and exact command are kept in the run directory. Under a multi-node launcher the binaries need
-that launcher themselves (an MPI build): run them there and ``gpubench import`` their output.
+stdout, stderr and exact command are kept in the run directory.
+
+``--nccl-tests-launcher 'mpirun -np N'`` runs each binary under that launcher with ``-g 1`` instead: one process
+per GPU, the layout of the torch engine and of training jobs, where one process driving every GPU lets NCCL
+reach the other GPUs' buffers directly (docs/comm.md). That needs an MPI build (``make MPI=1``); a build
+without MPI would start N unrelated worlds of one GPU, so every log's world size is checked against --nproc
+before it is imported. gpubench itself is never under that launcher: started by one, it refuses, and the
+binaries' own output is for ``gpubench import``.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import tempfile
 from pathlib import Path
@@ -64,6 +71,7 @@ def run(args: Any, options: dict, dtypes: list[str] | None, cluster: str, argv: 
     nproc = args.nproc or _gpus()
     if nproc < 1:
         raise UsageError("nccl-tests needs GPUs and this machine shows none")
+    prefix = _launcher(args.nccl_tests_launcher)
     ensure_writable(args.out, cluster)
 
     staging = Path(tempfile.mkdtemp(prefix="gpubench-nccl-tests-"))
@@ -75,7 +83,7 @@ def run(args: Any, options: dict, dtypes: list[str] | None, cluster: str, argv: 
                 for op in (ops if name in commtable.REDUCING else ["none"]):
                     cmd = build_command(binaries[name], min_bytes=lo, max_bytes=hi, step_factor=factor,
                                         dtype=dtype, op=op, iters=ITERS, warmup=WARMUP, check=True,
-                                        graph=args.graph, ngpus=nproc)
+                                        graph=args.graph, ngpus=1 if prefix else nproc, launcher_prefix=prefix)
                     stem = f"{name}-{dtype}-{op}"
                     console.print(f"nccl-tests: {' '.join(cmd)}", markup=False, highlight=False)
                     try:
@@ -87,7 +95,10 @@ def run(args: Any, options: dict, dtypes: list[str] | None, cluster: str, argv: 
                     (staging / f"{stem}.stderr").write_text(err)
                     runs.append({"command": cmd, "returncode": rc, "elapsed_s": elapsed, "log": f"{stem}.log",
                                  "stderr": f"{stem}.stderr"})
-                    if rc == 0:
+                    wrong_world = _wrong_world(staging / f"{stem}.log", nproc) if rc == 0 else None
+                    if wrong_world:
+                        failed.append(f"{stem} ({wrong_world})")
+                    elif rc == 0:
                         logs.append(str(staging / f"{stem}.log"))
                     else:
                         failed.append(f"{stem} (exit {rc}: {err.strip().splitlines()[-1] if err.strip() else 'no stderr'})")
@@ -103,7 +114,7 @@ def run(args: Any, options: dict, dtypes: list[str] | None, cluster: str, argv: 
             for key in ("log", "stderr"):
                 shutil.copy2(staging / item[key], rd.path / item[key])
         rd.meta["engine"] = {"name": "nccl-tests", "iters": ITERS, "warmup": WARMUP, "graph": bool(args.graph),
-                             "runs": runs, "failed": failed}
+                             "launcher": prefix, "runs": runs, "failed": failed}
         rd.flush()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -119,6 +130,36 @@ def run(args: Any, options: dict, dtypes: list[str] | None, cluster: str, argv: 
         console.print(f"{len(failed)} nccl-tests run(s) failed: {'; '.join(failed)}", markup=False)
         return 1
     return 1 if (df["status"] == "invalid").any() else 0
+
+
+def _launcher(text: str | None) -> list[str]:
+    """The launcher's argv (empty: none); its program must exist before anything runs."""
+    if not text:
+        return []
+    try:
+        argv = shlex.split(text)
+    except ValueError as e:
+        raise UsageError(f"--nccl-tests-launcher {text!r}: {e}") from e
+    if not argv or shutil.which(argv[0]) is None:
+        raise UsageError(f"--nccl-tests-launcher: {argv[0] if argv else text!r} is not on PATH: give the "
+                         "launcher that starts the binaries, e.g. 'mpirun -np 2'")
+    return argv
+
+
+def _wrong_world(log: Path, nproc: int) -> str | None:
+    """Why a log that exited 0 is not the world asked for, or None: under a launcher, a build without MPI
+    prints one table per process, each a world of one GPU."""
+    from gpubench.nccltests.importer import read
+    from gpubench.nccltests.model import ParseError
+
+    try:
+        worlds = sorted({r.world_size for r in read(log) if r.rows})
+    except (ParseError, UsageError) as e:
+        return f"its output could not be read: {e}"
+    if worlds and worlds != [nproc]:
+        return (f"world size {', '.join(map(str, worlds))}, expected {nproc}: under --nccl-tests-launcher the "
+                "binaries must be an MPI build (make MPI=1) started as --nproc ranks")
+    return None
 
 
 def _gpus() -> int:

@@ -6,7 +6,9 @@
 # own: run-to-run spread on both sides is as large as the acceptance's 2 % margin, and alternating shows
 # whether a gap follows the tool or the moment; compare_comm.py --rounds then compares per-case medians.
 # GRAPH=0 and TORCHRUN=0 leave out the --graph pair and the torchrun run; MIN_BYTES (default 1M) starts the sweep;
-# COLLECTIVES=a,b limits the eager sweeps to those collectives.
+# COLLECTIVES=a,b limits the eager sweeps to those collectives. NCCL_TESTS_MPI_DIR=<an MPI=1 build> adds, in each
+# round, nccl-tests in the suite's own layout (one process per GPU under mpirun, --nccl-tests-launcher) and
+# compares the suite with that reference too (compare_comm-mpi*.txt).
 set -u -o pipefail
 out=${1:?OUT_DIR}; cluster=${2:?CLUSTER_LABEL}
 mkdir -p "$out"
@@ -28,16 +30,23 @@ if [ "${GRAPH:-1}" = 1 ]; then
   t gpubench run --suite comm --engine nccl-tests --graph --min-bytes 1M --max-bytes 1M --out "$out/runs" --cluster "$cluster" >"$out/nt-graph.log" 2>&1
   gnt=$(last)
 fi
-pairs=("$native $nt")
+ngpu=$(python3 -c 'import torch; print(torch.cuda.device_count())')
+mpi_nt() {  # nccl-tests one process per GPU: the MPI build under Open MPI's mpirun (root needs its flag)
+  t gpubench run --suite comm --engine nccl-tests --nccl-tests-dir "$NCCL_TESTS_MPI_DIR" \
+    --nccl-tests-launcher "mpirun --allow-run-as-root -np $ngpu" "${sweep[@]}" --out "$out/runs" \
+    --cluster "$cluster" >"$out/nt-mpi-$1.log" 2>&1
+}
+pairs=("$native $nt") mpi_pairs=()
+[ -n "${NCCL_TESTS_MPI_DIR:-}" ] && mpi_nt 1 && mpi_pairs+=("$native $(last)")
 for r in $(seq 2 "${ROUNDS:-1}"); do
   t gpubench run --suite comm "${sweep[@]}" --out "$out/runs" --cluster "$cluster" >"$out/native-$r.log" 2>&1
   n2=$(last)
   t gpubench run --suite comm --engine nccl-tests "${sweep[@]}" --out "$out/runs" --cluster "$cluster" >"$out/nt-$r.log" 2>&1
   pairs+=("$n2 $(last)")
+  [ -n "${NCCL_TESTS_MPI_DIR:-}" ] && mpi_nt "$r" && mpi_pairs+=("$n2 $(last)")
 done
 if [ "${TORCHRUN:-1}" = 1 ]; then
-  n=$(python3 -c 'import torch; print(torch.cuda.device_count())')
-  t torchrun --standalone --nproc-per-node "$n" -m gpubench run --suite comm --collectives all_reduce,all_gather \
+  t torchrun --standalone --nproc-per-node "$ngpu" -m gpubench run --suite comm --collectives all_reduce,all_gather \
     --min-bytes 64M --max-bytes 4G --step-factor 64 --out "$out/runs" --cluster "$cluster" >"$out/torchrun.log" 2>&1
   echo "torchrun run: $(last)"
 fi
@@ -46,6 +55,10 @@ for r in $(seq 2 "${ROUNDS:-1}"); do
   echo "round $r:"; python3 tests/gpu/compare_comm.py ${pairs[$((r - 1))]} | tee "$out/compare_comm-round$r.txt"
 done
 [ "${ROUNDS:-1}" -gt 1 ] && python3 tests/gpu/compare_comm.py --rounds ${pairs[@]} | tee "$out/compare_comm-median.txt"
+if [ ${#mpi_pairs[@]} -gt 0 ]; then
+  echo "against nccl-tests one process per GPU (mpirun -np $ngpu, -g 1):"
+  python3 tests/gpu/compare_comm.py --rounds ${mpi_pairs[@]} | tee "$out/compare_comm-mpi-median.txt"
+fi
 gpubench compare "$nt" "$native" --cross-cluster --format markdown --out "$out/compare.md" >"$out/compare.txt" 2>&1
 echo "gpubench compare rc=$?"
 grep -v '^\[' "$out/native.log" | tail -45

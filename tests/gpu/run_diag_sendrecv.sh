@@ -12,7 +12,8 @@
 #    (mpirun -np N ... -g 1), the suite's own layout: the like-for-like reference.
 # 2. tests/gpu/diag_sendrecv.py: the same NCCL calls in one process and in two, torch's path, the suite's method.
 # 3. The suite (default, and with torch registering its buffers with NCCL) against the nccl-tests engine
-#    (default, and direct access off) at 64 MiB and 4 GiB, PAIRS (default 4) alternated rounds, each run's time.
+#    (default, direct access off, and with NCCL_TESTS_MPI_DIR one process per GPU under mpirun) at 64 MiB and
+#    4 GiB, PAIRS (default 4) alternated rounds, each run's time.
 # Each step has its own time limit (timeout), so that a hung one leaves the rest of the call its time.
 # SECTIONS (default "1 2 3") runs some of them, to split the work over two calls.
 set -u -o pipefail
@@ -86,7 +87,7 @@ echo "   direct access off), PAIRS alternated rounds at 64 MiB and 4 GiB"
 # NCCL reaches the peer's user buffers directly.
 sweep=(--collectives sendrecv --min-bytes 64M --max-bytes 4G --step-factor 64)
 last() { ls -d "$out"/runs/"$cluster"/*/ | tail -1; }
-pairs_default=() pairs_nodirect=() pairs_registered=()
+pairs_default=() pairs_nodirect=() pairs_registered=() pairs_mpi=()
 for i in $(seq 1 "${PAIRS:-4}"); do
   t gpubench run --suite comm "${sweep[@]}" --out "$out/runs" --cluster "$cluster" >"$out/native-$i.log" 2>&1
   n=$(last)
@@ -100,16 +101,25 @@ for i in $(seq 1 "${PAIRS:-4}"); do
   NCCL_P2P_DIRECT_DISABLE=1 t gpubench run --suite comm --engine nccl-tests "${sweep[@]}" --out "$out/runs" \
     --cluster "$cluster" >"$out/nt-engine-nodirect-$i.log" 2>&1
   pairs_nodirect+=("$n" "$(last)")
+  if [ -n "${NCCL_TESTS_MPI_DIR:-}" ]; then  # nccl-tests in the suite's layout: one process per GPU
+    t gpubench run --suite comm --engine nccl-tests --nccl-tests-dir "$NCCL_TESTS_MPI_DIR" \
+      --nccl-tests-launcher "mpirun --allow-run-as-root -np $ngpu" "${sweep[@]}" --out "$out/runs" \
+      --cluster "$cluster" >"$out/nt-engine-mpi-$i.log" 2>&1
+    pairs_mpi+=("$n" "$(last)")
+  fi
 done
-python3 - "${pairs_default[@]}" "${pairs_registered[@]}" "${pairs_nodirect[@]}" <<'PY' | tee "$out/times-per-run.txt"
+python3 - "${pairs_default[@]}" "${pairs_registered[@]}" "${pairs_nodirect[@]}" "${pairs_mpi[@]}" <<'PY' \
+  | tee "$out/times-per-run.txt"
 import json, os, sys
 from gpubench import results
 from gpubench.units import format_bytes
 for run in dict.fromkeys(sys.argv[1:]):  # each run once
     df = results.load(run)
     d = df[(df.metric == "time") & (df.collective == "sendrecv") & (df.status == "ok") & ~df.inplace.astype(bool)]
-    env = json.load(open(os.path.join(run, "run.json")))["fingerprint"]["volatile"].get("env", {})
-    mode = ("no direct" if env.get("NCCL_P2P_DIRECT_DISABLE") == "1" else
+    meta = json.load(open(os.path.join(run, "run.json")))
+    env = meta["fingerprint"]["volatile"].get("env", {})
+    mode = ("mpirun" if meta.get("engine", {}).get("launcher") else
+            "no direct" if env.get("NCCL_P2P_DIRECT_DISABLE") == "1" else
             "registered" if env.get("TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK") == "1" else "")
     print(f"{d.engine.iloc[0] if len(d) else '?':10s} {mode:10s} {run.rstrip('/').split('/')[-1]}  "
           + " ".join(f"{format_bytes(int(b))} {v:.1f} us" for b, v in zip(d.bytes, d.value)))
@@ -120,5 +130,9 @@ echo "the suite with registered buffers against the same nccl-tests runs:"
 python3 tests/gpu/compare_comm.py --rounds "${pairs_registered[@]}" | tee "$out/compare-registered.txt"
 echo "the suite against nccl-tests with NCCL_P2P_DIRECT_DISABLE=1:"
 python3 tests/gpu/compare_comm.py --rounds "${pairs_nodirect[@]}" | tee "$out/compare-nodirect.txt"
+if [ ${#pairs_mpi[@]} -gt 0 ]; then
+  echo "the suite against nccl-tests one process per GPU (mpirun -np $ngpu, -g 1):"
+  python3 tests/gpu/compare_comm.py --rounds "${pairs_mpi[@]}" | tee "$out/compare-mpi.txt"
+fi
 fi
 tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"  # the logs and runs in one file
