@@ -31,6 +31,9 @@ def table(native, nt, floor_bytes, need, label):
     worst = None
     print(f"{label}: collective bytes inplace native nccl-tests ratio")
     for key in sorted(set(a) & set(b)):
+        if not b[key]:  # a world of one GPU moves nothing across the bus: busbw 0 on both sides
+            print(f"  {key[0]:15s} {key[1]:>11d} {str(key[2]):5s} {a[key]:8.2f} {b[key]:8.2f}      - no bus traffic")
+            continue
         ratio = a[key] / b[key]
         mark = ""
         if key[1] >= floor_bytes:
