@@ -183,12 +183,14 @@ def test_bad_comm_options_exit_2_before_anything_starts(tmp_path):
     assert not (tmp_path / "t").exists()
 
 
-def _start_long_run(tmp_path, timeout_s):
-    # Many cases of real gloo work, so that the run is still going when a rank is killed.
+def _start_long_run(tmp_path, timeout_s, own_group=False):
+    # Many cases of real gloo work, so that the run is still going when a rank is killed. own_group: the
+    # spawner leads a process group, as a shell's foreground job does (a terminal's Ctrl-C goes to the group).
     args = [sys.executable, "-m", "gpubench", "run", "--suite", "comm", "--backend", "cpu", "--out", str(tmp_path),
             "--cluster", "t", "--collectives", "all_reduce,all_gather", "--min-bytes", "1K", "--max-bytes", "64K",
             "--step-factor", "2", "--timeout", str(timeout_s)]
-    return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=own_group)
 
 
 def _wait_for_rows(tmp_path, proc, cases=2, limit=180):
@@ -277,6 +279,35 @@ def test_the_ranks_never_outlive_the_spawner(tmp_path, sig):
         assert meta["status"] == "failed" and "store" in meta["error"], meta.get("error")
     df = results.load(run)
     assert (df[df["case"].isin(list(dict.fromkeys(df["case"]))[:before])]["status"] == "ok").all()
+
+
+@pytest.mark.parametrize("to", ["terminal", "spawner"])
+def test_ctrl_c_stops_every_rank_after_the_case_once(tmp_path, to):
+    # terminal: SIGINT to the spawner's process group, as Ctrl-C in a shell; spawner: `kill -INT` of it alone
+    # (a CI runner cancelling a job). Either way the ranks finish their case and stop, the run is marked
+    # interrupted with what was measured, exit 130; a Ctrl-C counted twice would end a rank mid-case.
+    proc = _start_long_run(tmp_path, 60, own_group=True)
+    try:
+        run, ranks = _wait_for_rows(tmp_path, proc)
+        if to == "terminal":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for r in ranks:
+            if not _gone(r["pid"]):
+                os.kill(r["pid"], signal.SIGKILL)
+    assert proc.returncode == 130, err[-3000:]
+    assert all(_gone(r["pid"]) for r in ranks)
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "interrupted", meta.get("error")
+    df = results.load(run)
+    cases = df["case"].nunique()
+    assert 2 <= cases < 21 and (df["status"] == "ok").all(), df[df.status != "ok"][["case", "message"]]
+    assert "stopping after this case" in err and "Traceback" not in err, err[-3000:]
 
 
 @pytest.fixture

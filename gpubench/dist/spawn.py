@@ -9,7 +9,10 @@ each child with torchrun's variables set (plus GPUBENCH_SPAWNED), lets rank 0 pr
 - either way the run directory rank 0 created is marked failed with a message naming the ranks;
 - SIGTERM or SIGHUP to the parent (a job's time limit, ``timeout``, a closed terminal) ends the ranks too and
   marks the run interrupted with the signal's name: the ranks never outlive the process that started them (if
-  it dies without a word, SIGKILL, they notice its store is gone: ``Group._watch``).
+  it dies without a word, SIGKILL, they notice its store is gone: ``Group._watch``);
+- SIGINT reaches the ranks through the parent only: each rank runs in a session of its own, so a terminal's
+  Ctrl-C (sent to the foreground process group) and a ``kill -INT`` of the parent count the same, once each
+  (the first stops the ranks after the current case, the second at once).
 """
 
 from __future__ import annotations
@@ -94,7 +97,11 @@ def run(argv: list[str], nproc: int, timeout_s: float) -> int:
         env = dict(base, RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_RANK=str(rank),
                    LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port),
                    GPUBENCH_SPAWNED="1", GPUBENCH_STORE_HOSTED="1")
-        procs.append(subprocess.Popen([sys.executable, "-m", "gpubench", *argv], env=env,
+        # A session of its own: signals meant for the run come through the parent, which forwards SIGINT
+        # (were the ranks in the terminal's process group, a Ctrl-C would reach them directly and a forwarded
+        # copy would count twice; outside it, a `kill -INT` of the parent alone would never reach them).
+        # Without a controlling terminal a rank also never stops on job control when it writes to one.
+        procs.append(subprocess.Popen([sys.executable, "-m", "gpubench", *argv], env=env, start_new_session=True,
                                       stdout=None if rank == 0 else subprocess.DEVNULL))
     failure: str | None = None
     ended: str | None = None  # the name of the signal that ended the parent
@@ -121,6 +128,7 @@ def run(argv: list[str], nproc: int, timeout_s: float) -> int:
         return 1
     codes = [p.returncode for p in procs]
     if failure == "interrupted" or 130 in codes:
+        _mark_ended(store, "interrupted (Ctrl-C twice)", status="interrupted")  # only if rank 0 could not
         return 130
     return max(codes)
 
@@ -136,10 +144,17 @@ def _supervise(procs: list[subprocess.Popen], store, timeout_s: float) -> str | 
         try:
             time.sleep(_POLL_S)
         except KeyboardInterrupt:
-            # The ranks got the same Ctrl-C and stop after their case; a second one ends them now.
+            # Passed on to the ranks: the first stops them after their case, a second ends them now (they
+            # mark the run themselves; those still there after the grace are killed).
             interrupted += 1
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGINT)
             if interrupted > 1:
                 failure = failure or "interrupted"
+                end = time.monotonic() + _GRACE_S
+                while time.monotonic() < end and any(p.poll() is None for p in procs):
+                    time.sleep(0.05)
                 _kill_all(procs)
                 break
             continue
