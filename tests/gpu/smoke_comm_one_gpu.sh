@@ -2,12 +2,15 @@
 # The comm suite's CUDA paths on a machine with one GPU, where no collective can be compared with nccl-tests
 # but every piece a multi-GPU session relies on can break: NCCL start-up in a world of one, --graph, the
 # nccl-tests engine (nccl-tests built from its own source beforehand, never part of this repository), torch's
-# buffer registration hook, the run_diag_sendrecv.sh section 3 plumbing, and the spawner's SIGTERM path with
-# NCCL ranks (a job's time limit must leave no rank behind and keep the rows measured):
+# buffer registration hook, the run_diag_sendrecv.sh section 3 plumbing, and the spawner's SIGTERM and SIGINT
+# paths with NCCL ranks (no rank left behind, the rows measured kept):
 #   NCCL_TESTS_DIR=<built nccl-tests>/build bash tests/gpu/smoke_comm_one_gpu.sh OUT_DIR
+# PARTS (default "runs signals diag") picks the parts; "signals" alone needs no nccl-tests.
 set -u -o pipefail
+parts=" ${PARTS:-runs signals diag} "
 out=${1:?OUT_DIR}; cluster=one
-nt=${NCCL_TESTS_DIR:?NCCL_TESTS_DIR=<nccl-tests build directory>}
+nt=${NCCL_TESTS_DIR:-}
+[[ -z $nt && $parts != " signals " ]] && { echo "NCCL_TESTS_DIR=<nccl-tests build directory>" >&2; exit 2; }
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v -i warning
@@ -29,6 +32,7 @@ PY
 }
 q=(--nproc 1 --quick --out "$out/runs" --cluster "$cluster")
 
+if [[ $parts == *" runs "* ]]; then
 echo "== eager, --graph, the nccl-tests engine, registered buffers (a world of one)"
 t timeout 150 gpubench run --suite comm "${q[@]}" >"$out/eager.log" 2>&1; plain=$(last); summary "$plain"
 t timeout 100 gpubench run --suite comm --graph "${q[@]}" >"$out/graph.log" 2>&1; summary "$(last)"
@@ -40,19 +44,35 @@ reg=$(last); summary "$reg"
 gpubench compare "$plain" "$reg" --format markdown --out "$out/compare.md" >"$out/compare.txt" 2>&1
 echo "compare rc=$?"; grep -i -A3 "differ" "$out/compare.md" | head -8
 
-echo "== SIGTERM to the spawner mid-sweep"
-gpubench run --suite comm --nproc 1 --min-bytes 1M --max-bytes 4G --step-factor 2 --out "$out/runs" \
-  --cluster "$cluster" >"$out/sigterm.log" 2>&1 &
-pid=$!
-sleep 25
-kill -TERM "$pid"; s=$EPOCHREALTIME; wait "$pid"
-echo "spawner rc=$? after $(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $s}") s (143 = 128 + SIGTERM)"
-sleep 3
-pgrep -af "gpubench run" || echo "no gpubench process left"
-summary "$(last)"
-tail -n 3 "$out/sigterm.log"
+fi
 
+if [[ $parts == *" signals "* ]]; then
+# A signal to the spawner mid-sweep: SIGTERM (a job's time limit) ends the ranks at once (exit 143); SIGINT to
+# it alone (a CI runner's cancel) and to its process group (a terminal's Ctrl-C) stop them after the case (130).
+# Job control on: each background run leads its own process group, and its SIGINT is not ignored (a
+# non-interactive shell starts background commands with SIGINT ignored, and Python then keeps it so).
+set -m
+for how in TERM INT INT-group; do
+  echo "== SIG${how%-group} to the spawner$([ "$how" = INT-group ] && echo "'s process group"), mid-sweep"
+  gpubench run --suite comm --nproc 1 --min-bytes 1M --max-bytes 4G --step-factor 2 --out "$out/runs" \
+    --cluster "$cluster" >"$out/sig$how.log" 2>&1 &
+  pid=$!
+  sleep 25
+  if [ "$how" = INT-group ]; then kill -INT -- "-$pid"; else kill "-$how" "$pid"; fi
+  s=$EPOCHREALTIME; wait "$pid"
+  echo "spawner rc=$? after $(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $s}") s"
+  sleep 3
+  pgrep -af "gpubench run" || echo "no gpubench process left"
+  summary "$(last)"
+  grep -v '^\[' "$out/sig$how.log" | grep -iE "stop|error" | tail -n 3
+done
+set +m
+
+fi
+
+if [[ $parts == *" diag "* ]]; then
 echo "== run_diag_sendrecv.sh section 3 plumbing, one pair"
 SECTIONS=3 PAIRS=1 NCCL_TESTS_DIR=$nt t timeout 200 bash tests/gpu/run_diag_sendrecv.sh "$out/diag" "$cluster" \
   >"$out/diag.log" 2>&1
 tail -n 25 "$out/diag.log"
+fi
