@@ -46,13 +46,18 @@ def _describe_exit(rank: int, proc: subprocess.Popen) -> str:
     return f"rank {rank} (pid {proc.pid}) exited with code {rc}"
 
 
+def _wait(procs: list[subprocess.Popen], seconds: float) -> None:
+    """Until every process has ended, or ``seconds`` have passed."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and any(p.poll() is None for p in procs):
+        time.sleep(0.05)
+
+
 def _kill_all(procs: list[subprocess.Popen]) -> None:
     for p in procs:
         if p.poll() is None:
             p.terminate()
-    end = time.monotonic() + 3.0
-    while time.monotonic() < end and any(p.poll() is None for p in procs):
-        time.sleep(0.05)
+    _wait(procs, 3.0)
     for p in procs:
         if p.poll() is None:
             p.kill()
@@ -152,9 +157,7 @@ def _supervise(procs: list[subprocess.Popen], store, timeout_s: float) -> str | 
                     p.send_signal(signal.SIGINT)
             if interrupted > 1:
                 failure = failure or "interrupted"
-                end = time.monotonic() + _GRACE_S
-                while time.monotonic() < end and any(p.poll() is None for p in procs):
-                    time.sleep(0.05)
+                _wait(procs, _GRACE_S)
                 _kill_all(procs)
                 break
             continue
