@@ -58,7 +58,9 @@ def read_heartbeats(store: Any, world_size: int) -> dict[int, dict[str, Any]]:
 def laggards(beats: dict[int, dict[str, Any]], world_size: int, *, now: float, stale_s: float) -> str:
     """Which ranks did not arrive, in words: missing, silent for ``stale_s``, or behind the most advanced."""
     if not beats:
-        return "no rank's heartbeat could be read"
+        # Every rank publishes one within a heartbeat of starting: none readable means the store is out of reach.
+        return ("no rank's heartbeat could be read from the rendezvous store: the process that hosted it "
+                "(gpubench's spawner, torchrun's agent or rank 0) may be gone")
     top = max(b["step"] for b in beats.values())
     words = []
     for r in range(world_size):
