@@ -83,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--collectives", default=None, metavar="LIST",
                    help="all_reduce,all_gather,reduce_scatter,alltoall,broadcast,reduce,sendrecv (default all)")
     c.add_argument("--graph", action="store_true", help="capture the timed calls in a CUDA/HIP graph (nccl-tests -G)")
+    c.add_argument("--alloc", default=None, choices=("torch", "nccl"),
+                   help="where the buffers come from: torch's caching allocator (default, as training jobs) or "
+                        "NCCL/RCCL's ncclMemAlloc (as nccl-tests allocates them)")
+    c.add_argument("--register", action="store_true",
+                   help="register every buffer with the communicator (ncclCommRegister, nccl-tests -R 1): "
+                        "zero-copy transfers where NCCL supports them; implies --alloc nccl")
     c.add_argument("--nproc", type=int, default=None, metavar="N",
                    help="ranks to start on this machine when no launcher started gpubench (default: one per GPU; "
                         "2 on CPU)")
@@ -240,7 +246,11 @@ def _suite_options(args) -> dict:
         raise UsageError(f"--nproc {args.nproc} must be at least 1")
     if args.triton_warps is not None and args.triton_warps not in (1, 2, 4, 8, 16, 32):
         raise UsageError(f"--triton-warps {args.triton_warps} must be a power of two from 1 to 32")
+    if args.register and args.alloc == "torch":
+        raise UsageError("--register registers NCCL's own buffers: use it with --alloc nccl (or without --alloc)")
     return {
+        "alloc": "nccl" if args.register else (args.alloc or "torch"),
+        "register": bool(args.register),
         "min_bytes": parse_size(args.min_bytes) if args.min_bytes else None,
         "max_bytes": parse_size(args.max_bytes) if args.max_bytes else None,
         "step_factor": args.step_factor,

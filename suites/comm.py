@@ -12,16 +12,21 @@ dtype, so the check counts wrong elements exactly (avg, a division, gets a toler
 torch.distributed has in-place and out-of-place forms of all_gather and reduce_scatter; all_reduce, broadcast
 and reduce are in-place only in its API, alltoall and sendrecv out-of-place only. ``--graph`` captures the
 calls of one sample in a CUDA/HIP graph (nccl-tests' ``-G``), taking Python and launch cost out of small sizes.
+Buffers come from torch's caching allocator, as in a training job; ``--alloc nccl`` takes them from
+``ncclMemAlloc`` as nccl-tests does, and ``--register`` also registers them with the communicator (nccl-tests
+``-R 1``; gpubench/dist/ncclmem.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from gpubench import commtable
 from gpubench.commtable import busbw_factor, element_count
+from gpubench.dist import ncclmem
 from gpubench.errors import UsageError
 from gpubench.suite import Case, Check, GridContext, Skip, Suite, Workload
 
@@ -235,6 +240,7 @@ class Comm(Suite):
     def __init__(self):
         self.group = None
         self.graph = False
+        self.alloc, self.register = "torch", False
         self.world_size = 1
         self.nnodes = 1
         self._seed = 0
@@ -246,6 +252,8 @@ class Comm(Suite):
         self.world_size = ctx.group.world_size if ctx.group else int(opts.get("world_size", 1))
         self.nnodes = ctx.group.renv.nnodes if ctx.group else 1
         self.graph = bool(opts.get("graph"))
+        self.register = bool(opts.get("register"))
+        self.alloc = "nccl" if self.register else (opts.get("alloc") or "torch")
         dtypes = [canonical_dtype(d) for d in (ctx.dtypes or ("float32",))]
         unknown = [d for d in dtypes if d not in DTYPES]
         if unknown:
@@ -262,6 +270,11 @@ class Comm(Suite):
         if self.graph and ctx.backend not in ("cuda", "hip"):
             # Captured graphs exist only on GPUs; say so once here rather than skip every case.
             raise UsageError("--graph captures CUDA/HIP graphs: it needs a GPU backend (cuda or hip)")
+        if self.alloc == "nccl":
+            if ctx.backend not in ("cuda", "hip"):
+                raise UsageError("--alloc nccl and --register use NCCL/RCCL's allocator: they need a GPU backend "
+                                 "(cuda or hip)")
+            ncclmem.library()  # an NCCL without ncclMemAlloc is named once here, not in every case's row
         for name in names:
             coll = COLLECTIVES[name]
             for dtype in dtypes:
@@ -319,6 +332,10 @@ class Comm(Suite):
             raise Skip(f"{footprint} B of buffers (plus the check's) does not fit in this device's memory")
         group = self.group.data
         call = coll.call
+        memory = _NcclMemory(group, device, self.register, backend.synchronize) if self.alloc == "nccl" else None
+
+        def empty(n: int) -> Any:
+            return memory.empty(n, dtype, device) if memory else torch.empty(n, dtype=dtype, device=device)
 
         def fill(b: Buffers) -> Buffers:
             """(Re)write ``b``'s input from its seed and poison the rest of the output: 7 is never an answer."""
@@ -330,7 +347,7 @@ class Comm(Suite):
         def buffers() -> Buffers:
             self._seed += 1  # every rank makes its inputs in the same order: the seeds line up across ranks
             if inplace:
-                whole = torch.empty(max(send_n, recv_n), dtype=dtype, device=device)
+                whole = empty(max(send_n, recv_n))
                 # The input sits where NCCL expects it in place: this rank's block of a gathered output, or
                 # the whole of a scattered input whose result lands in this rank's block.
                 if coll.name == "all_gather":
@@ -340,8 +357,7 @@ class Comm(Suite):
                 else:
                     send = recv = whole
             else:
-                send = torch.empty(send_n, dtype=dtype, device=device)
-                recv = torch.empty(recv_n, dtype=dtype, device=device)
+                send, recv = empty(send_n), empty(recv_n)
             return fill(Buffers(self._seed, send, recv))
 
         def run_one(b: Buffers) -> Any:
@@ -350,7 +366,7 @@ class Comm(Suite):
 
         extra = {"count": count, "world_size": world, "nnodes": self.nnodes, "engine": "torch",
                  "root": 0 if coll.name in commtable.ROOTED else -1, "valid": None, "wrong": None,
-                 "graph": self.graph}
+                 "graph": self.graph, "alloc": self.alloc, "register": self.register}
 
         def check(b: Buffers, out: Any) -> Check:
             def values(r, start, length):
@@ -385,12 +401,15 @@ class Comm(Suite):
             return {"algbw": algbw, "busbw": algbw * factor}
 
         if not self.graph:
-            return Workload(run=run_one, make_inputs=buffers, bytes=nbytes, check=check, footprint=footprint,
-                            derive=derive, extra=extra, before_batch=line_up, min_sample_s=MIN_SAMPLE_S)
-        idempotent = not inplace or coll.name in ("broadcast", "all_gather")
-        w = self._graph_workload(torch, backend, buffers, fill, run_one, check, derive, extra, nbytes, footprint,
-                                 idempotent)
-        w.before_batch, w.min_sample_s = line_up, MIN_SAMPLE_S
+            w = Workload(run=run_one, make_inputs=buffers, bytes=nbytes, check=check, footprint=footprint,
+                         derive=derive, extra=extra, before_batch=line_up, min_sample_s=MIN_SAMPLE_S)
+        else:
+            idempotent = not inplace or coll.name in ("broadcast", "all_gather")
+            w = self._graph_workload(torch, backend, buffers, fill, run_one, check, derive, extra, nbytes,
+                                     footprint, idempotent)
+            w.before_batch, w.min_sample_s = line_up, MIN_SAMPLE_S
+        if memory is not None:  # NCCL's buffers are the case's: released when its measurement ends
+            w.context = _within(memory.held, w.context)
         return w
 
     def _graph_workload(self, torch, backend, buffers, fill, run_one, check, derive, extra, nbytes, footprint,
@@ -441,6 +460,41 @@ class Comm(Suite):
             footprint=footprint, cache="warm", derive=derive, extra=extra, calls=k,
             context=lambda: torch.cuda.stream(stream),
         )
+
+
+class _NcclMemory:
+    """One case's buffers from NCCL's allocator (``--alloc nccl``), each registered with the communicator under
+    ``--register``: the arena opens at the first buffer and closes when the case's measurement ends."""
+
+    def __init__(self, group, device, register: bool, sync: Callable[[], None]):
+        self.group, self.device, self.register, self.sync = group, device, register, sync
+        self.arena = None
+
+    def empty(self, n: int, dtype, device) -> Any:
+        if self.arena is None:
+            comm = ncclmem.comm_of(self.group, self.device) if self.register else None
+            self.arena = ncclmem.Arena(ncclmem.library(), comm, self.sync)
+        return self.arena.empty(n, dtype, device)
+
+    @contextlib.contextmanager
+    def held(self):
+        try:
+            yield
+        finally:
+            if self.arena is not None:
+                arena, self.arena = self.arena, None
+                arena.close()
+
+
+def _within(outer: Callable[[], Any], inner: Callable[[], Any] | None) -> Callable[[], Any]:
+    """A context factory entering ``outer`` then ``inner`` (if any), leaving them in reverse."""
+
+    @contextlib.contextmanager
+    def both():
+        with outer(), (inner() if inner else contextlib.nullcontext()):
+            yield
+
+    return both
 
 
 def _itemsize(dtype: str) -> int:

@@ -174,7 +174,11 @@ def test_bad_comm_options_exit_2_before_anything_starts(tmp_path):
                          (["--op", "mean"], "unknown --op"),
                          (["--min-bytes", "1M", "--max-bytes", "1K"], "swap them"),
                          (["--step-factor", "1"], "step-factor"),
-                         (["--dtype", "fp8"], "no dtype")):
+                         (["--dtype", "fp8"], "no dtype"),
+                         (["--alloc", "nccl"], "need a GPU backend"),
+                         (["--register"], "need a GPU backend"),
+                         (["--alloc", "torch", "--register"], "use it with --alloc nccl"),
+                         (["--engine", "nccl-tests", "--alloc", "torch"], "leave --alloc out")):
         proc = _gpubench("run", "--suite", "comm", "--backend", "cpu", "--out", tmp_path, *args, timeout=120)
         assert proc.returncode == 2 and needle in proc.stderr, (args, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1
@@ -330,13 +334,16 @@ def world_of_one(monkeypatch):
         group.close()
 
 
-def _cases(suite, group, collective, graph=False):
+def _cases(suite, group, collective, graph=False, **options):
     from gpubench.backends.cpu import CpuBackend
     from gpubench.suite import GridContext
 
-    # --graph is refused on a CPU backend before any case; the cases are planned as for CUDA, run on the CPU.
-    ctx = GridContext(backend="cuda" if graph else "cpu", quick=True, cache_bytes=1 << 20, memory_bytes=1 << 30,
-                      sizes=(4096,), options=(("collectives", [collective]), ("graph", graph)), group=group)
+    # --graph (and --alloc nccl) are refused on a CPU backend before any case; the cases are planned as for
+    # CUDA, run on the CPU.
+    gpu = graph or options.get("alloc") == "nccl"
+    ctx = GridContext(backend="cuda" if gpu else "cpu", quick=True, cache_bytes=1 << 20, memory_bytes=1 << 30,
+                      sizes=(4096,), options=(("collectives", [collective]), ("graph", graph), *options.items()),
+                      group=group)
     return [suite.prepare(case, CpuBackend()) for case in suite.cases(ctx)]
 
 
@@ -386,6 +393,88 @@ def test_graph_rows_carry_the_checks_verdict(world_of_one, monkeypatch):
     for w in workloads:
         assert engine.check(w, CpuBackend()).ok
         assert w.extra["valid"] is True and w.extra["wrong"] == 0, w.extra
+
+
+class _StandInNccl:
+    """NCCL's four buffer calls over host memory, as ctypes calls them (out-parameters through byref), keeping
+    what is allocated and registered: the suite's --alloc nccl/--register plumbing runs on the CPU."""
+
+    def __init__(self, fail_alloc=False):
+        import ctypes
+
+        self.ctypes, self.fail_alloc = ctypes, fail_alloc
+        self.live, self.registered, self.calls = {}, {}, []
+
+    def ncclMemAlloc(self, ref, nbytes):
+        self.calls.append("alloc")
+        if self.fail_alloc:
+            return 1  # ncclUnhandledCudaError
+        buf = self.ctypes.create_string_buffer(int(nbytes))
+        self.live[self.ctypes.addressof(buf)] = buf
+        ref._obj.value = self.ctypes.addressof(buf)
+        return 0
+
+    def ncclCommRegister(self, comm, ptr, nbytes, ref):
+        self.calls.append("register")
+        assert comm.value == 0xC0FFEE and ptr.value in self.live
+        ref._obj.value = len(self.registered) + 1
+        self.registered[ref._obj.value] = ptr.value
+        return 0
+
+    def ncclCommDeregister(self, comm, handle):
+        self.calls.append("deregister")
+        del self.registered[handle.value]
+        return 0
+
+    def ncclMemFree(self, ptr):
+        self.calls.append("free")
+        assert not set(self.registered.values()) & {ptr.value}  # deregistered before it is freed
+        del self.live[ptr.value]
+        return 0
+
+    def ncclGetErrorString(self, result):
+        return b"unhandled cuda error"
+
+
+@pytest.mark.parametrize("register", [False, True], ids=["alloc-nccl", "register"])
+def test_nccl_buffers_are_the_cases_and_released_when_it_ends(world_of_one, monkeypatch, register):
+    # --alloc nccl takes every buffer from ncclMemAlloc (nccl-tests' allocation), --register registers each with
+    # the communicator (nccl-tests -R 1); the check still reads the right answer from them, the rows say how the
+    # buffers were made, and the case's end deregisters and frees all of them (a stand-in NCCL, on the CPU).
+    from gpubench import engine
+    from gpubench.backends.cpu import CpuBackend
+    from gpubench.dist import ncclmem
+
+    lib = _StandInNccl()
+    monkeypatch.setattr(ncclmem, "library", lambda: lib)
+    monkeypatch.setattr(ncclmem, "comm_of", lambda group, device: 0xC0FFEE)
+    suite, group = world_of_one
+    workloads = _cases(suite, group, "all_gather", alloc="nccl", register=register)
+    assert len(workloads) == 2  # out of place and in place
+    for w in workloads:
+        assert (w.extra["alloc"], w.extra["register"]) == ("nccl", register)
+        with w.context():
+            assert engine.check(w, CpuBackend()).ok and w.extra["wrong"] == 0
+            assert len(lib.live) == (1 if w.extra is workloads[1].extra else 2)  # in place: one buffer
+            assert len(lib.registered) == (len(lib.live) if register else 0)
+        assert not lib.live and not lib.registered
+    assert lib.calls.count("register") == (3 if register else 0) and lib.calls.count("free") == 3
+    # Without --alloc the buffers are torch's own.
+    (w,) = _cases(suite, group, "all_reduce")
+    assert (w.extra["alloc"], w.extra["register"]) == ("torch", False) and w.context is None
+
+
+def test_a_failed_nccl_allocation_is_the_cases_error(world_of_one, monkeypatch):
+    from gpubench import engine
+    from gpubench.backends.cpu import CpuBackend
+    from gpubench.dist import ncclmem
+
+    monkeypatch.setattr(ncclmem, "library", lambda: _StandInNccl(fail_alloc=True))
+    suite, group = world_of_one
+    (w,) = _cases(suite, group, "all_reduce", alloc="nccl")
+    with pytest.raises(RuntimeError, match=r"ncclMemAlloc\(4096\) failed: unhandled cuda error"):
+        with w.context():
+            engine.check(w, CpuBackend())
 
 
 def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_path):
@@ -492,3 +581,13 @@ def test_engine_nccl_tests_names_where_it_looked_when_the_binary_is_missing(tmp_
     proc = _gpubench("run", "--suite", "comm", "--engine", "nccl-tests", "--nccl-tests-dir", tmp_path,
                      "--nproc", "2", "--out", tmp_path / "r", timeout=120, env={"NCCL_TESTS_DIR": ""})
     assert proc.returncode == 2 and str(tmp_path) in proc.stderr and "NCCL_TESTS_DIR" in proc.stderr
+
+
+def test_laggards_name_the_missing_the_silent_and_the_store():
+    from gpubench.dist.group import laggards
+
+    beats = {0: {"step": 5, "where": "case a", "time": 100.0}, 2: {"step": 3, "where": "case a", "time": 90.0}}
+    assert laggards(beats, 3, now=100.0, stale_s=3) == ("rank 1 never started; rank 2 silent for 10 s (dead or "
+                                                        "stopped) in case a")
+    # No heartbeat at all: the store itself is out of reach (a SIGKILLed spawner took it along), said so.
+    assert "rendezvous store" in laggards({}, 2, now=0.0, stale_s=3)

@@ -110,9 +110,10 @@ def test_build_command(tmp_path):
     exe = printer(tmp_path / "all_reduce_perf")
     argv = build_command(exe, min_bytes=8, max_bytes=1 << 30, step_factor=2, dtype="bfloat16", op="sum", iters=20,
                          warmup=5, check=True, graph=True, ngpus=8, json_path=tmp_path / "o.json",
-                         launcher_prefix=("mpirun", "-np", "2"))
+                         launcher_prefix=("mpirun", "-np", "2"), register=True)
     assert argv == ["mpirun", "-np", "2", str(exe), "-b", "8", "-e", str(1 << 30), "-f", "2", "-d", "bfloat16",
-                    "-o", "sum", "-n", "20", "-w", "5", "-c", "1", "-g", "8", "-G", "1", "-J", str(tmp_path / "o.json")]
+                    "-o", "sum", "-n", "20", "-w", "5", "-c", "1", "-g", "8", "-G", "1", "-R", "1",
+                    "-J", str(tmp_path / "o.json")]
     plain = build_command(exe, min_bytes=1024, max_bytes=1024, step_factor=2, dtype="float32", op="none", iters=1,
                           warmup=0, check=False)
     assert plain == [str(exe), "-b", "1024", "-e", "1024", "-f", "2", "-d", "float", "-n", "1", "-w", "0", "-c", "0",

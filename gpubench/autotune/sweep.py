@@ -27,8 +27,8 @@ SUITE = "autotune"
 # comm options a child run gets as the user gave them.
 _PASS = (("backend", "--backend"), ("min_bytes", "--min-bytes"), ("max_bytes", "--max-bytes"),
          ("step_factor", "--step-factor"), ("op", "--op"), ("collectives", "--collectives"), ("dtype", "--dtype"),
-         ("nproc", "--nproc"), ("timeout", "--timeout"))
-_FLAGS = (("quick", "--quick"), ("graph", "--graph"), ("no_telemetry", "--no-telemetry"))
+         ("nproc", "--nproc"), ("timeout", "--timeout"), ("alloc", "--alloc"))
+_FLAGS = (("quick", "--quick"), ("graph", "--graph"), ("register", "--register"), ("no_telemetry", "--no-telemetry"))
 
 
 def child_argv(args: Any, out: Path, cluster: str) -> list[str]:

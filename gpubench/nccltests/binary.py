@@ -98,8 +98,9 @@ def supports_json(binary: str | os.PathLike, timeout_s: float = 10.0) -> bool:
 def build_command(binary: str | os.PathLike, *, min_bytes: int, max_bytes: int, step_factor: int, dtype: str,
                   op: str, iters: int, warmup: int, check: bool = True, graph: bool | int = False,
                   ngpus: int = 1, json_path: str | os.PathLike | None = None,
-                  launcher_prefix: Sequence[str] = ()) -> list[str]:
-    """argv for one sweep: ``-b -e -f -d -o -n -w -c -G -g`` and ``-J`` when asked for and supported.
+                  launcher_prefix: Sequence[str] = (), register: bool = False) -> list[str]:
+    """argv for one sweep: ``-b -e -f -d -o -n -w -c -G -g``, ``-R 1`` when ``register``, and ``-J`` when asked
+    for and supported.
 
     ``dtype`` is gpubench's name (float32) or nccl-tests' (float); ``op`` "none" leaves ``-o`` out (a
     non-reducing collective); ``graph`` True is one CUDA graph launch per timing (``-G 1``), an int that many.
@@ -121,6 +122,8 @@ def build_command(binary: str | os.PathLike, *, min_bytes: int, max_bytes: int, 
     launches = int(graph)
     if launches:
         argv += ["-G", str(launches)]
+    if register:  # ncclCommRegister on its buffers (which nccl-tests takes from ncclMemAlloc in any case)
+        argv += ["-R", "1"]
     if json_path is not None and supports_json(binary):
         argv += ["-J", str(json_path)]
     return argv

@@ -2,8 +2,8 @@
 (or rccl-tests) binaries, and brought into the same comm table through the importer.
 
 One binary run per (collective, dtype, op), single process with ``-g N`` (one thread driving the N local
-GPUs), ``-n 20 -w 5 -c 1`` (nccl-tests' usual timing and its validation), ``-G`` with ``--graph``. Each run's
-stdout, stderr and exact command are kept in the run directory.
+GPUs), ``-n 20 -w 5 -c 1`` (nccl-tests' usual timing and its validation), ``-G`` with ``--graph``, ``-R 1``
+with ``--register``. Each run's stdout, stderr and exact command are kept in the run directory.
 
 ``--nccl-tests-launcher 'mpirun -np N'`` runs each binary under that launcher with ``-g 1`` instead: one process
 per GPU, the layout of the torch engine and of training jobs, where one process driving every GPU lets NCCL
@@ -56,6 +56,9 @@ def run(args: Any, options: dict, dtypes: list[str] | None, cluster: str, argv: 
                          "an MPI build of nccl-tests with it and `gpubench import nccl-tests` its output")
     if args.sizes:
         raise UsageError("--engine nccl-tests sweeps geometrically: give --min-bytes/--max-bytes/--step-factor")
+    if args.alloc == "torch":
+        raise UsageError("nccl-tests takes its buffers from ncclMemAlloc: --alloc torch is the torch engine's "
+                         "(leave --alloc out)")
     names = options.get("collectives") or list(COLLECTIVES)
     unknown = [c for c in names if c not in COLLECTIVES]
     if unknown:
@@ -83,7 +86,8 @@ def run(args: Any, options: dict, dtypes: list[str] | None, cluster: str, argv: 
                 for op in (ops if name in commtable.REDUCING else ["none"]):
                     cmd = build_command(binaries[name], min_bytes=lo, max_bytes=hi, step_factor=factor,
                                         dtype=dtype, op=op, iters=ITERS, warmup=WARMUP, check=True,
-                                        graph=args.graph, ngpus=1 if prefix else nproc, launcher_prefix=prefix)
+                                        graph=args.graph, ngpus=1 if prefix else nproc, launcher_prefix=prefix,
+                                        register=args.register)
                     stem = f"{name}-{dtype}-{op}"
                     console.print(f"nccl-tests: {' '.join(cmd)}", markup=False, highlight=False)
                     try:
@@ -114,7 +118,7 @@ def run(args: Any, options: dict, dtypes: list[str] | None, cluster: str, argv: 
             for key in ("log", "stderr"):
                 shutil.copy2(staging / item[key], rd.path / item[key])
         rd.meta["engine"] = {"name": "nccl-tests", "iters": ITERS, "warmup": WARMUP, "graph": bool(args.graph),
-                             "launcher": prefix, "runs": runs, "failed": failed}
+                             "register": bool(args.register), "launcher": prefix, "runs": runs, "failed": failed}
         rd.flush()
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -11,9 +11,10 @@
 #    NAME_SUFFIX=_mpi; the device image has Open MPI's mpirun), also nccl-tests as one process per GPU
 #    (mpirun -np N ... -g 1), the suite's own layout: the like-for-like reference.
 # 2. tests/gpu/diag_sendrecv.py: the same NCCL calls in one process and in two, torch's path, the suite's method.
-# 3. The suite (default, and with torch registering its buffers with NCCL) against the nccl-tests engine
-#    (default, direct access off, and with NCCL_TESTS_MPI_DIR one process per GPU under mpirun) at 64 MiB and
-#    4 GiB, PAIRS (default 4) alternated rounds, each run's time.
+# 3. The suite (default; buffers from ncclMemAlloc as nccl-tests allocates them, --alloc nccl; and those
+#    registered with NCCL, --register, nccl-tests -R 1) against the nccl-tests engine (default, direct access
+#    off, and with NCCL_TESTS_MPI_DIR one process per GPU under mpirun) at 64 MiB and 4 GiB, PAIRS (default 4)
+#    alternated rounds, each run's time.
 # Each step has its own time limit (timeout), so that a hung one leaves the rest of the call its time.
 # SECTIONS (default "1 2 3") runs some of them, to split the work over two calls.
 set -u -o pipefail
@@ -76,28 +77,32 @@ echo "torch per-process transport: $(cat "$out"/diag-nccl-debug.*.txt 2>/dev/nul
 fi
 
 if [[ $sections == *" 3 "* ]]; then
-echo "== 3. the suite (default, and its buffers registered with NCCL) against the nccl-tests engine (default, and"
-echo "   direct access off), PAIRS alternated rounds at 64 MiB and 4 GiB"
+echo "== 3. the suite (default, --alloc nccl, --register) against the nccl-tests engine (default, direct access"
+echo "   off, mpirun), PAIRS alternated rounds at 64 MiB and 4 GiB"
 # Both tools have read sendrecv 64 MiB at one of two times per process (docs/measurements.md): many short
 # rounds show how often each lands on which, where a few long ones compare two draws. At 4 GiB the figures are
 # steady (0.3 %) and the suite trails by 0.86 %. Between processes NCCL moves P2P data through its own buffers
 # unless the user's are registered with it (NCCL's user guide, "User Buffer Registration": intra-node
-# registration since 2.23, by ncclCommRegister or by CUDA graph capture); torch registers every segment of its
-# caching allocator with TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1. Within one process (nccl-tests -g 2)
-# NCCL reaches the peer's user buffers directly.
+# registration since 2.23, by ncclCommRegister or by CUDA graph capture): --register registers the suite's
+# buffers as nccl-tests -R 1 does. nccl-tests also allocates with ncclMemAlloc, not cudaMalloc: --alloc nccl
+# alone tells the allocation from the registration. Within one process (nccl-tests -g 2) NCCL reaches the
+# peer's user buffers directly.
 sweep=(--collectives sendrecv --min-bytes 64M --max-bytes 4G --step-factor 64)
 last() { ls -d "$out"/runs/"$cluster"/*/ | tail -1; }
-pairs_default=() pairs_nodirect=() pairs_registered=() pairs_mpi=()
+pairs_default=() pairs_nodirect=() pairs_alloc=() pairs_registered=() pairs_mpi=()
 for i in $(seq 1 "${PAIRS:-4}"); do
   t gpubench run --suite comm "${sweep[@]}" --out "$out/runs" --cluster "$cluster" >"$out/native-$i.log" 2>&1
   n=$(last)
-  TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1 t gpubench run --suite comm "${sweep[@]}" --out "$out/runs" \
-    --cluster "$cluster" >"$out/native-registered-$i.log" 2>&1
+  t gpubench run --suite comm "${sweep[@]}" --alloc nccl --out "$out/runs" --cluster "$cluster" \
+    >"$out/native-alloc-nccl-$i.log" 2>&1
+  a=$(last)
+  t gpubench run --suite comm "${sweep[@]}" --register --out "$out/runs" --cluster "$cluster" \
+    >"$out/native-registered-$i.log" 2>&1
   r=$(last)
   t gpubench run --suite comm --engine nccl-tests "${sweep[@]}" --out "$out/runs" --cluster "$cluster" \
     >"$out/nt-engine-default-$i.log" 2>&1
   d=$(last)
-  pairs_default+=("$n" "$d") pairs_registered+=("$r" "$d")
+  pairs_default+=("$n" "$d") pairs_alloc+=("$a" "$d") pairs_registered+=("$r" "$d")
   NCCL_P2P_DIRECT_DISABLE=1 t gpubench run --suite comm --engine nccl-tests "${sweep[@]}" --out "$out/runs" \
     --cluster "$cluster" >"$out/nt-engine-nodirect-$i.log" 2>&1
   pairs_nodirect+=("$n" "$(last)")
@@ -108,7 +113,8 @@ for i in $(seq 1 "${PAIRS:-4}"); do
     pairs_mpi+=("$n" "$(last)")
   fi
 done
-python3 - "${pairs_default[@]}" "${pairs_registered[@]}" "${pairs_nodirect[@]}" "${pairs_mpi[@]}" <<'PY' \
+python3 - "${pairs_default[@]}" "${pairs_alloc[@]}" "${pairs_registered[@]}" "${pairs_nodirect[@]}" \
+  "${pairs_mpi[@]}" <<'PY' \
   | tee "$out/times-per-run.txt"
 import json, os, sys
 from gpubench import results
@@ -118,15 +124,19 @@ for run in dict.fromkeys(sys.argv[1:]):  # each run once
     d = df[(df.metric == "time") & (df.collective == "sendrecv") & (df.status == "ok") & ~df.inplace.astype(bool)]
     meta = json.load(open(os.path.join(run, "run.json")))
     env = meta["fingerprint"]["volatile"].get("env", {})
+    torch_rows = len(d) and "alloc" in d.columns and d.engine.iloc[0] == "torch"
     mode = ("mpirun" if meta.get("engine", {}).get("launcher") else
             "no direct" if env.get("NCCL_P2P_DIRECT_DISABLE") == "1" else
-            "registered" if env.get("TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK") == "1" else "")
+            "registered" if torch_rows and bool(d.register.iloc[0]) else
+            "alloc nccl" if torch_rows and d.alloc.iloc[0] == "nccl" else "")
     print(f"{d.engine.iloc[0] if len(d) else '?':10s} {mode:10s} {run.rstrip('/').split('/')[-1]}  "
           + " ".join(f"{format_bytes(int(b))} {v:.1f} us" for b, v in zip(d.bytes, d.value)))
 PY
 echo "the suite against nccl-tests as gpubench runs it (-g $ngpu, default):"
 python3 tests/gpu/compare_comm.py --rounds "${pairs_default[@]}" | tee "$out/compare-default.txt"
-echo "the suite with registered buffers against the same nccl-tests runs:"
+echo "the suite with ncclMemAlloc buffers (--alloc nccl) against the same nccl-tests runs:"
+python3 tests/gpu/compare_comm.py --rounds "${pairs_alloc[@]}" | tee "$out/compare-alloc-nccl.txt"
+echo "the suite with registered buffers (--register) against the same nccl-tests runs:"
 python3 tests/gpu/compare_comm.py --rounds "${pairs_registered[@]}" | tee "$out/compare-registered.txt"
 echo "the suite against nccl-tests with NCCL_P2P_DIRECT_DISABLE=1:"
 python3 tests/gpu/compare_comm.py --rounds "${pairs_nodirect[@]}" | tee "$out/compare-nodirect.txt"

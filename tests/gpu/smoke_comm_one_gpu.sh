@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The comm suite's CUDA paths on a machine with one GPU, where no collective can be compared with nccl-tests
 # but every piece a multi-GPU session relies on can break: NCCL start-up in a world of one, --graph, the
-# nccl-tests engine (nccl-tests built from its own source beforehand, never part of this repository), torch's
-# buffer registration hook, the run_diag_sendrecv.sh section 3 plumbing, and the spawner's SIGTERM and SIGINT
+# nccl-tests engine (nccl-tests built from its own source beforehand, never part of this repository), buffers
+# from ncclMemAlloc and registered with NCCL (--alloc nccl, --register; each case's released when it ends), the
+# run_diag_sendrecv.sh section 3 plumbing, and the spawner's SIGTERM and SIGINT
 # paths with NCCL ranks (no rank left behind, the rows measured kept):
 #   NCCL_TESTS_DIR=<built nccl-tests>/build bash tests/gpu/smoke_comm_one_gpu.sh OUT_DIR
 # PARTS (default "runs signals diag") picks the parts; "signals" alone needs no nccl-tests.
@@ -26,23 +27,52 @@ run = sys.argv[1]
 df = results.load(run)
 meta = json.load(open(run + "/run.json"))
 t = df[df.metric == "time"]
+how = {(a, r) for a, r in zip(t.alloc, t.register)} if "alloc" in t.columns else meta.get("engine", {})
 print(f"  {run}: run {meta['status']} {meta.get('error', '')!r}; {t['case'].nunique()} cases, status "
-      f"{t.status.value_counts().to_dict()}, valid {t.valid.value_counts().to_dict()}, engine {set(t.engine)}")
+      f"{t.status.value_counts().to_dict()}, valid {t.valid.value_counts().to_dict()}, engine {set(t.engine)}, "
+      f"alloc/register {how if 'alloc' in t.columns else how.get('register')}")
 PY
 }
 q=(--nproc 1 --quick --out "$out/runs" --cluster "$cluster")
 
 if [[ $parts == *" runs "* ]]; then
-echo "== eager, --graph, the nccl-tests engine, registered buffers (a world of one)"
+echo "== eager, --graph, the nccl-tests engine, NCCL's buffers and registered ones (a world of one)"
 t timeout 150 gpubench run --suite comm "${q[@]}" >"$out/eager.log" 2>&1; plain=$(last); summary "$plain"
 t timeout 100 gpubench run --suite comm --graph "${q[@]}" >"$out/graph.log" 2>&1; summary "$(last)"
 NCCL_TESTS_DIR=$nt t timeout 150 gpubench run --suite comm --engine nccl-tests "${q[@]}" >"$out/nt.log" 2>&1
 summary "$(last)"
-TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1 t timeout 150 gpubench run --suite comm "${q[@]}" \
-  >"$out/registered.log" 2>&1
+t timeout 150 gpubench run --suite comm --alloc nccl "${q[@]}" >"$out/alloc-nccl.log" 2>&1; summary "$(last)"
+t timeout 150 gpubench run --suite comm --register "${q[@]}" >"$out/registered.log" 2>&1
 reg=$(last); summary "$reg"
+t timeout 100 gpubench run --suite comm --register --graph "${q[@]}" >"$out/registered-graph.log" 2>&1
+summary "$(last)"
+NCCL_TESTS_DIR=$nt t timeout 150 gpubench run --suite comm --engine nccl-tests --register "${q[@]}" \
+  >"$out/nt-registered.log" 2>&1
+summary "$(last)"; grep -c -- "-R 1" "$out/nt-registered.log" | sed 's/^/  nccl-tests commands with -R 1: /'
 gpubench compare "$plain" "$reg" --format markdown --out "$out/compare.md" >"$out/compare.txt" 2>&1
-echo "compare rc=$?"; grep -i -A3 "differ" "$out/compare.md" | head -8
+echo "compare (default against --register) rc=$?"
+# Each case's NCCL buffers are released when it ends: 200 cases' worth of 256 MiB registered pairs, the free
+# memory before and after (a leak would take 100 GiB).
+python3 - <<'PY'
+import os, torch, torch.distributed as dist
+from gpubench.dist import ncclmem
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29561")
+dev = torch.device("cuda", 0); torch.cuda.set_device(dev)
+dist.init_process_group("nccl", rank=0, world_size=1, device_id=dev)
+lib, comm = ncclmem.library(), ncclmem.comm_of(dist.group.WORLD, dev)
+before = torch.cuda.mem_get_info()[0]
+for i in range(200):
+    arena = ncclmem.Arena(lib, comm, torch.cuda.synchronize)
+    a, b = arena.empty(64 << 20, torch.float32, dev), arena.empty(64 << 20, torch.float32, dev)
+    a.normal_(); dist.all_reduce(a); b.copy_(a)
+    if i == 0:
+        during = torch.cuda.mem_get_info()[0]
+    arena.close()
+after = torch.cuda.mem_get_info()[0]
+print(f"  arena: free memory {before / 2**30:.2f} GiB before, {during / 2**30:.2f} with one case's 512 MiB, "
+      f"{after / 2**30:.2f} after 200 cases; library {lib._name}")
+dist.destroy_process_group()
+PY
 
 fi
 

@@ -1,0 +1,133 @@
+"""Collective buffers from NCCL's (RCCL's) own allocator, optionally registered with the communicator: what
+nccl-tests does (it allocates with ``ncclMemAlloc`` whenever NCCL is 2.19 or newer, and ``-R 1`` registers each
+buffer with ``ncclCommRegister``), for ``gpubench run --suite comm --alloc nccl`` and ``--register``.
+
+torch has a route of its own (``ProcessGroupNCCL.mem_allocator`` in a ``torch.cuda.MemPool``), but a build may
+lack it: torch 2.11.0+cu130 with NCCL 2.28.9 raised "NCCL mem allocator is not supported in this NCCL version"
+(H100, 2026-11-23). So the calls go through ctypes into the NCCL library torch has already loaded, the one its
+communicators live in: the same four C calls nccl-tests makes. A buffer is a uint8 tensor over the allocation
+(``__cuda_array_interface__``, no copy), viewed as the case's dtype; the arena frees what it handed out when the
+case ends, after deregistering it.
+
+NCCL's rule (its user guide, "User Buffer Registration"): when one rank passes registered buffers to a call,
+every rank must. Every rank of a comm case makes the same buffers in the same order, so they all do.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gpubench.errors import UsageError
+
+_NAMES = ("libnccl", "librccl")
+_SUCCESS = 0
+
+
+def _loaded(maps: str = "/proc/self/maps") -> list[str]:
+    """Paths of the NCCL/RCCL libraries mapped into this process (torch loads its own with the first
+    communicator); the first is the one its communicators were made by."""
+    try:
+        lines = Path(maps).read_text().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        path = line.split()[-1] if line.split() else ""
+        if any(Path(path).name.startswith(n + ".so") for n in _NAMES) and path not in found:
+            found.append(path)
+    return found
+
+
+def library(maps: str = "/proc/self/maps") -> Any:
+    """The NCCL library of this process's communicators, its four calls typed."""
+    paths = _loaded(maps) or [p for p in (ctypes.util.find_library(n[3:]) for n in _NAMES) if p]
+    if not paths:
+        raise UsageError("--alloc nccl found no NCCL/RCCL library in this process: it needs torch's nccl backend "
+                         "on a GPU (drop --alloc/--register)")
+    lib = ctypes.CDLL(paths[0])
+    missing = [f for f in ("ncclMemAlloc", "ncclMemFree", "ncclCommRegister", "ncclCommDeregister")
+               if not hasattr(lib, f)]
+    if missing:
+        raise UsageError(f"{paths[0]} has no {', '.join(missing)} (NCCL 2.19 or newer has them): drop "
+                         "--alloc nccl/--register")
+    vp = ctypes.c_void_p
+    lib.ncclMemAlloc.argtypes = [ctypes.POINTER(vp), ctypes.c_size_t]
+    lib.ncclMemFree.argtypes = [vp]
+    lib.ncclCommRegister.argtypes = [vp, vp, ctypes.c_size_t, ctypes.POINTER(vp)]
+    lib.ncclCommDeregister.argtypes = [vp, vp]
+    lib.ncclGetErrorString.restype = ctypes.c_char_p
+    return lib
+
+
+def comm_of(process_group: Any, device: Any) -> int:
+    """The ``ncclComm_t`` behind ``process_group`` on ``device``, as an address (torch's ``_comm_ptr``)."""
+    backend = process_group._get_backend(device)
+    if not hasattr(backend, "_comm_ptr"):
+        raise UsageError(f"--register needs torch's NCCL backend to expose its communicator; "
+                         f"{type(backend).__name__} does not (drop --register)")
+    return int(backend._comm_ptr())
+
+
+def tensor_at(address: int, nbytes: int, device: Any) -> Any:
+    """A uint8 tensor over ``nbytes`` at ``address`` on ``device``, owning nothing (the arena frees it)."""
+    import torch
+
+    if torch.device(device).type == "cpu":  # the tests' stand-in library hands out host memory
+        return torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(address), dtype=torch.uint8)
+
+    class _View:
+        __cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (address, False),
+                                    "version": 3, "strides": None}
+
+    return torch.as_tensor(_View(), device=device)
+
+
+class Arena:
+    """The buffers of one case: each from ``ncclMemAlloc``, registered with ``comm`` when one is given;
+    ``close`` deregisters and frees them all (after ``sync``: calls may still be queued on them)."""
+
+    def __init__(self, lib: Any, comm: int | None, sync: Callable[[], None] = lambda: None):
+        self.lib, self.comm, self.sync = lib, comm, sync
+        self.pointers: list[int] = []
+        self.handles: list[int] = []
+
+    def _ok(self, result: int, call: str) -> None:
+        if result != _SUCCESS:
+            text = self.lib.ncclGetErrorString(result)
+            text = text.decode() if isinstance(text, bytes) else str(text)
+            raise RuntimeError(f"{call} failed: {text} (NCCL error {result})")
+
+    def empty(self, numel: int, dtype: Any, device: Any) -> Any:
+        """An uninitialized 1-D tensor of ``numel`` elements of ``dtype``, in NCCL's memory."""
+        nbytes = numel * dtype.itemsize
+        ptr = ctypes.c_void_p()
+        self._ok(self.lib.ncclMemAlloc(ctypes.byref(ptr), nbytes), f"ncclMemAlloc({nbytes})")
+        self.pointers.append(ptr.value)
+        if self.comm is not None:
+            handle = ctypes.c_void_p()
+            self._ok(self.lib.ncclCommRegister(ctypes.c_void_p(self.comm), ptr, nbytes, ctypes.byref(handle)),
+                     f"ncclCommRegister({nbytes})")
+            self.handles.append(handle.value)
+        return tensor_at(ptr.value, nbytes, device).view(dtype)
+
+    def close(self) -> None:
+        if not self.pointers:
+            return
+        self.sync()
+        handles, pointers = self.handles, self.pointers
+        self.handles, self.pointers = [], []
+        errors = []
+        for h in handles:
+            errors.append(self.lib.ncclCommDeregister(ctypes.c_void_p(self.comm), ctypes.c_void_p(h)))
+        for p in pointers:
+            errors.append(self.lib.ncclMemFree(ctypes.c_void_p(p)))
+        bad = [e for e in errors if e != _SUCCESS]
+        if bad:
+            self._ok(bad[0], "releasing the case's NCCL buffers")
+
+
+__all__ = ["Arena", "library", "comm_of", "tensor_at"]

@@ -1,0 +1,72 @@
+"""gpubench/dist/ncclmem.py: finding the NCCL library a process's communicators live in, and its refusals."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import shutil
+
+import _ctypes
+import pytest
+import torch
+
+from gpubench.dist import ncclmem
+from gpubench.errors import UsageError
+
+
+def _maps(tmp_path, *paths):
+    lines = [f"7f0000000000-7f0000001000 r-xp 00000000 08:01 {i} {p}" for i, p in enumerate(paths, 1)]
+    f = tmp_path / "maps"
+    f.write_text("\n".join(["7f0000000000-7f0000001000 rw-p 00000000 00:00 0", *lines]) + "\n")
+    return str(f)
+
+
+def test_the_library_is_the_loaded_one_not_a_plugin(tmp_path):
+    # The net plugin (libnccl-net.so) is NCCL's too, but has none of its calls; a library mapped twice is one.
+    maps = _maps(tmp_path, "/opt/x/libnccl-net.so", "/opt/v/nvidia/nccl/lib/libnccl.so.2",
+                 "/opt/v/nvidia/nccl/lib/libnccl.so.2", "/opt/rocm/lib/librccl.so.1.0")
+    assert ncclmem._loaded(maps) == ["/opt/v/nvidia/nccl/lib/libnccl.so.2", "/opt/rocm/lib/librccl.so.1.0"]
+    assert ncclmem._loaded(str(tmp_path / "absent")) == []
+
+
+def test_no_library_or_an_old_one_is_a_usage_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    with pytest.raises(UsageError, match="found no NCCL/RCCL library"):
+        ncclmem.library(_maps(tmp_path))
+    # A shared object without ncclMemAlloc and the rest (an NCCL before 2.19 has none of them) is named.
+    old = tmp_path / "libnccl.so.2"
+    shutil.copy(_ctypes.__file__, old)
+    with pytest.raises(UsageError, match=r"libnccl.so.2 has no ncclMemAlloc, ncclMemFree, .*2\.19"):
+        ncclmem.library(_maps(tmp_path, str(old)))
+
+
+def test_a_buffer_is_a_view_of_the_allocation(tmp_path):
+    buf = ctypes.create_string_buffer(64)
+    t = ncclmem.tensor_at(ctypes.addressof(buf), 64, "cpu").view(torch.float32)
+    t.fill_(1.5)
+    assert t.numel() == 16 and t.data_ptr() == ctypes.addressof(buf)
+    assert torch.frombuffer(bytearray(buf.raw), dtype=torch.float32).eq(1.5).all()
+
+
+def test_close_releases_once_and_names_a_failure():
+    calls = []
+
+    class Lib:
+        def ncclMemAlloc(self, ref, n):
+            self.buf = ctypes.create_string_buffer(int(n))
+            ref._obj.value = ctypes.addressof(self.buf)
+            return 0
+
+        def ncclMemFree(self, ptr):
+            calls.append("free")
+            return 3  # ncclInternalError
+
+        def ncclGetErrorString(self, result):
+            return b"internal error"
+
+    arena = ncclmem.Arena(Lib(), None, sync=lambda: calls.append("sync"))
+    arena.empty(4, torch.int32, "cpu")
+    with pytest.raises(RuntimeError, match="releasing the case's NCCL buffers failed: internal error"):
+        arena.close()
+    arena.close()  # nothing left: no second free
+    assert calls == ["sync", "free"]
