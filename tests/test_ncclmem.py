@@ -70,3 +70,26 @@ def test_close_releases_once_and_names_a_failure():
         arena.close()
     arena.close()  # nothing left: no second free
     assert calls == ["sync", "free"]
+
+
+def test_the_communicator_is_asked_for_with_a_torch_device():
+    # The backends name their device as a string ("cuda:0"); torch's _get_backend takes a torch.device only
+    # (on an H200 the string made every --register case an error row).
+    seen = []
+
+    class Nccl:
+        def _comm_ptr(self):
+            return 0xC0FFEE
+
+    class Group:
+        def __init__(self, backend):
+            self.backend = backend
+
+        def _get_backend(self, device):
+            assert isinstance(device, torch.device), type(device)
+            seen.append(device)
+            return self.backend
+
+    assert ncclmem.comm_of(Group(Nccl()), "cuda:0") == 0xC0FFEE and seen == [torch.device("cuda:0")]
+    with pytest.raises(UsageError, match="drop --register"):
+        ncclmem.comm_of(Group(object()), "cuda:0")

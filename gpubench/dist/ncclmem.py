@@ -65,7 +65,9 @@ def library(maps: str = "/proc/self/maps") -> Any:
 
 def comm_of(process_group: Any, device: Any) -> int:
     """The ``ncclComm_t`` behind ``process_group`` on ``device``, as an address (torch's ``_comm_ptr``)."""
-    backend = process_group._get_backend(device)
+    import torch
+
+    backend = process_group._get_backend(torch.device(device))  # the backends' device is a string ("cuda:0")
     if not hasattr(backend, "_comm_ptr"):
         raise UsageError(f"--register needs torch's NCCL backend to expose its communicator; "
                          f"{type(backend).__name__} does not (drop --register)")

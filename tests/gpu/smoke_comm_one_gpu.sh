@@ -31,6 +31,8 @@ how = {(a, r) for a, r in zip(t.alloc, t.register)} if "alloc" in t.columns else
 print(f"  {run}: run {meta['status']} {meta.get('error', '')!r}; {t['case'].nunique()} cases, status "
       f"{t.status.value_counts().to_dict()}, valid {t.valid.value_counts().to_dict()}, engine {set(t.engine)}, "
       f"alloc/register {how if 'alloc' in t.columns else how.get('register')}")
+for message in dict.fromkeys(t[t.status == "error"].message):
+    print(f"    error: {message}")
 PY
 }
 q=(--nproc 1 --quick --out "$out/runs" --cluster "$cluster")
