@@ -55,6 +55,26 @@ def test_a_pooled_window_that_disagrees_is_mixed():
                                                  "NCCL_PROTO: mixed (Simple, unset) → unset"]
 
 
+def test_how_the_comm_rows_were_measured_is_a_difference():
+    import pandas as pd
+
+    def side(**cols):
+        return SimpleNamespace(runs=[_meta(nccl="2.28.9", env={})], raw=pd.DataFrame(cols))
+
+    plain = settings.of_side(side(graph=[False, False], alloc=["torch", "torch"], register=[False, False]))
+    registered = settings.of_side(side(graph=[False, False], alloc=["nccl", "nccl"], register=[True, True]))
+    assert settings.differences(plain, registered) == ["alloc: torch → nccl", "register: False → True"]
+    # Rows without a column (runs from before --alloc, an import) do not know it: no difference is shown; nor
+    # do the rows of a case skipped before it was prepared, beside rows that know.
+    older = settings.of_side(side(graph=[False, False]))
+    assert settings.differences(older, registered) == []
+    part = settings.of_side(side(graph=[True, True], alloc=["nccl", None], register=[True, None]))
+    assert settings.differences(part, plain) == ["graph: True → False", "alloc: nccl → torch",
+                                                 "register: True → False"]
+    window = settings.of_side(side(graph=[False, True], alloc=["torch", "torch"], register=[False, False]))
+    assert settings.differences(window, plain) == ["graph: mixed (False, True) → False"]
+
+
 def _changed(info):
     info["gpubench_version"] = "0.2.0"
     info["fingerprint"]["identity"]["nccl"] = "2.28.9"

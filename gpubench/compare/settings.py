@@ -6,7 +6,8 @@ what changed: an NCCL upgrade, a new torch, ``NCCL_P2P_DIRECT_DISABLE=1`` left s
 gpubench (whose method may differ). Each difference reads ``name: baseline → current``.
 
 Sources, per run: run.json's ``gpubench_version``; the fingerprint identity's software facts; the NCCL_*/RCCL_*
-and device-selection variables of ``fingerprint.volatile.env``. A fact one side does not know (a bare table, an
+and device-selection variables of ``fingerprint.volatile.env``; and how the comm rows were measured (their
+``graph``, ``alloc`` and ``register`` columns: a ``--register`` run against a default one says so). A fact one side does not know (a bare table, an
 imported log that carries no such fact) is left out rather than shown as a change. An imported text log carries
 no environment, so an imported run's empty ``env`` counts as unknown; a measured run's empty ``env`` means none
 was set.
@@ -25,6 +26,8 @@ SOFTWARE_KEYS = ("gpubench", "tool", "tool_version", "collective_lib", "nccl", "
                  "os")
 UNSET = "unset"
 MIXED = "mixed"
+# Row columns that say how a figure was measured (the comm suite's options), in the order they are shown.
+METHOD_COLUMNS = ("graph", "alloc", "register")
 
 
 def _of_run(meta: dict[str, Any]) -> tuple[dict[str, str], dict[str, str] | None]:
@@ -52,6 +55,18 @@ def _merge(values: list[str]) -> str:
 class Settings:
     software: dict[str, str] = field(default_factory=dict)  # facts every run of the side knows
     env: dict[str, str] | None = None  # None: some run's environment is unknown
+    method: dict[str, str] = field(default_factory=dict)  # METHOD_COLUMNS the side's rows all carry
+
+
+def _method(raw: Any) -> dict[str, str]:
+    """The METHOD_COLUMNS of a side's rows. Rows without one (a case skipped before it was prepared, an older
+    run, an import) do not know it: they are left out, and a side where no row knows it shows nothing."""
+    out = {}
+    for col in METHOD_COLUMNS:
+        known = raw[col].dropna() if raw is not None and col in raw.columns else []
+        if len(known):
+            out[col] = _merge([str(v) for v in known])
+    return out
 
 
 def of_side(side: Any) -> Settings:
@@ -59,8 +74,9 @@ def of_side(side: Any) -> Settings:
     kept only when every run knows it; the environment only when every run's is known, a variable some runs did
     not set counting as ``unset`` there."""
     runs = [_of_run(m) for m in side.runs]
+    method = _method(getattr(side, "raw", None))
     if not runs:
-        return Settings()
+        return Settings(method=method)
     software = {}
     for key in SOFTWARE_KEYS:
         values = [known.get(key) for known, _ in runs]
@@ -68,20 +84,21 @@ def of_side(side: Any) -> Settings:
             software[key] = _merge(values)
     envs = [env for _, env in runs]
     if any(env is None for env in envs):
-        return Settings(software)
+        return Settings(software, None, method)
     names = sorted({n for env in envs for n in env})
-    return Settings(software, {n: _merge([env.get(n, UNSET) for env in envs]) for n in names})
+    return Settings(software, {n: _merge([env.get(n, UNSET) for env in envs]) for n in names}, method)
 
 
 def differences(baseline: Settings, current: Settings) -> list[str]:
     """``name: baseline → current`` for each setting that differs and that both sides know (software in
-    SOFTWARE_KEYS order, then variables by name), worded as :func:`cross.differences` words system facts."""
+    SOFTWARE_KEYS order, then variables by name, then METHOD_COLUMNS), worded as :func:`cross.differences`
+    words system facts."""
     out = cross.differences(baseline.software, current.software)
     if baseline.env is not None and current.env is not None:
         names = sorted({*baseline.env, *current.env})
         out += cross.differences({n: baseline.env.get(n, UNSET) for n in names},
                                  {n: current.env.get(n, UNSET) for n in names})
-    return out
+    return out + cross.differences(baseline.method, current.method)
 
 
-__all__ = ["SOFTWARE_KEYS", "Settings", "of_side", "differences"]
+__all__ = ["SOFTWARE_KEYS", "METHOD_COLUMNS", "Settings", "of_side", "differences"]
