@@ -139,6 +139,10 @@ def test_child_argv_passes_the_comm_options():
     assert argv[1:] == ["-m", "gpubench", "run", "--suite", "comm", "--out", "/o", "--cluster", "c", "--backend",
                         "cpu", "--min-bytes", "1K", "--step-factor", "4", "--op", "sum,max", "--collectives",
                         "all_reduce", "--nproc", "3", "--timeout", "30.0", "--quick", "--no-telemetry"]
+    # A sweep of NCCL knobs over registered NCCL buffers: every child run allocates and registers them.
+    args.alloc, args.register, args.graph = "nccl", True, True
+    assert child_argv(args, Path("/o"), "c")[-6:] == ["--alloc", "nccl", "--quick", "--graph", "--register",
+                                                      "--no-telemetry"]
 
 
 def _gpubench(*args, timeout=600):
