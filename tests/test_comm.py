@@ -448,6 +448,7 @@ def test_nccl_buffers_are_the_cases_and_released_when_it_ends(world_of_one, monk
     lib = _StandInNccl()
     monkeypatch.setattr(ncclmem, "library", lambda: lib)
     monkeypatch.setattr(ncclmem, "comm_of", lambda group, device: 0xC0FFEE)
+    monkeypatch.setattr(ncclmem, "CHUNK_BYTES", 1 << 20)
     suite, group = world_of_one
     workloads = _cases(suite, group, "all_gather", alloc="nccl", register=register)
     assert len(workloads) == 2  # out of place and in place
@@ -455,10 +456,10 @@ def test_nccl_buffers_are_the_cases_and_released_when_it_ends(world_of_one, monk
         assert (w.extra["alloc"], w.extra["register"]) == ("nccl", register)
         with w.context():
             assert engine.check(w, CpuBackend()).ok and w.extra["wrong"] == 0
-            assert len(lib.live) == (1 if w.extra is workloads[1].extra else 2)  # in place: one buffer
-            assert len(lib.registered) == (len(lib.live) if register else 0)
+            assert len(lib.live) == 1  # the case's 4 KiB buffers share one chunk
+            assert len(lib.registered) == (1 if register else 0)
         assert not lib.live and not lib.registered
-    assert lib.calls.count("register") == (3 if register else 0) and lib.calls.count("free") == 3
+    assert lib.calls.count("register") == (2 if register else 0) and lib.calls.count("free") == 2
     # Without --alloc the buffers are torch's own.
     (w,) = _cases(suite, group, "all_reduce")
     assert (w.extra["alloc"], w.extra["register"]) == ("torch", False) and w.context is None
@@ -470,9 +471,10 @@ def test_a_failed_nccl_allocation_is_the_cases_error(world_of_one, monkeypatch):
     from gpubench.dist import ncclmem
 
     monkeypatch.setattr(ncclmem, "library", lambda: _StandInNccl(fail_alloc=True))
+    monkeypatch.setattr(ncclmem, "CHUNK_BYTES", 1 << 20)
     suite, group = world_of_one
     (w,) = _cases(suite, group, "all_reduce", alloc="nccl")
-    with pytest.raises(RuntimeError, match=r"ncclMemAlloc\(4096\) failed: unhandled cuda error"):
+    with pytest.raises(RuntimeError, match=r"ncclMemAlloc\(1048576\) failed: unhandled cuda error"):
         with w.context():
             engine.check(w, CpuBackend())
 

@@ -93,3 +93,34 @@ def test_the_communicator_is_asked_for_with_a_torch_device():
     assert ncclmem.comm_of(Group(Nccl()), "cuda:0") == 0xC0FFEE and seen == [torch.device("cuda:0")]
     with pytest.raises(UsageError, match="drop --register"):
         ncclmem.comm_of(Group(object()), "cuda:0")
+
+
+def test_buffers_are_carved_from_chunks_and_a_large_one_has_its_own(monkeypatch):
+    # Small buffers share a chunk (4 KiB apart at least, never overlapping); one of a chunk or more gets an
+    # allocation of its own and starts at its head, as nccl-tests' buffer does; each chunk is registered once.
+    monkeypatch.setattr(ncclmem, "CHUNK_BYTES", 1 << 16)
+    chunks, registered = [], []
+
+    class Lib:
+        def ncclMemAlloc(self, ref, n):
+            chunks.append(ctypes.create_string_buffer(int(n)))
+            ref._obj.value = ctypes.addressof(chunks[-1])
+            return 0
+
+        def ncclCommRegister(self, comm, ptr, n, ref):
+            registered.append((ptr.value, int(n)))
+            ref._obj.value = len(registered)
+            return 0
+
+    arena = ncclmem.Arena(Lib(), 7)
+    small = [arena.empty(100, torch.float32, "cpu") for _ in range(3)]
+    big = arena.empty(1 << 15, torch.float32, "cpu")  # 128 KiB: two chunks' worth
+    after = arena.empty(10, torch.bfloat16, "cpu")
+    heads = [ctypes.addressof(c) for c in chunks]
+    assert [len(c) for c in chunks] == [1 << 16, 1 << 17, 1 << 16]
+    assert [t.data_ptr() - heads[0] for t in small] == [0, 4096, 8192]
+    assert big.data_ptr() == heads[1] and after.data_ptr() == heads[2] and after.dtype == torch.bfloat16
+    assert registered == [(h, len(c)) for h, c in zip(heads, chunks)]
+    for i, t in enumerate(small):
+        t.fill_(i)
+    assert [t.unique().tolist() for t in small] == [[0.0], [1.0], [2.0]]  # no buffer overlaps another

@@ -5,9 +5,9 @@ buffer with ``ncclCommRegister``), for ``gpubench run --suite comm --alloc nccl`
 torch has a route of its own (``ProcessGroupNCCL.mem_allocator`` in a ``torch.cuda.MemPool``), but a build may
 lack it: torch 2.11.0+cu130 with NCCL 2.28.9 raised "NCCL mem allocator is not supported in this NCCL version"
 (H100, 2026-11-23). So the calls go through ctypes into the NCCL library torch has already loaded, the one its
-communicators live in: the same four C calls nccl-tests makes. A buffer is a uint8 tensor over the allocation
-(``__cuda_array_interface__``, no copy), viewed as the case's dtype; the arena frees what it handed out when the
-case ends, after deregistering it.
+communicators live in: the same four C calls nccl-tests makes. A buffer is a uint8 tensor over its part of an
+allocation (``__cuda_array_interface__``, no copy), viewed as the case's dtype; the arena frees what it
+allocated when the case ends, after deregistering it.
 
 NCCL's rule (its user guide, "User Buffer Registration"): when one rank passes registered buffers to a call,
 every rank must. Every rank of a comm case makes the same buffers in the same order, so they all do.
@@ -88,14 +88,27 @@ def tensor_at(address: int, nbytes: int, device: Any) -> Any:
     return torch.as_tensor(_View(), device=device)
 
 
+# ncclMemAlloc may allocate more than asked, "because of the buffer granularity requirements" of NCCL's
+# optimizations (its API documentation; NCCL 2.28 rounds up to cuMem's recommended granularity),
+# and a registered buffer is one more handle NCCL exchanges with its peers on first use. A small case rotates up
+# to 64 input sets: one allocation per buffer would hold 128 granules and registrations for a few KiB. So buffers
+# are carved from chunks of at least CHUNK_BYTES, each registered once; a buffer of CHUNK_BYTES or more has a
+# chunk of its own and starts at its head, where nccl-tests' single buffer starts.
+CHUNK_BYTES = 64 << 20
+_ALIGN = 4096  # where each buffer starts within a chunk
+
+
 class Arena:
-    """The buffers of one case: each from ``ncclMemAlloc``, registered with ``comm`` when one is given;
-    ``close`` deregisters and frees them all (after ``sync``: calls may still be queued on them)."""
+    """The buffers of one case, carved from chunks that ``ncclMemAlloc`` returned, each chunk registered with
+    ``comm`` when one is given; ``close`` deregisters and frees them all (after ``sync``: calls may still be queued
+    on them). Every rank makes the same buffers in the same order, so a buffer has the same offset from its
+    registered chunk's head on every rank."""
 
     def __init__(self, lib: Any, comm: int | None, sync: Callable[[], None] = lambda: None):
         self.lib, self.comm, self.sync = lib, comm, sync
         self.pointers: list[int] = []
         self.handles: list[int] = []
+        self._next = self._end = 0  # the free part of the newest chunk
 
     def _ok(self, result: int, call: str) -> None:
         if result != _SUCCESS:
@@ -103,9 +116,7 @@ class Arena:
             text = text.decode() if isinstance(text, bytes) else str(text)
             raise RuntimeError(f"{call} failed: {text} (NCCL error {result})")
 
-    def empty(self, numel: int, dtype: Any, device: Any) -> Any:
-        """An uninitialized 1-D tensor of ``numel`` elements of ``dtype``, in NCCL's memory."""
-        nbytes = numel * dtype.itemsize
+    def _chunk(self, nbytes: int) -> None:
         ptr = ctypes.c_void_p()
         self._ok(self.lib.ncclMemAlloc(ctypes.byref(ptr), nbytes), f"ncclMemAlloc({nbytes})")
         self.pointers.append(ptr.value)
@@ -114,7 +125,16 @@ class Arena:
             self._ok(self.lib.ncclCommRegister(ctypes.c_void_p(self.comm), ptr, nbytes, ctypes.byref(handle)),
                      f"ncclCommRegister({nbytes})")
             self.handles.append(handle.value)
-        return tensor_at(ptr.value, nbytes, device).view(dtype)
+        self._next, self._end = ptr.value, ptr.value + nbytes
+
+    def empty(self, numel: int, dtype: Any, device: Any) -> Any:
+        """An uninitialized 1-D tensor of ``numel`` elements of ``dtype``, in NCCL's memory."""
+        nbytes = numel * dtype.itemsize
+        span = -(-nbytes // _ALIGN) * _ALIGN
+        if self._end - self._next < span:
+            self._chunk(max(span, CHUNK_BYTES))
+        address, self._next = self._next, self._next + span
+        return tensor_at(address, nbytes, device).view(dtype)
 
     def close(self) -> None:
         if not self.pointers:
@@ -122,6 +142,7 @@ class Arena:
         self.sync()
         handles, pointers = self.handles, self.pointers
         self.handles, self.pointers = [], []
+        self._next = self._end = 0
         errors = []
         for h in handles:
             errors.append(self.lib.ncclCommDeregister(ctypes.c_void_p(self.comm), ctypes.c_void_p(h)))

@@ -73,6 +73,18 @@ for i in range(200):
 after = torch.cuda.mem_get_info()[0]
 print(f"  arena: free memory {before / 2**30:.2f} GiB before, {during / 2**30:.2f} with one case's 512 MiB, "
       f"{after / 2**30:.2f} after 200 cases; library {lib._name}")
+# What one ncclMemAlloc of 4 KiB takes (its granularity), and 128 small buffers in one arena (one chunk).
+import ctypes
+free0 = torch.cuda.mem_get_info()[0]
+p = ctypes.c_void_p(); lib.ncclMemAlloc(ctypes.byref(p), 4096)
+free1 = torch.cuda.mem_get_info()[0]; lib.ncclMemFree(p)
+arena = ncclmem.Arena(lib, comm, torch.cuda.synchronize)
+small = [arena.empty(1024, torch.float32, dev).fill_(i) for i in range(128)]
+free2 = torch.cuda.mem_get_info()[0]
+ok = all(int(t[0].item()) == i and int(t[-1].item()) == i for i, t in enumerate(small))
+arena.close()
+print(f"  ncclMemAlloc(4 KiB) took {(free0 - free1) / 2**20:.1f} MiB; 128 buffers of 4 KiB in one arena took "
+      f"{(free0 - free2) / 2**20:.1f} MiB in {len(small)} views, each still holding its own value: {ok}")
 dist.destroy_process_group()
 PY
 
