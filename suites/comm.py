@@ -241,6 +241,7 @@ class Comm(Suite):
         self.group = None
         self.graph = False
         self.alloc, self.register = "torch", False
+        self._nccl = None  # NCCL's library, for --alloc nccl
         self.world_size = 1
         self.nnodes = 1
         self._seed = 0
@@ -274,7 +275,7 @@ class Comm(Suite):
             if ctx.backend not in ("cuda", "hip"):
                 raise UsageError("--alloc nccl and --register use NCCL/RCCL's allocator: they need a GPU backend "
                                  "(cuda or hip)")
-            ncclmem.library()  # an NCCL without ncclMemAlloc is named once here, not in every case's row
+            self._nccl = ncclmem.library()  # an NCCL without ncclMemAlloc is named once here, not in every row
         for name in names:
             coll = COLLECTIVES[name]
             for dtype in dtypes:
@@ -332,10 +333,13 @@ class Comm(Suite):
             raise Skip(f"{footprint} B of buffers (plus the check's) does not fit in this device's memory")
         group = self.group.data
         call = coll.call
-        memory = _NcclMemory(group, device, self.register, backend.synchronize) if self.alloc == "nccl" else None
+        arena = None
+        if self.alloc == "nccl":  # allocates at the first buffer; closed when the case's measurement ends
+            comm = ncclmem.comm_of(group, device) if self.register else None
+            arena = ncclmem.Arena(self._nccl, comm, backend.synchronize)
 
         def empty(n: int) -> Any:
-            return memory.empty(n, dtype, device) if memory else torch.empty(n, dtype=dtype, device=device)
+            return arena.empty(n, dtype, device) if arena else torch.empty(n, dtype=dtype, device=device)
 
         def fill(b: Buffers) -> Buffers:
             """(Re)write ``b``'s input from its seed and poison the rest of the output: 7 is never an answer."""
@@ -408,8 +412,8 @@ class Comm(Suite):
             w = self._graph_workload(torch, backend, buffers, fill, run_one, check, derive, extra, nbytes,
                                      footprint, idempotent)
             w.before_batch, w.min_sample_s = line_up, MIN_SAMPLE_S
-        if memory is not None:  # NCCL's buffers are the case's: released when its measurement ends
-            w.context = _within(memory.held, w.context)
+        if arena is not None:  # NCCL's buffers are the case's: released when its measurement ends
+            w.context = _within(lambda: contextlib.closing(arena), w.context)
         return w
 
     def _graph_workload(self, torch, backend, buffers, fill, run_one, check, derive, extra, nbytes, footprint,
@@ -460,30 +464,6 @@ class Comm(Suite):
             footprint=footprint, cache="warm", derive=derive, extra=extra, calls=k,
             context=lambda: torch.cuda.stream(stream),
         )
-
-
-class _NcclMemory:
-    """One case's buffers from NCCL's allocator (``--alloc nccl``), each registered with the communicator under
-    ``--register``: the arena opens at the first buffer and closes when the case's measurement ends."""
-
-    def __init__(self, group, device, register: bool, sync: Callable[[], None]):
-        self.group, self.device, self.register, self.sync = group, device, register, sync
-        self.arena = None
-
-    def empty(self, n: int, dtype, device) -> Any:
-        if self.arena is None:
-            comm = ncclmem.comm_of(self.group, self.device) if self.register else None
-            self.arena = ncclmem.Arena(ncclmem.library(), comm, self.sync)
-        return self.arena.empty(n, dtype, device)
-
-    @contextlib.contextmanager
-    def held(self):
-        try:
-            yield
-        finally:
-            if self.arena is not None:
-                arena, self.arena = self.arena, None
-                arena.close()
 
 
 def _within(outer: Callable[[], Any], inner: Callable[[], Any] | None) -> Callable[[], Any]:

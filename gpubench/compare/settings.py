@@ -7,10 +7,10 @@ gpubench (whose method may differ). Each difference reads ``name: baseline → c
 
 Sources, per run: run.json's ``gpubench_version``; the fingerprint identity's software facts; the NCCL_*/RCCL_*
 and device-selection variables of ``fingerprint.volatile.env``; and how the comm rows were measured (their
-``graph``, ``alloc`` and ``register`` columns: a ``--register`` run against a default one says so). A fact one side does not know (a bare table, an
-imported log that carries no such fact) is left out rather than shown as a change. An imported text log carries
-no environment, so an imported run's empty ``env`` counts as unknown; a measured run's empty ``env`` means none
-was set.
+``graph``, ``alloc`` and ``register`` columns: a ``--register`` run against a default one says so). A fact one
+side does not know (a bare table, an imported log that carries no such fact) is left out rather than shown as a
+change. An imported text log carries no environment, so an imported run's empty ``env`` counts as unknown; a
+measured run's empty ``env`` means none was set.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _merge(values: list[str]) -> str:
 class Settings:
     software: dict[str, str] = field(default_factory=dict)  # facts every run of the side knows
     env: dict[str, str] | None = None  # None: some run's environment is unknown
-    method: dict[str, str] = field(default_factory=dict)  # METHOD_COLUMNS the side's rows all carry
+    method: dict[str, str] = field(default_factory=dict)  # METHOD_COLUMNS some row of the side knows
 
 
 def _method(raw: Any) -> dict[str, str]:

@@ -89,11 +89,11 @@ def tensor_at(address: int, nbytes: int, device: Any) -> Any:
 
 
 # ncclMemAlloc may allocate more than asked, "because of the buffer granularity requirements" of NCCL's
-# optimizations (its API documentation; NCCL 2.28 rounds up to cuMem's recommended granularity: 4 KiB took 2 MiB on an H200),
-# and a registered buffer is one more handle NCCL exchanges with its peers on first use. A small case rotates up
-# to 64 input sets: one allocation per buffer would hold 128 granules and registrations for a few KiB. So buffers
-# are carved from chunks of at least CHUNK_BYTES, each registered once; a buffer of CHUNK_BYTES or more has a
-# chunk of its own and starts at its head, where nccl-tests' single buffer starts.
+# optimizations (its API documentation; NCCL 2.28 rounds up to cuMem's recommended granularity: 4 KiB took
+# 2 MiB on an H200), and a registered buffer is one more handle NCCL exchanges with its peers on first use. A
+# small case rotates up to 64 input sets: one allocation per buffer would hold 128 granules and registrations
+# for a few KiB. So buffers are carved from chunks of at least CHUNK_BYTES, each registered once; a buffer of
+# CHUNK_BYTES or more has a chunk of its own and starts at its head, where nccl-tests' single buffer starts.
 CHUNK_BYTES = 64 << 20
 _ALIGN = 4096  # where each buffer starts within a chunk
 
