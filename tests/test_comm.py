@@ -479,7 +479,8 @@ def test_a_failed_nccl_allocation_is_the_cases_error(world_of_one, monkeypatch):
             engine.check(w, CpuBackend())
 
 
-def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_path):
+@pytest.mark.parametrize("register", [False, True], ids=["default", "register"])
+def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_path, register):
     # A stand-in all_reduce_perf that prints a real nccl-tests 2.19.6 log (2 × H200) and records its argv.
     log = ROOT / "tests" / "fixtures" / "nccl-tests" / "nt-2.19.6-all_reduce-h200x2.txt"
     bindir = tmp_path / "bin"
@@ -495,19 +496,24 @@ def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_pat
     fake.chmod(0o755)
     proc = _gpubench("run", "--suite", "comm", "--engine", "nccl-tests", "--nccl-tests-dir", bindir,
                      "--collectives", "all_reduce", "--min-bytes", "1M", "--max-bytes", "8G", "--step-factor", "4",
-                     "--nproc", "2", "--out", tmp_path / "r", "--cluster", "t", timeout=120,
-                     env={"NCCL_P2P_DIRECT_DISABLE": "1", "NCCL_IB_SECRET": "s3cr3t"})
+                     "--nproc", "2", "--out", tmp_path / "r", "--cluster", "t", *(["--register"] * register),
+                     timeout=120, env={"NCCL_P2P_DIRECT_DISABLE": "1", "NCCL_IB_SECRET": "s3cr3t"})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert (tmp_path / "argv").read_text() == "-b 1048576 -e 8589934592 -f 4 -d float -o sum -n 20 -w 5 -c 1 -g 2"
+    assert (tmp_path / "argv").read_text() == ("-b 1048576 -e 8589934592 -f 4 -d float -o sum -n 20 -w 5 -c 1 -g 2"
+                                               + " -R 1" * register)
     run = next((tmp_path / "r" / "t").iterdir())
     df = results.load(run)
     assert (df["engine"] == "nccl-tests").all() and (df["world_size"] == 2).all()
+    # How it measured, in the columns a gpubench run fills: the log's headers (2.28.9) mean ncclMemAlloc, its
+    # header says graph: 0, and the engine knows the -R it passed.
+    assert [set(df[c]) for c in ("graph", "alloc", "register")] == [{False}, {"nccl"}, {register}]
     printed = [line.split() for line in log.read_text().splitlines() if line.strip()[:1].isdigit()]
     busbw = df[(df.metric == "busbw") & (~df.inplace)].set_index("bytes")["value"]
     for row in printed:
         assert busbw[int(row[0])] == float(row[7])  # out-of-place busbw, exactly as printed
     meta = json.loads((run / "run.json").read_text())
-    assert meta["engine"]["runs"][0]["command"][-2:] == ["-g", "2"]
+    assert " ".join(meta["engine"]["runs"][0]["command"]).endswith("-g 2" + " -R 1" * register)
+    assert meta["engine"]["register"] is register
     # The binary ran with the caller's NCCL settings, and the run records them (never what looks like a secret).
     assert (tmp_path / "env").read_text() == "1"
     env = meta["fingerprint"]["volatile"]["env"]

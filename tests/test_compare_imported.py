@@ -35,7 +35,9 @@ def _import(tmp_path, log: Path, name: str) -> Path:
 
 def test_imported_logs_busbw_10_percent_lower_is_worse_and_itself_is_same(tmp_path, capsys):
     slow_log = tmp_path / "slow.txt"
-    slow_log.write_text(_slower(FIX.read_text(), 0.9))
+    # The slow side also claims a build against NCCL 2.18 headers (cudaMalloc'd buffers) and a -G run.
+    slow_log.write_text(_slower(FIX.read_text(), 0.9).replace("nccl-headers=22809", "nccl-headers=21803")
+                        .replace("graph: 0", "graph: 1"))
     assert slow_log.read_text().count("\n") == FIX.read_text().count("\n")
     base, slow = _import(tmp_path, FIX, "base"), _import(tmp_path, slow_log, "slow")
     capsys.readouterr()
@@ -43,7 +45,10 @@ def test_imported_logs_busbw_10_percent_lower_is_worse_and_itself_is_same(tmp_pa
     same = json.loads(capsys.readouterr().out)
     assert same["rows"] and {r["verdict"] for r in same["rows"]} == {"SAME"}
     assert main(["compare", str(base), str(slow), "--format", "json"]) == 1
-    rows = json.loads(capsys.readouterr().out)["rows"]
+    report = json.loads(capsys.readouterr().out)
+    rows = report["rows"]
+    # What the logs tell of how each measured is listed among the settings that differ.
+    assert {"graph: False → True", "alloc: nccl → cudaMalloc"} <= set(report["setting_differences"])
     busbw = [r for r in rows if r["metric"] == "busbw"]
     assert busbw and all(r["verdict"] == "WORSE" for r in busbw)
     assert all(abs(r["ratio"] - 0.9) < 0.002 for r in busbw)  # two printed decimals

@@ -284,3 +284,33 @@ def test_footer_count_that_disagrees_with_the_rows_is_reported(tmp_path, capsys)
     code, _ = do_import(tmp_path, "nccl-tests", log)
     err = capsys.readouterr().err
     assert code == 0 and "the footer counts 2 out-of-bounds result(s), the rows show 1" in err
+
+
+def _method_of(table_dir):
+    df = results.load(table_dir)
+    return {col: (sorted(set(df[col].dropna())) if col in df.columns else []) for col in ("graph", "alloc",
+                                                                                         "register")}
+
+
+def test_rows_say_how_the_tool_measured_where_the_log_tells(tmp_path):
+    # nccl-tests built against NCCL >= 2.19 allocates with ncclMemAlloc (gpubench's --alloc nccl), before with
+    # cudaMalloc; the header's graph: is the -G flag; the JSON twin's argv tells -R, a text log does not.
+    _, (text_dir,) = do_import(tmp_path / "a", "nccl-tests", FIX / "nt-2.19.6-all_reduce-h200x2.txt")
+    assert _method_of(text_dir) == {"graph": [False], "alloc": ["nccl"], "register": []}
+    doc = json.loads((FIX / "nt-2.19.6-all_reduce-h200x2.json").read_text())
+    argv = list(doc["args"])
+    for flag, expected in ((["-R", "1"], [True]), (["-R0"], [False]), (["--local_register=1"], [True]),
+                           ([], [False]), (["-R", "2"], [])):  # -R 2 (symmetric) has no gpubench counterpart
+        doc["args"] = argv[:1] + flag + argv[1:]
+        doc["config"]["graph"] = 1
+        path = tmp_path / f"r{len(flag)}{''.join(flag)}.json"
+        path.write_text(json.dumps(doc))
+        _, (json_dir,) = do_import(tmp_path / path.stem, "nccl-tests", path)
+        # The JSON file names the library, not the headers the binary was built with: alloc is not told.
+        assert _method_of(json_dir) == {"graph": [True], "alloc": [], "register": expected}, flag
+    old = (FIX / "nt-2.19.6-all_reduce-h200x2.txt").read_text().replace("nccl-headers=22809", "nccl-headers=21803")
+    (tmp_path / "old.txt").write_text(old)
+    _, (old_dir,) = do_import(tmp_path / "c", "nccl-tests", tmp_path / "old.txt")
+    assert _method_of(old_dir)["alloc"] == ["cudaMalloc"]
+    _, (rccl_dir,) = do_import(tmp_path / "d", "rccl-tests", FIX / "rccl-develop-all_reduce-2x8-M1.txt")
+    assert _method_of(rccl_dir)["alloc"] == []

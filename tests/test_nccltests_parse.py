@@ -67,7 +67,7 @@ def test_config_line_of_each_generation():
     new = runs_of("nt-2.19.6-all_reduce-h200x2.txt")[0].config
     assert new == {"json_output": "out/nt_all_reduce.json", "nthreads": 1, "ngpus": 2, "min_bytes": 1048576,
                    "max_bytes": 8589934592, "step": 4, "step_kind": "factor", "warmup_iters": 5, "iters": 20,
-                   "agg_iters": 1, "validation": 1, "graph": 0, "unalign": 0}
+                   "agg_iters": 1, "validation": 1, "graph": 0, "unalign": 0, "nccl_headers": 22809}
     old = runs_of("pre2.13-all_reduce-2x8-error-column.txt")[0].config
     assert old == {"nthreads": 1, "ngpus": 1, "min_bytes": 1048576, "max_bytes": 1073741824, "step": 4,
                    "step_kind": "factor", "warmup_iters": 5, "iters": 20, "validation": 1}

@@ -57,6 +57,7 @@ def comm_rows(run: Run, base: Mapping[str, Any] | None = None) -> list[dict[str,
     factor = commtable.busbw_factor(coll, n)
     fnuz = bool(run.config.get("fp8_fnuz"))
     engine = run.tool
+    known = method(run)
     out = []
     for row in run.rows:
         note = ""
@@ -86,8 +87,55 @@ def comm_rows(run: Run, base: Mapping[str, Any] | None = None) -> list[dict[str,
                 r["message"] = "; ".join(m for m in (r["message"], "time is CPU time (-C 1)") if m)
         for r in rows:
             r["source"] = f"{run.source}:{row.line}"
+            r.update(known)
         out.extend(rows)
     return out
+
+
+# NCCL_VERSION(2,19,0): from these headers on, nccl-tests takes its buffers from ncclMemAlloc (AllocateBuffs in
+# src/common.cu), before them from cudaMalloc.
+MEM_ALLOC_HEADERS = 21900
+
+
+def method(run: Run) -> dict[str, Any]:
+    """The comm table's method columns (``graph``, ``alloc``, ``register``; see :mod:`gpubench.compare.settings`)
+    that the log tells. A column it does not tell is left out, so that a comparison counts it as unknown.
+
+    ``graph`` comes from the header's (or the JSON config's) ``graph:``. ``alloc`` from the ``nccl-headers=`` of
+    nccl-tests' version line (2.17.4+); rccl-tests allocates otherwise and is not told. ``register`` from ``-R``
+    in the JSON file's argv (a text log does not print it; gpubench's own engine knows it from its command);
+    ``-R 2``, symmetric registration, has no counterpart in gpubench and is left unknown."""
+    out: dict[str, Any] = {}
+    if isinstance(run.config.get("graph"), (bool, int)):
+        out["graph"] = bool(run.config["graph"])
+    headers = run.config.get("nccl_headers")
+    if run.tool == "nccl-tests" and isinstance(headers, int):
+        out["alloc"] = "nccl" if headers >= MEM_ALLOC_HEADERS else "cudaMalloc"
+    args = run.config.get("args")
+    if isinstance(args, list):
+        level = _register_level([str(a) for a in args[1:]])
+        if level in (0, 1):
+            out["register"] = bool(level)
+    return out
+
+
+def _register_level(args: list[str]) -> int | None:
+    """The value of ``-R``/``--local_register`` in nccl-tests' argv (0 when absent, None when unreadable)."""
+    level: int | None = 0
+    for i, a in enumerate(args):
+        value = None
+        if a in ("-R", "--local_register"):
+            value = args[i + 1] if i + 1 < len(args) else ""
+        elif a.startswith("--local_register="):
+            value = a.split("=", 1)[1]
+        elif a.startswith("-R") and not a.startswith("--"):
+            value = a[2:]
+        if value is not None:
+            try:
+                level = int(value, 0)
+            except ValueError:
+                level = None
+    return level
 
 
 def _judge_error(rows: list[dict[str, Any]], row: Row, n: int, engine: str) -> None:

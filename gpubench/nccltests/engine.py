@@ -112,7 +112,7 @@ def run(args: Any, options: dict, dtypes: list[str] | None, cluster: str, argv: 
         # recorded as a measured run records its own (a setting such as NCCL_P2P_DIRECT_DISABLE changes figures).
         env = envscrub.scrub(f"{k}={v}" for k, v in os.environ.items())
         done = import_logs(logs, tool="nccl-tests", out=args.out, cluster=cluster, collective=None, argv=argv,
-                           env=env)
+                           env=env, method={"register": bool(args.register)})
         rd = done.run_dir
         for item in runs:
             for key in ("log", "stderr"):

@@ -57,7 +57,10 @@ def default_cluster(runs: list[Run]) -> str:
 
 
 def import_logs(paths: list[str], *, tool: str, out: str, cluster: str | None, collective: str | None,
-                argv: list[str], env: dict[str, str] | None = None) -> Imported:
+                argv: list[str], env: dict[str, str] | None = None,
+                method: dict[str, Any] | None = None) -> Imported:
+    """Import nccl-tests/rccl-tests logs as one run. ``env`` and ``method`` (comm method columns such as
+    ``register``) are what gpubench knows of binaries it started itself and the logs do not print."""
     warnings: list[str] = []
     runs: list[Run] = []
     files = []
@@ -114,7 +117,7 @@ def import_logs(paths: list[str], *, tool: str, out: str, cluster: str | None, c
     for run, staged_rows in zip(runs, staged):
         first = min(run.devices, key=lambda d: d.rank) if run.devices else None
         where = {"device": first.name if first else None, "host": first.host if first else None}
-        rows.extend({**base, **where, **r} for r in staged_rows)
+        rows.extend({**base, **where, **r, **(method or {})} for r in staged_rows)
     df = results.frame(rows, commtable.PARAMS)
     rd.meta["suites"][commtable.SUITE]["cases"] = int(df["case"].nunique())
     rd.write_table(commtable.SUITE, df)

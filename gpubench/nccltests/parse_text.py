@@ -280,6 +280,8 @@ class _Reader:
             run.tool, run.version, run.tool_detected = m.group(1), m.group(2), True
             if m.group(3):
                 run.config["git"] = m.group(3)
+            if m.group(4):  # the NCCL the binary was built against decides how it allocates its buffers
+                run.config["nccl_headers"] = int(m.group(4))
             if m.group(5):
                 run.nccl_version = names.nccl_version(int(m.group(5)))
             return
