@@ -111,8 +111,9 @@ def summary_tables(
             cv = r["cv"]
             cv_text = "—" if cv is None or (isinstance(cv, float) and math.isnan(cv)) else f"{100 * cv:.2f}%"
             status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r['message']}"
-            if r["status"] == "ok" and bool(r["noisy"]):
-                status = "ok (noisy)"
+            if r["status"] == "ok":
+                flags = [name for name, col in (("noisy", "noisy"), ("host-bound", "host_bound")) if _set(r.get(col))]
+                status = f"ok ({', '.join(flags)})" if flags else "ok"
             table.add_row(
                 *([r["_gpu"]] if many else []), *[_param_text(p, r[p]) for p in params],
                 fmt_value(r["value"]), cv_text, *(fmt_value(values[m].get((r["_gpu"], r["case"]))) for m in units),
@@ -121,6 +122,11 @@ def summary_tables(
             )
         tables.append(table)
     return tables
+
+
+def _set(flag: Any) -> bool:
+    """A boolean column's value, where missing (None, NaN: an older table, not measured) reads as not set."""
+    return flag is not None and not (isinstance(flag, float) and math.isnan(flag)) and bool(flag)
 
 
 def _gpu_labels(rows: pd.DataFrame) -> pd.Series:

@@ -9,7 +9,10 @@ For one workload it
    resolution and launch gaps don't dominate (with a flushed cache: one call, timed alone, many such samples
    queued back to back per batch) — until the relative spread (CV) is under target, or the time budget or the
    sample cap is reached;
-5. records the device state (clocks, power, temperature, throttle reasons) sampled while it measured.
+5. records the device state (clocks, power, temperature, throttle reasons) sampled while it measured;
+6. where the device runs the batch while the host is still issuing it (no hold, device-timed), times the host
+   issuing the first calls of each sample: a call that takes the device no longer than the host takes to
+   issue it is timed at the host's rate, and the row says so (``host_bound``).
 
 Device events time GPU backends and ``perf_counter_ns`` times the CPU, through ``Backend.timer``. A workload
 may ask instead for the host's clock around the enqueue alone (``timing="host"``), or for a stream held until
@@ -27,6 +30,15 @@ import numpy as np
 
 from gpubench.stats import cv as _cv
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, TIME_SCALE, Check, Metric, Workload
+
+
+# Host-bound samples. Each sample times the host issuing its first HOST_PROBE_CALLS calls (few enough that the
+# launch queue, ~a thousand entries, cannot fill and block the host: then issuing would look slow because the
+# device is). When issuing one call takes the host HOST_BOUND or more of the call's device time, the device was
+# waiting between calls. One eager all_reduce through torch.distributed costs the host 14-35 µs (H100 hosts,
+# docs/measurements.md), so on 2 × H200 an eager 1 MiB collective is timed at that rate.
+HOST_PROBE_CALLS = 16
+HOST_BOUND = 0.8
 
 
 @dataclass(frozen=True)
@@ -67,6 +79,16 @@ class Measurement:
     # With a group of ranks: ``samples_s`` holds the slowest rank's per-call time of each sample (a collective
     # is done when its last rank is), and this holds each rank's median per-call time, by rank.
     rank_medians_s: list[float] = field(default_factory=list)
+    # The host's time to issue one call (median over the samples; with a group, the slowest rank's); None where
+    # not measured (a held stream, flushed samples, host timing, a CPU backend).
+    host_issue_s: float | None = None
+
+    @property
+    def host_bound(self) -> bool | None:
+        """Whether the device waited for the host: issuing a call took at least HOST_BOUND × its time."""
+        if self.host_issue_s is None or not self.samples_s:
+            return None
+        return self.host_issue_s >= HOST_BOUND * float(np.median(self.samples_s))
 
     @property
     def valid(self) -> bool:
@@ -148,6 +170,9 @@ def measure(
 
     flush = workload.cache == "flush"
     host = workload.timing == "host"
+    # Only where the device starts on a batch before the host has issued it all can the host hold it back.
+    watch_host = backend.is_gpu and not host and not flush and not workload.hold
+    issued: list[float] = []  # the host's seconds per call, a value per batch
     result.sets = sets = rotation_sets(workload, backend.cache_bytes(), config)
     inputs = _together(group, lambda: [workload.make_inputs() for _ in range(sets)])
     turn = 0
@@ -176,7 +201,15 @@ def measure(
                     backend.flush_cache()
                 timer = backend.host_timer() if host else backend.timer()
                 timer.start()
-                backend.call_batch(workload, inputs, turn, 1 if flush else inner)
+                if watch_host:
+                    first = min(inner, HOST_PROBE_CALLS)
+                    h0 = backend.host_now()
+                    backend.call_batch(workload, inputs, turn, first)
+                    issued.append((backend.host_now() - h0) / (first * workload.calls))
+                    if inner > first:
+                        backend.call_batch(workload, inputs, turn + first, inner - first)
+                else:
+                    backend.call_batch(workload, inputs, turn, 1 if flush else inner)
                 timer.stop()
                 timers.append(timer)
             turn += inner
@@ -236,6 +269,7 @@ def measure(
         inner = max(inner, _inner_for(per_call[-1] * workload.calls, config, workload.period_s))
         min_samples = min(min_samples, 3)
     result.inner = 1 if flush else inner
+    issued.clear()  # warm-up's batches issue cold (first calls, compiled code not yet cached)
     t0 = backend.now()
     with sampler:
         while True:
@@ -255,8 +289,12 @@ def measure(
                 result.stop = "budget"
                 break
     result.state = sampler.summary()
+    if issued:
+        result.host_issue_s = float(np.median(issued))
     if group is not None:
         result.rank_medians_s = group.gather_floats(float(np.median(own)))
+        if watch_host:  # every rank measured it (same workload, same kind of backend): the slowest issuer's
+            result.host_issue_s = group.max([result.host_issue_s or 0.0])[0]
     inputs.clear()  # let the input sets go before the next case allocates its own
     return result
 
@@ -334,4 +372,4 @@ def metric_samples(workload: Workload, metrics: Sequence[Metric], samples_s: Seq
     return out
 
 
-__all__ = ["EngineConfig", "FULL", "QUICK", "Measurement", "measure", "check", "metric_samples", "rotation_sets", "sets_spanning"]
+__all__ = ["EngineConfig", "FULL", "QUICK", "HOST_BOUND", "Measurement", "measure", "check", "metric_samples", "rotation_sets", "sets_spanning"]

@@ -84,7 +84,7 @@ def benchmark_entry(row: dict[str, Any]) -> dict[str, Any]:
         "param": row["case"],
         "extra_info": {k: _plain(row.get(k)) for k in (
             "unit", "suite_version", "device", "device_index", "backend", "host", "cluster", "run_id", "n", "cv",
-            "noisy", "work_bytes", "work_flops", "stop")},
+            "noisy", "host_bound", "work_bytes", "work_flops", "stop")},
         "options": {"timer": f"gpubench ({row.get('backend')})", "disable_gc": False, "min_rounds": None,
                     "max_time": None, "min_time": None, "warmup": _plain(row.get("warmup_s"))},
         "stats": {**benchmark_stats(seconds), "data": seconds, "iterations": inner},

@@ -24,13 +24,15 @@ import pyarrow.parquet as pq
 
 from gpubench.errors import UsageError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # History of SCHEMA_VERSION (bump it for any change a reader could notice; add an upgrade step below):
 #   1 — gpubench 0.1.0 (2026-11): first version. Long format, one row per (case, metric); columns in
 #       COLUMNS below plus each suite's parameter columns; `value` is the median of `samples`; run.json
 #       beside the tables holds the fingerprint.
 #   2 — 2026-11-21: `gpu_uuid` and `pci_bus_id` after `device_index`, so that a run over many GPUs
 #       (`run --devices`) names each one; older tables read them as missing.
+#   3 — 2026-11-23: `host_us` and `host_bound` after `sets`: the host's time to issue one call, and whether
+#       the device waited for it (the figure is the host's issue rate); older tables read them as unknown.
 
 META_KEY = b"gpubench"  # parquet footer key holding {"schema_version": ..., "suite": ..., ...}
 RUN_FILE = "run.json"
@@ -65,6 +67,8 @@ BODY = (
     "work_flops",
     "inner",  # calls per sample
     "sets",  # rotating input sets
+    "host_us",  # the host's time to issue one call (median; None where the engine does not measure it)
+    "host_bound",  # host_us >= engine.HOST_BOUND x the per-call time: the device waited for the host
     "warmup_s",
     "settled",  # warm-up ended because times agreed (not because its time ran out)
     "stop",  # cv | budget | max_samples | check
@@ -92,9 +96,17 @@ def _v1_to_v2(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _v2_to_v3(df: pd.DataFrame) -> pd.DataFrame:
+    # Before v3 the host's issue time was not measured: unknown, not "not host-bound".
+    for col in ("host_us", "host_bound"):
+        if col not in df.columns:
+            df[col] = None
+    return df
+
+
 # Upgrade steps: _UPGRADES[v] turns a version-v frame into a version-(v+1) frame; the loader applies them in
 # order, so a change to the schema is one function here.
-_UPGRADES: dict[int, Callable[[pd.DataFrame], pd.DataFrame]] = {1: _v1_to_v2}
+_UPGRADES: dict[int, Callable[[pd.DataFrame], pd.DataFrame]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def frame(rows: Iterable[Mapping[str, Any]], params: Sequence[str] = ()) -> pd.DataFrame:

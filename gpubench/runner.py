@@ -154,6 +154,8 @@ def case_rows(
             "work_flops": int(workload.flops) if workload is not None else None,
             "inner": meas.inner if meas else None,
             "sets": meas.sets if meas else None,
+            "host_us": meas.host_issue_s * 1e6 if meas and meas.host_issue_s is not None else None,
+            "host_bound": meas.host_bound if meas else None,
             "warmup_s": meas.warmup_s if meas else None,
             "settled": meas.settled if meas else None,
             "stop": meas.stop if meas else None,

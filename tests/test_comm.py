@@ -169,6 +169,23 @@ def test_exact_figures_on_the_fake_backend(tmp_path):
         assert rows["busbw"] == pytest.approx((1 << 20) / t / 1e9 * factor)
 
 
+def test_a_collective_the_host_cannot_issue_fast_enough_is_flagged_host_bound(tmp_path):
+    # Issuing a call costs each rank's host 3 ms, more than the 2 ms the call takes: every call waits for the
+    # host, the rows say so (and carry the host's time), and so does the summary. Without that cost, neither.
+    common = ("run", "--suite", "comm", "--backend", "fake", "--quick", "--cluster", "t", "--collectives",
+              "all_reduce", "--sizes", "1M")
+    slow = _gpubench(*common, "--out", tmp_path / "slow", env={"GPUBENCH_FAKE_CALL_S": "2e-3",
+                                                               "GPUBENCH_FAKE_HOST_S": "3e-3"})
+    fast = _gpubench(*common, "--out", tmp_path / "fast", env={"GPUBENCH_FAKE_CALL_S": "2e-3"})
+    for proc in (slow, fast):
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    s = results.load(_only_run(tmp_path / "slow")).set_index("metric")
+    f = results.load(_only_run(tmp_path / "fast")).set_index("metric")
+    assert s.loc["time", "value"] == pytest.approx(3e3) and s.loc["time", "host_us"] == pytest.approx(3e3)
+    assert s["host_bound"].eq(True).all() and "host-bound" in slow.stdout
+    assert f.loc["time", "host_us"] == 0.0 and f["host_bound"].eq(False).all() and "host-bound" not in fast.stdout
+
+
 def test_bad_comm_options_exit_2_before_anything_starts(tmp_path):
     for args, needle in ((["--collectives", "allreduce"], "unknown collective"),
                          (["--op", "mean"], "unknown --op"),

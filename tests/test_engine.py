@@ -272,3 +272,31 @@ def test_a_period_is_ignored_for_flushed_workloads():
     w = make_workload()
     w.period_s, w.cache = 0.05, "flush"
     assert engine.measure(w, FakeBackend(durations=[1e-3]), ONE_CALL).inner == 1  # one call per flushed sample
+
+
+@pytest.mark.parametrize("host_s,bound", [(0.0, False), (2e-5, False), (9e-5, True), (3e-4, True)])
+def test_a_device_waiting_for_the_host_is_called_host_bound(host_s, bound):
+    # A 100 µs call; the host takes host_s to issue one. At 90 µs the device still runs its own time but the
+    # host is what keeps it busy; at 300 µs each call waits for the host and takes 300 µs.
+    be = FakeBackend(durations=[1e-4], host_seconds=host_s)
+    cfg = EngineConfig(**{**ONE_CALL.__dict__, "min_sample_s": 1e-3})
+    m = engine.measure(make_workload(), be, cfg)
+    assert m.host_issue_s == pytest.approx(host_s)
+    assert m.host_bound is bound
+    assert m.samples_s == pytest.approx([max(1e-4, host_s)] * len(m.samples_s))
+
+
+def test_host_issue_is_not_measured_where_the_host_cannot_hold_the_device_back():
+    from gpubench.backends.cpu import CpuBackend
+
+    held = make_workload()
+    held.hold = True  # the whole batch is issued before the device starts on it
+    flushed = make_workload(cache="flush")  # one call per sample, behind a hold
+    timed_on_host = make_workload()
+    timed_on_host.timing = "host"
+    for w in (held, flushed, timed_on_host):
+        m = engine.measure(w, FakeBackend(durations=[1e-4], host_seconds=3e-4), ONE_CALL)
+        assert m.host_issue_s is None and m.host_bound is None
+    # A CPU backend runs each call as it is issued: there is no queue to starve.
+    m = engine.measure(make_workload(), CpuBackend(), ONE_CALL)
+    assert m.host_issue_s is None and m.host_bound is None

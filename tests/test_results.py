@@ -1,4 +1,4 @@
-"""Schema v1: round trip, refusal of newer files, upgrade steps, atomic writes."""
+"""The result schema: round trip, refusal of newer files, upgrade steps, atomic writes."""
 
 import json
 import math
@@ -141,11 +141,16 @@ def test_not_a_run_directory(tmp_path):
         results.load(tmp_path / "nope")
 
 
-def test_a_v1_table_reads_with_the_device_identity_columns_missing(tmp_path):
+@pytest.mark.parametrize("version,dropped", [
+    (1, ["gpu_uuid", "pci_bus_id", "host_us", "host_bound"]),  # as gpubench 0.1.0 wrote it
+    (2, ["host_us", "host_bound"]),  # before the host's issue time was measured
+])
+def test_older_tables_read_with_the_later_columns_unknown(tmp_path, version, dropped):
     path = results.save(sample_frame(), tmp_path / "t.parquet")
     table = pq.read_table(path)
-    pq.write_table(table.drop(["gpu_uuid", "pci_bus_id"]), path)  # as gpubench 0.1.0 wrote it
-    _rewrite_version(path, 1)
+    pq.write_table(table.drop(dropped), path)
+    _rewrite_version(path, version)
     back = results.load(path)
-    assert back["gpu_uuid"].isna().all() and back["pci_bus_id"].isna().all()
-    assert back.attrs["schema_version"] == 2 and results.SCHEMA_VERSION == 2
+    assert all(back[c].isna().all() for c in dropped)
+    assert set(results.COLUMNS) <= set(back.columns)
+    assert back.attrs["schema_version"] == 3 and results.SCHEMA_VERSION == 3

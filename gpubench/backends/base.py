@@ -111,6 +111,10 @@ class Backend:
         """Wall clock for the engine's budgets (the fake backend substitutes its own)."""
         return time.perf_counter()
 
+    def host_now(self) -> float:
+        """The host's clock around issuing calls, to tell a host-bound figure (the fake substitutes its own)."""
+        return time.perf_counter()
+
     def call(self, workload: Any, inputs: Any) -> Any:
         """Run the workload once on one input set; the fake backend also advances its clock here."""
         return workload.run(inputs)

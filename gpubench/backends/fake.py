@@ -59,9 +59,15 @@ class FakeBackend(Backend):
         model_name: str = "Fake GPU",
         device_count: int = 2,
         reading: dict | None = None,
+        host_seconds: float | None = None,
     ):
         super().__init__(device_index)
         self.clock = FakeClock()
+        # The host's cost of issuing one call, on a clock of its own (GPUBENCH_FAKE_HOST_S for tests through
+        # the CLI). A device fed more slowly than it runs waits for the host: a call then takes at least this.
+        self.host_clock = FakeClock()
+        self.host_seconds = float(host_seconds if host_seconds is not None
+                                  else os.environ.get("GPUBENCH_FAKE_HOST_S", 0.0))
         self.calls = 0
         self.flushes = 0
         self.holds: list[float] = []
@@ -163,12 +169,16 @@ class FakeBackend(Backend):
     def now(self) -> float:
         return self.clock.now()
 
+    def host_now(self) -> float:
+        return self.host_clock.now()
+
     def call(self, workload: Any, inputs: Any) -> Any:
         out = workload.run(inputs)
         seconds = float(self._duration(workload, self.calls))
         if seconds <= 0:
             raise ValueError("fake durations must be positive, or the engine's budgets never run out")
-        self.clock.advance(seconds)
+        self.host_clock.advance(self.host_seconds)
+        self.clock.advance(max(seconds, self.host_seconds))
         self.calls += 1
         return out
 
