@@ -8,9 +8,7 @@
 set -u -o pipefail
 out=${1:?OUT_DIR}
 mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v -i warning
-nvidia-smi -L; date -u
+source tests/gpu/setup.sh
 for i in 1 2; do
   torchrun --standalone --nproc-per-node 1 tests/gpu/probe_comm_host_cost.py --out "$out/probe-$i.json" 2>&1 | grep -v "^\[W"
 done

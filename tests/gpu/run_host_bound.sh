@@ -6,9 +6,7 @@
 set -u -o pipefail
 out=${1:?OUT_DIR}
 mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v -i warning
-nvidia-smi -L; date -u
+source tests/gpu/setup.sh
 o=(--out "$out/runs")
 c=(--suite comm --nproc 1 --collectives all_reduce,all_gather --min-bytes 1M --max-bytes 64M --step-factor 64)
 gpubench run "${c[@]}" "${o[@]}" --cluster comm >"$out/comm.log" 2>&1; echo "comm rc=$?"
