@@ -249,7 +249,7 @@ def _suite_options(args) -> dict:
     if args.register and args.alloc == "torch":
         raise UsageError("--register registers NCCL's own buffers: use it with --alloc nccl (or without --alloc)")
     return {
-        "alloc": "nccl" if args.register else (args.alloc or "torch"),
+        "alloc": args.alloc,  # the comm suite resolves it (--register implies nccl, the default is torch)
         "register": bool(args.register),
         "min_bytes": parse_size(args.min_bytes) if args.min_bytes else None,
         "max_bytes": parse_size(args.max_bytes) if args.max_bytes else None,

@@ -60,7 +60,8 @@ class Settings:
 
 def _method(raw: Any) -> dict[str, str]:
     """The METHOD_COLUMNS of a side's rows. Rows without one (a case skipped before it was prepared, an older
-    run, an import whose log does not tell it) do not know it: they are left out, and a side where no row knows it shows nothing."""
+    run, an import whose log does not tell it) do not know it: they are left out, and a side where no row
+    knows it shows nothing."""
     out = {}
     for col in METHOD_COLUMNS:
         known = raw[col].dropna() if raw is not None and col in raw.columns else []

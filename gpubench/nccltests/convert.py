@@ -128,7 +128,7 @@ def _register_level(args: list[str]) -> int | None:
             value = args[i + 1] if i + 1 < len(args) else ""
         elif a.startswith("--local_register="):
             value = a.split("=", 1)[1]
-        elif a.startswith("-R") and not a.startswith("--"):
+        elif a.startswith("-R"):
             value = a[2:]
         if value is not None:
             try:
