@@ -69,6 +69,12 @@ class AutotuneKernels(Suite):
     description = "Triton launch-shape sweep (bf16 GEMM tiles, triad warps/vector) against torch; best per shape"
     params = ("kernel", "dtype", "shape", "config")
 
+    @classmethod
+    def charts(cls, runs, out):
+        from gpubench.report import charts_autotune
+
+        return charts_autotune.kernels(runs, out, rate_metric)
+
     def cases(self, ctx: GridContext):
         from gpubench.suites.elementwise import _array_sizes
 
@@ -80,7 +86,7 @@ class AutotuneKernels(Suite):
             for config in (TORCH, *triad_configs(ctx.quick)):
                 yield Case.of(kernel="triad", dtype=dtype, shape=str(size), config=config)
 
-    def prepare(self, case: Case, backend: Any):
+    def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None):
         if backend.name not in GPU:
             raise Skip(f"the sweep compares Triton launch shapes, which compile for GPUs only (backend "
                        f"{backend.name!r})")

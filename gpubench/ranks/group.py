@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gpubench.dist.env import RankEnv
+from gpubench.ranks.env import RankEnv
 
 _HEARTBEAT_S = 0.5
 # How long the store may stay out of reach when gpubench's own spawner hosts it on this machine: a local store

@@ -4,7 +4,7 @@ One process per GPU, as for comm: gpubench starts them on one machine, or joins 
 mpirun started (one per GPU on every node). Each rank measures its own GPU on its own (no agreement on
 timing: the GPUs are independent), and the ranks go case by case in step, so that every GPU runs the same
 case at the same time (the load a training job puts on a box) and a case's rows from every GPU reach rank 0
-together, which writes them. The heartbeat and watchdog of :mod:`gpubench.dist.group` still end a rank that
+together, which writes them. The heartbeat and watchdog of :mod:`gpubench.ranks.group` still end a rank that
 stalls, naming it.
 
 Running at once means the GPUs share what a box shares: host links, CPU, power. Copy figures measured this
@@ -13,6 +13,7 @@ way are per-GPU figures under that load; run ``--device N`` one at a time for ea
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from gpubench.errors import UsageError
@@ -74,19 +75,18 @@ def _check(args: Any, suites: list) -> tuple[str, list[int]]:
     return name, parse_devices(args.devices, cls.device_count())
 
 
-def spawn(args: Any, argv: list[str], suites: list, options: dict, sizes, dtypes, cluster: str) -> int:
-    """No launcher started us: check the grid here, then start one process per listed device."""
-    from gpubench import runner
+def spawn(args: Any, argv: list[str], suites: list, check: Callable[[Any, int], None], cluster: str) -> int:
+    """No launcher started us: check the grid here (``check(device, world_size)``: the caller plans it on a
+    stand-in device), then start one process per listed device."""
     from gpubench.backends import backend_class, open_backend
-    from gpubench.dist import spawn as spawner
+    from gpubench.ranks import spawn as spawner
     from gpubench.rundir import ensure_writable
 
     name, devices = _check(args, suites)
     # Bad input fails here, once, before any process starts.
     count = backend_class(name).device_count()
     probe = _PlanProbe(name, devices[0], count) if name in ("cuda", "hip") else open_backend(name, devices[0])
-    runner.plan(suites, probe, quick=args.quick, sizes=sizes, dtypes=dtypes, case_filter=args.filter,
-                search=args.search, options=options)
+    check(probe, 1)
     ensure_writable(args.out, cluster)
     return spawner.run(list(argv[1:]), len(devices), args.timeout)
 
@@ -94,7 +94,7 @@ def spawn(args: Any, argv: list[str], suites: list, options: dict, sizes, dtypes
 def join(args: Any, suites: list, renv: Any):
     """This process is one rank of a ``--devices`` run: its device and the group of all ranks."""
     from gpubench.backends import open_backend
-    from gpubench.dist.group import Group
+    from gpubench.ranks.group import Group
 
     name, devices = _check(args, suites)
     if args.devices.strip() != "all" and renv.local_world_size != len(devices):

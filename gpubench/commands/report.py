@@ -11,17 +11,16 @@ from gpubench.errors import UsageError
 DEFAULT_OUT = "gpubench-report"
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
+def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="an HTML page and PNG charts of one or more runs (overlaid), with compare "
                                       "tables between them")
     p.add_argument("paths", nargs="+", metavar="RUN_DIR",
                    help="run directories (each holding run.json); the first is the baseline of the compare tables")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
                    help=f"folder for index.html and the PNGs (default: ./{DEFAULT_OUT}; created if missing)")
-    p.set_defaults(run_command=cmd_report)
 
 
-def cmd_report(args) -> int:
+def main(args: argparse.Namespace, argv: list[str]) -> int:
     from gpubench.console import out_console
     from gpubench.report import write
 
@@ -38,4 +37,4 @@ def cmd_report(args) -> int:
     return 0
 
 
-__all__ = ["add_commands", "cmd_report"]
+__all__ = ["add", "main"]

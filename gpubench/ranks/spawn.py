@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from gpubench.dist.group import laggards, read_heartbeats
+from gpubench.ranks.group import laggards, read_heartbeats
 
 _POLL_S = 0.2
 _GRACE_S = 2.0  # after a rank died: time for the others to record their own view before they are killed

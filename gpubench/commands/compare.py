@@ -1,9 +1,5 @@
-"""``gpubench compare | calibrate | export``: their arguments and what each does.
-
-:func:`add_commands` registers them on the CLI's subparsers; each sets ``args.run_command``, which
-:func:`gpubench.cli.main` calls. Exit codes: compare 0 when nothing is WORSE (fleet: no device flagged), 1
-when something is; calibrate and export 0; all of them 2 (a UsageError) for input they cannot use.
-"""
+"""``gpubench compare BASELINE CURRENT`` (or ``--fleet RUN...``): BETTER/WORSE/SAME per figure. Exit 0 when
+nothing is WORSE (fleet: no device flagged), 1 when something is, 2 (a UsageError) for input it cannot use."""
 
 from __future__ import annotations
 
@@ -13,8 +9,7 @@ from pathlib import Path
 from gpubench.errors import UsageError
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
-    from gpubench.compare.calibrate import DEFAULT_FLOOR, DEFAULT_SAFETY
+def add(sub: argparse._SubParsersAction) -> None:
     from gpubench.compare.fleet import DEFAULT_K
     from gpubench.compare.formats import FORMATS
     from gpubench.compare.verdict import DEFAULT_ALPHA
@@ -44,26 +39,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                         "from the fleet median")
     p.add_argument("--k", type=float, default=DEFAULT_K, metavar="K",
                    help=f"--fleet: flag beyond K (default: {DEFAULT_K:g})")
-    p.set_defaults(run_command=cmd_compare)
-
-    p = sub.add_parser("calibrate", help="thresholds for compare from the spread of several runs of one machine")
-    p.add_argument("paths", nargs="+", metavar="RUN_DIR_OR_DIRS",
-                   help="2 or more run directories of the same build on one machine, or directories of runs")
-    p.add_argument("--out", required=True, metavar="FILE.toml", help="thresholds file to write")
-    p.add_argument("--safety", type=float, default=DEFAULT_SAFETY, metavar="X",
-                   help=f"multiply the observed spread by X (default: {DEFAULT_SAFETY:g})")
-    p.add_argument("--floor", type=float, default=DEFAULT_FLOOR, metavar="FRACTION",
-                   help=f"no threshold below this (default: {DEFAULT_FLOOR:g})")
-    p.set_defaults(run_command=cmd_calibrate)
-
-    p = sub.add_parser("export", help="a run's figures in another tool's format (pytest-benchmark JSON; the kernel "
-                                      "sweep's winners as a TunableOp-style CSV or Triton configs)")
-    p.add_argument("run", metavar="RUN", help="a run directory or .parquet table")
-    p.add_argument("--format", choices=("pytest-benchmark", "tunableop", "triton-configs"), default="pytest-benchmark",
-                   help="output format (default: pytest-benchmark; tunableop and triton-configs take an "
-                        "autotune-kernels run)")
-    p.add_argument("--out", required=True, metavar="FILE", help="file to write")
-    p.set_defaults(run_command=cmd_export)
 
 
 def _out_formats(args) -> list[tuple[Path, str]]:
@@ -94,7 +69,7 @@ def _emit(args, renderable, render) -> None:
         path.write_text(render(fmt))
 
 
-def cmd_compare(args) -> int:
+def main(args: argparse.Namespace, argv: list[str]) -> int:
     from gpubench.compare import fleet, fleet_formats, formats, report, thresholds
 
     _out_formats(args)  # a bad --out fails before anything is loaded
@@ -123,58 +98,3 @@ def _side(path: str):
     from gpubench.compare.load import resolve
 
     return resolve(path)
-
-
-def cmd_calibrate(args) -> int:
-    from rich.table import Table
-
-    from gpubench.compare import calibrate
-    from gpubench.compare.formats import pct
-    from gpubench.console import out_console
-
-    cal = calibrate.calibrate(calibrate.expand(args.paths), safety=args.safety, floor=args.floor)
-    out = calibrate.write(cal, args.out)
-    table = Table(title=f"thresholds from {len(cal.runs)} runs (spread × {cal.safety:g}, at least {cal.floor:g})",
-                  title_justify="left")
-    for col in ("suite", "metric", "threshold", "largest spread", "at case", "figures"):
-        table.add_column(col)
-    for d in cal.detail.to_dict("records"):
-        table.add_row(str(d["suite"]), str(d["metric"]), pct(d["threshold"]), pct(d["spread"]), str(d["case"]),
-                      str(d["figures"]))
-    console = out_console()
-    console.print(table)
-    console.print(f"thresholds: {out}", markup=False, highlight=False)
-    return 0
-
-
-def cmd_export(args) -> int:
-    from gpubench.console import out_console
-    from gpubench.export import export
-
-    if args.format in ("tunableop", "triton-configs"):
-        return _export_kernel_winners(args)
-
-    written, left = export(args.run, args.out)
-    out_console().print(f"{written} time figure(s) written to {args.out} as pytest-benchmark JSON"
-                        + (f"; {left} row(s) left out (not ok, or not a time metric)" if left else ""),
-                        markup=False, highlight=False)
-    return 0
-
-
-def _export_kernel_winners(args) -> int:
-    from gpubench import results
-    from gpubench.autotune import kernel_export
-    from gpubench.console import out_console
-
-    df = results.load(args.run)
-    if "config" not in df.columns or not (df["suite"] == "autotune-kernels").any():
-        raise UsageError(f"{args.run} has no autotune-kernels rows: run gpubench run --suite autotune-kernels first")
-    meta = df.attrs.get("run") or {}
-    write = kernel_export.tunableop_csv if args.format == "tunableop" else kernel_export.triton_configs
-    Path(args.out).write_text(write(df, meta))
-    n = len(kernel_export.winners(df))
-    out_console().print(f"{n} winner(s) written to {args.out} ({args.format})", markup=False, highlight=False)
-    return 0
-
-
-__all__ = ["add_commands", "cmd_compare", "cmd_calibrate", "cmd_export"]

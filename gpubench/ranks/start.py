@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from gpubench.dist.env import RankEnv
+from gpubench.ranks.env import RankEnv
 from gpubench.errors import UsageError
 
 
@@ -27,11 +28,11 @@ class _GridOnly:
         return self._count
 
 
-def spawn(args: Any, argv: list[str], suites: list, options: dict, sizes, dtypes, cluster: str) -> int:
-    """Check the grid as the ranks will lay it out, then run one process per rank on this machine."""
-    from gpubench import runner
+def spawn(args: Any, argv: list[str], check: Callable[[Any, int], None], cluster: str) -> int:
+    """Check the grid as the ranks will lay it out (``check(device, world_size)``: the caller plans it on a
+    stand-in device), then run one process per rank on this machine."""
     from gpubench.backends import backend_class, resolve_name
-    from gpubench.dist import spawn as spawner
+    from gpubench.ranks import spawn as spawner
     from gpubench.rundir import ensure_writable
 
     name = resolve_name(args.backend)
@@ -44,8 +45,7 @@ def spawn(args: Any, argv: list[str], suites: list, options: dict, sizes, dtypes
         if nproc > have:
             raise UsageError(f"--nproc {nproc} needs {nproc} GPUs, this machine has {have}: one rank per GPU "
                              "(use a launcher across nodes)")
-    runner.plan(suites, _GridOnly(name, nproc), quick=args.quick, sizes=sizes, dtypes=dtypes, case_filter=args.filter,
-                search=args.search, options=dict(options, world_size=nproc))
+    check(_GridOnly(name, nproc), nproc)
     ensure_writable(args.out, cluster)
     return spawner.run(list(argv[1:]), nproc, args.timeout)
 
@@ -53,7 +53,7 @@ def spawn(args: Any, argv: list[str], suites: list, options: dict, sizes, dtypes
 def join(args: Any, renv: RankEnv):
     """This process is one rank: its device (the local rank's GPU) and the group of all ranks."""
     from gpubench.backends import open_backend, resolve_name
-    from gpubench.dist.group import Group
+    from gpubench.ranks.group import Group
 
     name = resolve_name(args.backend)
     gpu = name in ("cuda", "hip")

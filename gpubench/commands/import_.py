@@ -8,12 +8,10 @@ from collections.abc import Sequence
 
 from gpubench import commtable
 from gpubench.errors import UsageError
-from gpubench.nccltests import names
-from gpubench.nccltests.model import TOOLS
+from gpubench.nccltests.model import TOOLS, collective_of_binary
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register ``gpubench import`` on gpubench's subcommand parser."""
+def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import", help="import nccl-tests / rccl-tests logs (text or -J JSON) as a comm table")
     p.add_argument("tool", choices=TOOLS, metavar="|".join(TOOLS),
                    help="the tool that wrote the logs (the logs' content wins where it says otherwise)")
@@ -28,13 +26,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 def _collective(text: str | None) -> str | None:
     if text is None:
         return None
-    name = names.collective_of_binary(text) or text.strip()
+    name = collective_of_binary(text) or text.strip()
     if name not in commtable.COLLECTIVES:
         raise UsageError(f"unknown --collective {text!r}: one of {', '.join(commtable.COLLECTIVES)}")
     return name
 
 
-def run_import(args: argparse.Namespace, argv: Sequence[str]) -> int:
+def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from gpubench.console import out_console
     from gpubench.nccltests.importer import import_logs
 
