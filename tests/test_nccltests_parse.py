@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from gpubench.nccltests import ParseError, parse_json, parse_text
-from gpubench.nccltests import model, parse_text as text_parser
+from gpubench.nccltests import model
+from gpubench.nccltests.parse_text import strip_prefix
 from gpubench.nccltests.importer import comm_rows
 from gpubench.nccltests.importer import read
 
@@ -143,7 +144,7 @@ def test_launcher_prefixes_are_stripped(prefix):
     text = "".join(prefix + line + "\n" for line in (FIX / "nt-2.19.6-all_reduce-h200x2.txt").read_text().splitlines())
     (run,) = parse_text(text, "p.txt")
     assert len(run.rows) == 14 and run.world_size == 2
-    assert text_parser.strip("  1048576  262144  float") == "  1048576  262144  float"
+    assert strip_prefix("  1048576  262144  float") == "  1048576  262144  float"
 
 
 def test_foreign_lines_are_skipped_but_an_unknown_prefix_before_a_row_is_an_error():

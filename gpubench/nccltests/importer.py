@@ -11,7 +11,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from gpubench.nccltests.parse_text import parse_text
 from gpubench.rundir import RunDir, check_label
 
 
+@dataclass
 class Imported:
     run_dir: RunDir
     runs: list[Run]

@@ -1,6 +1,6 @@
 """The text output of nccl-tests and rccl-tests, every generation, into :class:`Run` objects.
 
-A log is read line by line after its launcher prefix (:mod:`prefixes`) is removed. Lines the tool prints start
+A log is read line by line after its launcher prefix (:func:`strip_prefix`) is removed. Lines the tool prints start
 or fill a run; result rows are read against the column names of the header above them; anything else (MPI
 warnings, NCCL INFO lines, blank lines) is skipped. A line that looks like a result row and does not read as
 one is an error naming the line, never a row silently lost.
@@ -255,7 +255,7 @@ class _Reader:
 
     # -- lines ----------------------------------------------------------------------------------------------
     def feed(self, lineno: int, raw: str) -> None:
-        line = strip(raw).rstrip()
+        line = strip_prefix(raw).rstrip()
         if not line.strip():
             return
         if not line.startswith("#"):
@@ -449,7 +449,7 @@ _PREFIX = re.compile(
 )
 
 
-def strip(line: str) -> str:
+def strip_prefix(line: str) -> str:
     """The line without its launcher prefix (unchanged when it has none)."""
     m = _PREFIX.match(line)
     return line[m.end():] if m else line
