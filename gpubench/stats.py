@@ -100,18 +100,6 @@ def run_spread(run_medians: Sequence[float]) -> float:
     return float((x.max() - x.min()) / abs(center)) if center != 0 else math.nan
 
 
-def robust_spread(values: Sequence[float]) -> float:
-    """The median absolute deviation, scaled to a normal standard deviation, relative to the median
-    (``scipy.stats.median_abs_deviation``); NaN with fewer than two values."""
-    from scipy.stats import median_abs_deviation
-
-    x = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
-    if len(x) < 2:
-        return math.nan
-    center = float(np.median(x))
-    return float(median_abs_deviation(x, scale="normal") / abs(center)) if center != 0 else math.nan
-
-
 def paired_draws(parents: Sequence[Sequence[float]], *, seed: int = 0) -> list[tuple[float, ...]]:
     """Draws for :func:`propagate`: each a tuple of one sample per parent, drawn with replacement (fixed seed);
     as many as the fewest samples any parent has. Empty when a parent has no samples."""
