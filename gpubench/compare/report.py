@@ -1,4 +1,5 @@
-"""A comparison of a baseline with a current result, from the paths the user gave to the verdict rows."""
+"""A comparison of a baseline with a current result, from the paths the user gave to the verdict rows; and
+the comparisons ``gpubench report`` shows for a list of runs (:func:`against_earlier`)."""
 
 from __future__ import annotations
 
@@ -112,4 +113,35 @@ def _check_comparable(report: Report, baseline: Any, current: Any) -> None:
                          "baseline after a suite version change")
 
 
-__all__ = ["Report", "build", "EXIT_OK", "EXIT_WORSE"]
+@dataclass
+class CompareTable:
+    baseline: Any  # a run with .path and .df (gpubench.report.runs.Run)
+    current: Any
+    report: Report | None = None  # None with a note saying why not
+    note: str = ""
+
+
+def _suites(run: Any) -> set[str]:
+    return set(run.df["suite"].dropna().astype(str)) if "suite" in run.df.columns else set()
+
+
+def against_earlier(runs: list[Any]) -> list[CompareTable]:
+    """The report page's comparisons: the first run as the baseline of each later run, across clusters where the
+    systems differ. Runs of different suites have nothing to compare: a later run is judged against the first
+    earlier run that shares a suite with it, and gets a note if none does."""
+    out = []
+    for k, cur in enumerate(runs[1:], start=1):
+        base = next((b for b in runs[:k] if _suites(b) & _suites(cur)), None)
+        if base is None:
+            out.append(CompareTable(runs[0], cur, note=f"no earlier run in the report has its suites "
+                                                       f"({', '.join(sorted(_suites(cur))) or 'no rows'})"))
+            continue
+        try:
+            differ = bool(cross.differences(cross.system_of(resolve(base.path)), cross.system_of(resolve(cur.path))))
+            out.append(CompareTable(base, cur, build(base.path, cur.path, cross_cluster=differ)))
+        except UsageError as e:  # not comparable (e.g. only failed rows shared): say so on the page
+            out.append(CompareTable(base, cur, note=str(e)))
+    return out
+
+
+__all__ = ["Report", "build", "CompareTable", "against_earlier", "EXIT_OK", "EXIT_WORSE"]
