@@ -5,7 +5,7 @@ For each case and metric its own threshold: the relative spread of its run media
 (:func:`gpubench.stats.run_spread`), times a safety factor (default 2), and at least a floor (default 1 %).
 A case whose threshold would exceed ``max_threshold`` (default 25 %) is too noisy to gate at a useful level: it
 is written as "not gated (run-to-run spread 40%)" and compare never calls it WORSE, instead of one noisy case
-widening its whole suite (a per-suite maximum once wrote 0.99 for all of ``launch`` and ``copy``).
+widening its whole suite (a per-suite maximum let one noisy case blind every other case of its suite).
 ``gpubench compare --thresholds FILE`` reads the file :func:`write` makes.
 """
 

@@ -72,8 +72,8 @@ def spread_factor(runs: int) -> float:
 def moves_between_runs(row: dict[str, Any] | None) -> str:
     """Why a row's level is known to move between processes, or "" when nothing says so.
 
-    Host clocks time what the CPU spends, and that moves with the host's state from one process to the next
-    (host_launch +33-63 % between A=A runs of one H200); so do figures the device waited on the host for
+    Host clocks time what the CPU spends, and that moves with the host's state from one process to the next;
+    so do figures the device waited on the host for
     (``host_bound``) and pageable copies (staged by the host). Rows say so in ``timing_method`` (a suite's
     column: copy, launch and their derived rows), ``host_bound`` (the engine's) and copy's ``memory``.
     """
