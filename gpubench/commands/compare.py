@@ -12,6 +12,7 @@ from gpubench.errors import UsageError
 def add(sub: argparse._SubParsersAction) -> None:
     from gpubench.compare.fleet import DEFAULT_K
     from gpubench.compare.formats import FORMATS
+    from gpubench.compare.load import DEFAULT_WINDOW
     from gpubench.compare.verdict import DEFAULT_ALPHA
 
     p = sub.add_parser("compare", help="compare a run with a baseline: BETTER/WORSE/SAME per figure; exit 1 if "
@@ -19,8 +20,10 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="BASELINE CURRENT: each a run directory, a .parquet table or a directory of runs "
                         "(results/<cluster>: its latest run); with --fleet, the run(s) of the fleet")
-    p.add_argument("--baseline-window", type=int, default=1, metavar="N",
-                   help="pool the N latest runs of a BASELINE directory of runs (samples concatenated)")
+    p.add_argument("--baseline-window", type=int, default=None, metavar="N",
+                   help=f"take the N latest runs of a BASELINE directory of runs of the current run's system "
+                        f"(default: {DEFAULT_WINDOW}); their run medians show how far each figure moves between "
+                        "runs")
     p.add_argument("--thresholds", default=None, metavar="FILE",
                    help="TOML of per-suite/per-metric thresholds ([default] threshold = 0.05, [comm] busbw = "
                         "0.03), e.g. from gpubench calibrate")
@@ -74,7 +77,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
 
     _out_formats(args)  # a bad --out fails before anything is loaded
     if args.fleet:
-        given = {"--baseline-window": args.baseline_window != 1, "--thresholds": args.thresholds,
+        given = {"--baseline-window": args.baseline_window is not None, "--thresholds": args.thresholds,
                  "--threshold": args.threshold is not None, "--cross-cluster": args.cross_cluster}
         extra = [flag for flag, on in given.items() if on]
         if extra:

@@ -17,8 +17,9 @@ from gpubench.report.plotting import Chart
 
 def write(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> tuple[Path, list[Chart]]:
     """Load ``paths`` (run directories), write the PNGs and the page into ``out``; (page, charts)."""
+    from gpubench.compare.report import against_earlier
     from gpubench.registry import all_suites
-    from gpubench.report import charts_compute, compare, page
+    from gpubench.report import charts_compute, page
     from gpubench.report.runs import load_runs
 
     runs = load_runs(paths)
@@ -28,7 +29,7 @@ def write(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> tuple[P
         charts.extend(suite.charts(runs, out))
     # The roofline is drawn from two suites' rows (elementwise and gemm): the report's own chart.
     charts.extend(charts_compute.roofline_charts(runs, out))
-    tables = compare.tables(runs)
+    tables = against_earlier(runs)
     return page.write(runs, charts, tables, out), charts
 
 
