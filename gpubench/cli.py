@@ -122,18 +122,21 @@ def _default_cluster() -> str:
 
 
 def cmd_list(args) -> int:
-    from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from gpubench.registry import all_suites
 
+    from gpubench.console import out_console, unit_text
+
     table = Table(title="gpubench suites")
     for col in ("suite", "version", "backends", "metrics", "description"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for name, cls in all_suites().items():
-        metrics = ", ".join(f"{m.name} [{m.unit}, {'↑' if m.better == 'higher' else '↓'}]" for m in cls.metrics)
-        table.add_row(name, str(cls.version), ",".join(sorted(cls.backends)), metrics, cls.description)
-    Console().print(table)
+        metrics = ", ".join(f"{m.name} [{unit_text(m.unit)}, {'↑' if m.better == 'higher' else '↓'}]"
+                            for m in cls.metrics)
+        table.add_row(name, str(cls.version), ",".join(sorted(cls.backends)), escape(metrics), escape(cls.description))
+    out_console().print(table)
     return EXIT_OK
 
 
@@ -163,8 +166,10 @@ def cmd_info(args) -> int:
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return EXIT_OK
-    from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
+
+    from gpubench.console import out_console
 
     table = Table(title=f"gpubench info — fingerprint {info['fingerprint']}", show_header=False)
     table.add_column("key", style="bold")
@@ -172,10 +177,25 @@ def cmd_info(args) -> int:
     for section in ("identity", "device", "volatile"):
         for key, value in info[section].items():
             if isinstance(value, dict):
-                value = ", ".join(f"{k}={v}" for k, v in value.items()) or "—"
-            table.add_row(f"{section}.{key}", "—" if value is None else str(value))
-    Console().print(table)
+                # What this machine cannot tell (no GPU, no telemetry) is left out, not printed as None.
+                value = ", ".join(f"{k}={_info_text(k, v)}" for k, v in value.items() if v is not None) or None
+            if value is None or value == []:
+                continue
+            table.add_row(f"{section}.{key}", escape(_info_text(key, value)))
+    out_console().print(table)
     return EXIT_OK
+
+
+def _info_text(key: str, value) -> str:
+    """A value as people read it: bytes in KiB/MiB/GiB, clocks with their unit."""
+    from gpubench.units import format_bytes
+
+    if key.endswith("_bytes") and isinstance(value, int):
+        return format_bytes(value)
+    for suffix, unit in (("_mhz", "MHz"), ("_w", "W"), ("_c", "°C")):
+        if key.endswith(suffix) and isinstance(value, (int, float)):
+            return f"{value:g} {unit}"
+    return str(value)
 
 
 def cmd_run(args, argv: Sequence[str]) -> int:
@@ -225,6 +245,9 @@ def cmd_run(args, argv: Sequence[str]) -> int:
         backend, group = ranks.join(args, renv)
     else:
         backend = open_backend(args.backend, args.device)
+        if args.backend == "auto":  # say what auto chose before anything is measured on it
+            print(f"backend: {backend.name}, device {backend.device_index} ({backend.device_name()}) "
+                  "(--backend auto)", file=sys.stderr, flush=True)
     try:
         return _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, group, fleet)
     finally:

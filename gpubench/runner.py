@@ -37,6 +37,7 @@ class Plan:
 
     suites: list[Suite]
     cases: dict[str, list[Case]]
+    notes: list[str] = field(default_factory=list)  # what the suites said about their grids (shrunk to fit)
 
     @property
     def total(self) -> int:
@@ -74,11 +75,14 @@ def plan(
     options: dict[str, Any] | None = None,
     group: Any = None,
 ) -> Plan:
+    from gpubench.memory import budget
+
     ctx = GridContext(
         backend=backend.name,
         quick=quick,
         cache_bytes=backend.cache_bytes(),
         memory_bytes=backend.memory_bytes(),
+        budget_bytes=budget(backend),
         sizes=tuple(sizes) if sizes else None,
         dtypes=tuple(dtypes) if dtypes else None,
         search=search,
@@ -102,7 +106,7 @@ def plan(
         if pattern:
             grid = [c for c in grid if pattern.search(c.id)]
         cases[suite.name] = grid
-    p = Plan(list(suites), cases)
+    p = Plan(list(suites), cases, list(ctx.notes))
     if p.total == 0:
         raise UsageError("no case matches: loosen --filter/--dtype/--sizes (gpubench list shows the suites)")
     return p
@@ -371,6 +375,7 @@ def execute(
         "quick": quick,
         "engine": {k: getattr(config, k) for k in config.__dataclass_fields__},
         "suites": {s.name: {"version": s.version, "cases": len(p.cases[s.name])} for s in p.suites},
+        "notes": list(p.notes),
         "telemetry": getattr(reader, "source", "none") if telemetry else "off",
         "fingerprint": fingerprint,
     }
@@ -401,6 +406,8 @@ def execute(
     base["run_id"] = group.gather_objects(rd.run_id)[0] if fleet else rd.run_id
     outcome = Outcome(rd)
     if progress:
+        for line in p.notes:
+            progress.note(line)
         progress.start(p.total)
     status = "complete"
     try:

@@ -28,6 +28,7 @@ from gpubench import commtable
 from gpubench.commtable import busbw_factor, element_count
 from gpubench.dist import ncclmem
 from gpubench.errors import UsageError
+from gpubench.memory import too_big
 from gpubench.suite import Case, Check, GridContext, Skip, Suite, Workload
 
 DTYPES = ("float32", "bfloat16", "float16", "float64", "int32")
@@ -329,8 +330,9 @@ class Comm(Suite):
         inplace, op = bool(case["inplace"]), case["op"]
         device = backend.torch_device
         footprint = (max(send_n, recv_n) if inplace else send_n + recv_n) * size
-        if footprint * 3 > backend.memory_bytes():
-            raise Skip(f"{footprint} B of buffers (plus the check's) does not fit in this device's memory")
+        message = too_big(footprint * 3, backend, "(buffers and the check's copies)")
+        if message:
+            raise Skip(message)
         group = self.group.data
         call = coll.call
         arena = None

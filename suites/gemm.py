@@ -50,6 +50,7 @@ import numpy as np
 import torch
 
 from gpubench import engine
+from gpubench.memory import too_big
 from gpubench.peaks import peak_tflops
 from gpubench.stats import propagate
 from gpubench.suite import THROUGHPUT, TIME, Case, Check, Derived, GridContext, Metric, Skip, Suite, Workload
@@ -454,8 +455,9 @@ class Gemm(Suite):
         osize, csize = operand.itemsize, spec.output.itemsize
         nbytes = gemm_bytes(m, n, k, osize, csize)
         need = _memory_need(nbytes, backend.cache_bytes(), m, n, k, fp8)
-        if need > 0.8 * backend.memory_bytes():
-            raise Skip(f"needs ~{need / 2**30:.1f} GiB, device has {backend.memory_bytes() / 2**30:.1f} GiB")
+        message = too_big(need, backend)
+        if message:
+            raise Skip(message)
 
         if impl in ("torch", FAST_ACCUM):
             run = _torch_run(dtype, layout, backend, m, operand, fast_accum=impl == FAST_ACCUM)

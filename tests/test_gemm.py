@@ -17,6 +17,7 @@ from gpubench.backends.cpu import CpuBackend
 from gpubench.backends.fake import FakeBackend
 from gpubench.errors import UsageError
 from gpubench.suite import Case, GridContext, Skip
+from gpubench.units import format_bytes
 
 G = importlib.import_module("gpubench.suites.gemm")
 # Short, and one call per sample on the fake clock: the tests check plumbing, not speed.
@@ -273,9 +274,13 @@ def test_unsupported_combinations_skip_with_the_reason():
             G._cupy_run(dtype, be)
 
 
-def test_a_shape_that_does_not_fit_is_skipped():
-    with pytest.raises(Skip, match=r"needs ~\d+\.\d GiB"):
-        G.Gemm().prepare(case(dtype="fp64", m=16384, n=16384, k=16384), FakeBackend(memory_bytes=8 << 30))
+def test_a_shape_that_does_not_fit_is_skipped_with_its_real_need():
+    be = FakeBackend(memory_bytes=80 << 30, available_bytes=8 << 30)
+    n = 16384
+    need = G._memory_need(G.gemm_bytes(n, n, n, 8, 8), be.cache_bytes(), n, n, n, False)
+    assert 6 << 30 < need < 16 << 30  # three 2 GiB fp64 matrices, two sets of them, the sampled reference
+    with pytest.raises(Skip, match=rf"needs {format_bytes(need)}, over the 6 GiB a case may take"):
+        G.Gemm().prepare(case(dtype="fp64", m=n, n=n, k=n), be)
 
 
 # --- spec peaks --------------------------------------------------------------------------------------------
