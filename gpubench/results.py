@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from gpubench import DISTRIBUTION
 from gpubench.errors import UsageError
 
 SCHEMA_VERSION = 3
@@ -169,7 +170,7 @@ def check_version(version: int, where: Path | str) -> None:
     if version > SCHEMA_VERSION:
         raise SchemaError(
             f"{where} has result schema {version}, newer than this gpubench reads ({SCHEMA_VERSION}): "
-            "upgrade gpubench (pip install -U gpubench)"
+            f"upgrade gpubench (pip install -U {DISTRIBUTION}, or reinstall from a newer checkout)"
         )
     if version < 1:
         raise SchemaError(f"{where}: invalid result schema version {version}")

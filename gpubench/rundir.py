@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench import __version__, results
+from gpubench import DISTRIBUTION, __version__, results
 from gpubench.errors import UsageError
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -41,7 +41,7 @@ def git_sha() -> str | None:
     # Installed into site-packages, the parent may sit inside some other project's git tree: only a
     # gpubench checkout's own commit means anything.
     try:
-        if 'name = "gpubench"' not in (here / "pyproject.toml").read_text():
+        if f'name = "{DISTRIBUTION}"' not in (here / "pyproject.toml").read_text():
             return None
     except OSError:
         return None

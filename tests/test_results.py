@@ -6,12 +6,14 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import gpubench
 from gpubench import results
 
 
@@ -76,8 +78,12 @@ def _rewrite_version(path, version):
 def test_newer_schema_is_refused_with_a_clear_message(tmp_path):
     path = results.save(sample_frame(), tmp_path / "t.parquet")
     _rewrite_version(path, results.SCHEMA_VERSION + 1)
-    with pytest.raises(results.SchemaError, match="newer than this gpubench reads.*upgrade gpubench"):
+    with pytest.raises(results.SchemaError, match="newer than this gpubench reads.*upgrade gpubench") as e:
         results.load(path)
+    # The advice installs this project: its distribution's name on the package index, not `gpubench` (another's).
+    assert f"pip install -U {gpubench.DISTRIBUTION}," in str(e.value)
+    assert gpubench.DISTRIBUTION != "gpubench"
+    assert f'\nname = "{gpubench.DISTRIBUTION}"\n' in (Path(__file__).parent.parent / "pyproject.toml").read_text()
 
 
 def test_file_without_version_is_refused(tmp_path):
