@@ -99,14 +99,22 @@ class Measurement:
         return self.check is None or self.check.ok
 
 
-def check(workload: Workload, backend: Any, inputs: Any = None) -> Check | None:
-    """Run once on fresh inputs (``inputs``, or a set made here) and compare with the suite's reference."""
+def check(workload: Workload, backend: Any, inputs: Any = None,
+          between: Callable[[], None] | None = None) -> Check | None:
+    """Run once on fresh inputs (``inputs``, or a set made here) and compare with the suite's reference.
+
+    ``between`` is called between the steps (the call, the reference), each of which may take seconds on a
+    large case, and may raise to abandon the check."""
     if workload.check is None:
         return None
     if inputs is None:
         inputs = workload.make_inputs()
+    if between is not None:
+        between()
     out = backend.call(workload, inputs)
     backend.synchronize()
+    if between is not None:
+        between()
     result = workload.check(inputs, out)
     del inputs, out
     return result
@@ -157,9 +165,10 @@ def measure(
     ``tick`` is called after every batch: a watchdog that ends a stalled process (the ``--devices`` ranks')
     sees the measurement progress.
 
-    ``interrupted`` is asked before the check, between input sets and after every batch; once it says yes,
-    the measurement is abandoned (:class:`Interrupted`). A Ctrl-C then acts within one batch or one input set
-    (a single long operation, which Python cannot interrupt, runs to its end), not after a whole case.
+    ``interrupted`` is asked between the steps of the check (inputs, call, reference), between input sets and
+    after every batch; once it says yes, the measurement is abandoned (:class:`Interrupted`). A Ctrl-C then
+    acts within one such step (a single long operation, which Python cannot interrupt, runs to its end), not
+    after a whole case.
     Not with a ``group``: one rank leaving a case would leave the others waiting in its collectives.
 
     ``group`` (a :class:`gpubench.dist.group.Group`) makes every rank of a collective take the same path:
@@ -180,7 +189,7 @@ def measure(
 
     stop_here()
     fresh = _together(group, workload.make_inputs) if workload.check is not None else None
-    result.check = check(workload, backend, fresh)
+    result.check = check(workload, backend, fresh, between=stop_here)
     del fresh
     if result.check is not None and not result.check.ok:
         result.stop = "check"
