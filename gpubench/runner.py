@@ -473,5 +473,7 @@ def execute(
         except Exception:  # noqa: BLE001
             pass
     outcome.status = status
-    rd.finish(status, cases_done=sum(len(df["case"].unique()) for df in outcome.tables.values()))
+    # A case a Ctrl-C abandoned has a row, but was not done.
+    rd.finish(status, cases_done=sum(df.loc[df["message"] != ABANDONED, "case"].nunique()
+                                     for df in outcome.tables.values()))
     return outcome

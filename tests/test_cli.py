@@ -174,7 +174,8 @@ def test_ctrl_c_abandons_the_case_in_progress_and_keeps_those_before(capsys, tmp
     code, out, err = run(capsys, "run", "--suite", "scripted", "--backend", "fake", "--out", str(tmp_path), "--cluster", "t")
     assert code == 130
     rd = only_run_dir(tmp_path)
-    assert json.loads((rd / "run.json").read_text())["status"] == "interrupted"
+    meta = json.loads((rd / "run.json").read_text())
+    assert meta["status"] == "interrupted" and meta["cases_done"] == 1  # the abandoned case was not done
     df = results.load(rd).set_index("i")
     assert list(df.index) == [0, 1] and df.loc[0, "status"] == "ok"
     assert df.loc[1, "status"] == "skipped" and df.loc[1, "message"] == rundir.ABANDONED and df.loc[1, "n"] == 0
