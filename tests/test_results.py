@@ -204,4 +204,5 @@ def test_a_table_replaced_while_it_is_read_is_read_whole(tmp_path):
         (tmp_path / "elementwise.parquet.stop").touch()
         out, _ = writer.communicate(timeout=60)
     replaced = int(out)
-    assert reads >= 100 and seen == {1, 2} and replaced > 50, (reads, seen, replaced)  # it met the writer at work
+    # The reads met the writer at work: they saw both versions (a count of reads would measure the machine's load).
+    assert seen == {1, 2} and replaced > 20, (reads, seen, replaced)

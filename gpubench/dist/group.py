@@ -30,6 +30,7 @@ _HEARTBEAT_S = 0.5
 # answers at once while its process lives. Elsewhere (torchrun's agent, rank 0 on another node) the timeout.
 _LOCAL_STORE_GONE_S = 3.0
 _STALE_S = 4 * _HEARTBEAT_S + 1  # a heartbeat older than this: its rank is dead or stopped
+_GLOO_BACKSTOP_S = 600.0
 _PREFIX = "gpubench/"
 
 
@@ -106,14 +107,21 @@ class Group:
         self._thread = threading.Thread(target=self._watch, name="gpubench-watchdog", daemon=True)
         self._thread.start()
         timeout = dt.timedelta(seconds=timeout_s)
+        # gloo's collectives wait on: a --devices rank that finished its case first waits in the gather for a
+        # peer still measuring (on a loaded host, longer than --timeout), and gloo's own timeout ended the run
+        # there. The watchdog decides instead (nobody moved for the timeout, or a peer fell silent); this is
+        # its backstop. NCCL's timeout stays --timeout (its own watchdog aborts the communicator).
+        gloo_timeout = dt.timedelta(seconds=max(10 * timeout_s, _GLOO_BACKSTOP_S))
         kwargs = {}
         if data_backend == "nccl" and device is not None:
             kwargs["device_id"] = torch.device(device)  # eager NCCL init: a missing rank fails here, named
         self.step("init")
         dist.init_process_group(data_backend, store=dist.PrefixStore("pg", self.store), rank=renv.rank,
-                                world_size=renv.world_size, timeout=timeout, **kwargs)
+                                world_size=renv.world_size, timeout=gloo_timeout if data_backend == "gloo" else timeout,
+                                **kwargs)
         self.data = dist.group.WORLD
-        self.control = self.data if data_backend == "gloo" else dist.new_group(backend="gloo", timeout=timeout)
+        self.control = (self.data if data_backend == "gloo"
+                        else dist.new_group(backend="gloo", timeout=gloo_timeout))
         self.step("ready")
 
     # --- progress and the watchdog -------------------------------------------------------------------------
