@@ -288,7 +288,7 @@ def _suite_options(args) -> dict:
 def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, group, fleet=False) -> int:
     from gpubench import runner
     from gpubench.console import RunProgress, out_console, summary_tables
-    from gpubench.rundir import ensure_writable
+    from gpubench.rundir import ensure_writable, saved
 
     p = runner.plan(suites, backend, quick=args.quick, sizes=sizes, dtypes=dtypes, case_filter=args.filter,
                     search=args.search, options=options, group=None if fleet else group)
@@ -312,7 +312,9 @@ def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, grou
         console.print(table)
     console.print(f"run directory: {outcome.run_dir.path}", markup=False, highlight=False)
     if outcome.status == "interrupted":
-        console.print("interrupted: the cases above were measured and saved", markup=False)
+        # Read back from the run directory: what was measured before the Ctrl-C, none if none.
+        left = f"; {outcome.abandoned} was abandoned" if outcome.abandoned else ""
+        console.print(f"interrupted{left}; {saved(outcome.run_dir.path)}", markup=False, highlight=False)
         return EXIT_INTERRUPTED
     if outcome.failures:
         console.print(f"{outcome.failures} case(s) failed (status error or invalid); see the table", markup=False)

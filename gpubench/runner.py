@@ -2,8 +2,9 @@
 
 Faults stay local: a case that raises becomes an ``error`` row and the run goes on; a case that fails its
 check becomes an ``invalid`` row and is never timed. Each suite's table is rewritten (atomically) after every
-case, so Ctrl-C or a crash keeps everything measured so far. The first Ctrl-C stops after the current case;
-a second one stops at once.
+case, so Ctrl-C or a crash keeps everything measured so far. The first Ctrl-C abandons the case in progress at
+the engine's next check (within a batch: a ``skipped`` row says it was interrupted) and stops; the ranks of a
+collective, which must call it together, stop after the case instead. A second Ctrl-C stops at once.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import pandas as pd
 
 from gpubench import engine, results
 from gpubench.errors import UsageError
-from gpubench.rundir import RunDir
+from gpubench.rundir import ABANDONED, RunDir
 from gpubench.stats import summarize
 from gpubench.suite import Case, Derived, GridContext, Skip, Suite
 
@@ -47,8 +48,9 @@ class Plan:
 @dataclass
 class Outcome:
     run_dir: RunDir
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # as written to the run directory
     status: str = "complete"
+    abandoned: str | None = None  # "suite case" of the case a Ctrl-C interrupted, if any
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -241,16 +243,22 @@ def run_case(
     telemetry: Any,
     group: Any = None,
     tick: Callable[[], None] | None = None,
+    interrupted: Callable[[], bool] | None = None,
 ) -> list[dict[str, Any]]:
+    """The case's rows; with ``interrupted`` (see :func:`engine.measure`), a case abandoned on the way is one
+    ``skipped`` row per metric whose message says so."""
     from gpubench.dist.group import GroupError
 
     workload = None
     try:
         workload = _prepare(suite, case, backend, group)
         with workload.context() if workload.context else contextlib.nullcontext():
-            meas = engine.measure(workload, backend, config, telemetry, group=group, tick=tick)
+            meas = engine.measure(workload, backend, config, telemetry, group=group, tick=tick,
+                                  interrupted=interrupted)
     except GroupError:
         raise  # the ranks can no longer agree: the run ends (the caller names the ranks)
+    except engine.Interrupted:
+        return case_rows(suite, case, base, status="skipped", message=ABANDONED, workload=workload)
     except Skip as e:
         return case_rows(suite, case, base, status="skipped", message=str(e)[:_MAX_MESSAGE], workload=workload)
     except KeyboardInterrupt:
@@ -317,7 +325,7 @@ class _Unwritten:
 
 
 class _StopFlag:
-    """First SIGINT: finish the current case, then stop. Second: the default handler (KeyboardInterrupt)."""
+    """First SIGINT: stop (the runner and the engine look at ``set``). Second: KeyboardInterrupt, at once."""
 
     def __init__(self, on_first: Callable[[], None] | None = None):
         self.set = False
@@ -410,8 +418,15 @@ def execute(
             progress.note(line)
         progress.start(p.total)
     status = "complete"
+    # Alone (or each rank of --devices on its own device) a case can be left at any batch; the ranks of a
+    # collective finish it together, then stop.
+    abandon = group is None or fleet
+    note = ("stopping: the case in progress is abandoned (Ctrl-C again to stop at once)" if abandon
+            else "stopping after this case (Ctrl-C again to stop now)")
+    current = None
     try:
-        with _StopFlag(lambda: progress and progress.note("stopping after this case (Ctrl-C again to stop now)")) as stop:
+        with _StopFlag(lambda: progress and progress.note(note)) as stop:
+            interrupted = (lambda: stop.set) if abandon else None
             for suite in p.suites:
                 rows: list[dict[str, Any]] = []  # every rank's, on rank 0
                 mine: list[dict[str, Any]] = []  # this rank's
@@ -422,16 +437,22 @@ def execute(
                         stop.set = group.any(stop.set)
                     if stop.set:
                         break
+                    current = f"{suite.name} {case.id}"
                     if fleet:
-                        own = run_case(suite, case, backend, base, config, sampler_source, tick=group.step)
+                        own = run_case(suite, case, backend, base, config, sampler_source, tick=group.step,
+                                       interrupted=interrupted)
                         mine.extend(own)
                         new = _everyones(group, own)
                     else:
-                        new = run_case(suite, case, backend, base, config, sampler_source, group)
+                        new = run_case(suite, case, backend, base, config, sampler_source, group,
+                                       interrupted=interrupted)
+                    if any(r["message"] == ABANDONED for r in new):
+                        outcome.abandoned = current
                     rows.extend(new)
                     df = results.frame(rows, suite.params)
-                    outcome.tables[suite.name] = df
                     rd.write_table(suite.name, df)
+                    outcome.tables[suite.name] = df
+                    current = None
                     if progress:
                         progress.advance(suite, case, new)
                 # Interrupted, the suite still summarizes the cases it measured (a search's best so far), and
@@ -444,13 +465,15 @@ def execute(
                     derived = _everyones(group, derived)
                 if derived:
                     rows.extend(derived)
-                    outcome.tables[suite.name] = df = results.frame(rows, suite.params)
+                    df = results.frame(rows, suite.params)
                     rd.write_table(suite.name, df)
+                    outcome.tables[suite.name] = df
                 if stop.set:
                     status = "interrupted"
                     break
     except KeyboardInterrupt:
         status = "interrupted"
+        outcome.abandoned = outcome.abandoned or current  # a second Ctrl-C left this case unwritten
     except BaseException as e:
         rd.finish("failed", error=_first_line(e))
         raise
@@ -460,5 +483,7 @@ def execute(
         except Exception:  # noqa: BLE001
             pass
     outcome.status = status
-    rd.finish(status, cases_done=sum(len(df["case"].unique()) for df in outcome.tables.values()))
+    # A case a Ctrl-C abandoned has a row, but was not done.
+    rd.finish(status, cases_done=sum(df.loc[df["message"] != ABANDONED, "case"].nunique()
+                                     for df in outcome.tables.values()))
     return outcome
