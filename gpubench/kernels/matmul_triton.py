@@ -2,11 +2,13 @@
 
 ``persistent-tma`` (Hopper and newer NVIDIA GPUs, and Triton's interpreter): one program per multiprocessor
 walks the output tiles (a persistent grid: no tail of half-empty waves, and the next tile's loads start while
-the last one's epilogue drains), A, B and C move through TMA tensor descriptors (host-side
-``TensorDescriptor``: the copy engine fetches whole tiles into shared memory, out-of-bounds reads come back as
-zeros and out-of-bounds writes are dropped), and, where the Triton build offers it, the loop is warp
-specialised (producer warps load, consumer warpgroups multiply). This is the shape of the fastest public
-Triton GEMMs on Hopper.
+the last one's epilogue drains), A, B and C move through TMA tensor descriptors (``tl.make_tensor_descriptor``,
+made once per program on the device: the copy engine fetches whole tiles into shared memory, out-of-bounds
+reads come back as zeros and out-of-bounds writes are dropped), and, where the configuration asks, the loop is
+warp specialised (producer warps load, consumer warpgroups multiply). This is the shape of the fastest public
+Triton GEMMs on Hopper. The descriptors are made on the device, not passed from the host: the launch then
+takes plain pointers, which Triton's launcher handles several times faster (on H100 host descriptors made
+the host, not the GPU, the limit for a 4096³ fp8 product, ~110 µs on the GPU).
 
 ``tiled`` (everywhere else: older GPUs, ROCm, strides TMA cannot describe): each program computes one
 BLOCK_M × BLOCK_N tile of C with plain ``tl.load``/``tl.dot``, in the shape of Triton's matmul tutorial.
@@ -38,10 +40,8 @@ import torch
 import triton
 import triton.language as tl
 
-try:  # triton >= 3.3 (host-side tensor descriptors); older builds run the tiled variant only
-    from triton.tools.tensor_descriptor import TensorDescriptor
-except ImportError:  # pragma: no cover - depends on the installed triton
-    TensorDescriptor = None
+# triton >= 3.4: device-side tensor descriptors (they need a scratch allocator); older builds run tiled only.
+HAS_DESCRIPTORS = hasattr(tl, "make_tensor_descriptor") and hasattr(triton, "set_allocator")
 
 ROW_BYTES = 128  # BLOCK_K × element size
 
@@ -137,12 +137,27 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 @triton.jit
 def _matmul_tma_kernel(
-    a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr,
-    M, N, K,
+    a_ptr, b_ptr, c_ptr, scale_a_ptr, scale_b_ptr,
+    M, N, K, stride_am, stride_b, stride_cm,
     HAS_SCALE: tl.constexpr, B_KMAJOR: tl.constexpr, NUM_SMS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     EPILOGUE_SPLIT: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
 ):
+    # stride_b: B's row stride as stored, N×K (layout NT, K-major: the tensor cores take the transposed tile as
+    # it lies) or K×N.
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
+    if B_KMAJOR:
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_b, 1],
+                                           block_shape=[BLOCK_N, BLOCK_K])
+    else:
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_b, 1],
+                                           block_shape=[BLOCK_K, BLOCK_N])
+    if EPILOGUE_SPLIT:
+        c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
+                                           block_shape=[BLOCK_M, BLOCK_N // 2])
+    else:
+        c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1],
+                                           block_shape=[BLOCK_M, BLOCK_N])
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
@@ -157,7 +172,7 @@ def _matmul_tma_kernel(
         for kk in range(k_tiles):
             off_k = kk * BLOCK_K
             a = a_desc.load([off_m, off_k])  # past K the descriptor reads zeros: no mask needed
-            if B_KMAJOR:  # B stored N×K (layout NT): the tensor cores take the transposed tile as it lies
+            if B_KMAJOR:
                 acc = tl.dot(a, b_desc.load([off_n, off_k]).T, acc)
             else:
                 acc = tl.dot(a, b_desc.load([off_k, off_n]), acc)
@@ -167,10 +182,10 @@ def _matmul_tma_kernel(
             # Two half-width stores: half the shared memory for the epilogue, left to deeper pipelining.
             halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
             c0, c1 = tl.split(halves)
-            c_desc.store([off_m, off_n], c0.to(c_desc.dtype))
-            c_desc.store([off_m, off_n + BLOCK_N // 2], c1.to(c_desc.dtype))
+            c_desc.store([off_m, off_n], c0.to(c_ptr.dtype.element_ty))
+            c_desc.store([off_m, off_n + BLOCK_N // 2], c1.to(c_ptr.dtype.element_ty))
         else:
-            c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+            c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
 
 
 _autotuned = triton.autotune(
@@ -198,11 +213,20 @@ def _interpreting() -> bool:
     return _INTERPRET
 
 
+_AVAILABLE: dict = {}
+
+
 def tma_available(device: torch.device | str) -> str:
     """"" where the persistent TMA variant can run on this device (or in the interpreter), else why not."""
     device = torch.device(device)
-    if TensorDescriptor is None:
-        return f"triton {triton.__version__} has no host-side TensorDescriptor"
+    if device not in _AVAILABLE:
+        _AVAILABLE[device] = _tma_available(device)
+    return _AVAILABLE[device]
+
+
+def _tma_available(device: torch.device) -> str:
+    if not HAS_DESCRIPTORS:
+        return f"triton {triton.__version__} has no device-side tensor descriptors (triton >= 3.4 has)"
     if not _interpreting():
         if device.type != "cuda" or torch.version.hip is not None:
             return "TMA is an NVIDIA feature (this is not a CUDA device)"
@@ -229,27 +253,39 @@ def tma_possible(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> str:
     return ""
 
 
+_SMS: dict = {}
+
+
 def _num_sms(device: torch.device) -> int:
     if _interpreting():
         return _INTERPRET_SMS
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    if device.index not in _SMS:
+        _SMS[device.index] = torch.cuda.get_device_properties(device).multi_processor_count
+    return _SMS[device.index]
+
+
+def _scratch(size: int, alignment: int, stream) -> torch.Tensor:
+    """Global memory in which each program writes its tensor descriptors (Triton asks per launch)."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+_ALLOCATOR = []
 
 
 def _launch_tma(a, b, c, scale_a, scale_b, has_scale: bool, cfg: dict) -> None:
+    if not _ALLOCATOR and not _interpreting():
+        triton.set_allocator(_scratch)
+        _ALLOCATOR.append(_scratch)
     meta = {k: int(v) for k, v in cfg.items() if k != "variant"}
-    bm, bn, bk = meta.pop("BLOCK_M"), meta.pop("BLOCK_N"), meta.pop("BLOCK_K")
-    split = bool(meta.pop("EPILOGUE_SPLIT", 0))
-    ws = bool(meta.pop("WARP_SPECIALIZE", 0))
+    bm, bn = meta["BLOCK_M"], meta["BLOCK_N"]
+    meta["EPILOGUE_SPLIT"] = bool(meta.get("EPILOGUE_SPLIT", 0))
+    meta["WARP_SPECIALIZE"] = bool(meta.get("WARP_SPECIALIZE", 0))
     (m, k), n = a.shape, b.shape[1]
     kmajor = b.stride(0) == 1
-    a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
-    b_desc = TensorDescriptor.from_tensor(b.t(), [bn, bk]) if kmajor else TensorDescriptor.from_tensor(b, [bk, bn])
-    c_desc = TensorDescriptor.from_tensor(c, [bm, bn // 2 if split else bn])
     sms = _num_sms(a.device)
     grid = (max(1, min(sms, triton.cdiv(m, bm) * triton.cdiv(n, bn))),)
-    _matmul_tma_kernel[grid](a_desc, b_desc, c_desc, scale_a, scale_b, m, n, k, HAS_SCALE=has_scale,
-                             B_KMAJOR=kmajor, NUM_SMS=sms, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
-                             EPILOGUE_SPLIT=split, WARP_SPECIALIZE=ws, **meta)
+    _matmul_tma_kernel[grid](a, b, c, scale_a, scale_b, m, n, k, a.stride(0), b.stride(1) if kmajor else b.stride(0),
+                             c.stride(0), HAS_SCALE=has_scale, B_KMAJOR=kmajor, NUM_SMS=sms, **meta)
 
 
 # --- exported configurations (gpubench export RUN --format triton-configs) ---------------------------------
@@ -305,7 +341,8 @@ def nearest_export(gpu: str, dtype: str, m: int, n: int, k: int) -> dict | None:
     return best
 
 
-_LAST: dict[tuple, str] = {}
+_LAST: dict[tuple, tuple] = {}
+_PLANS: dict[tuple, tuple] = {}
 
 
 def _problem_key(a: torch.Tensor, b: torch.Tensor) -> tuple:
@@ -365,15 +402,22 @@ def matmul(
         raise ValueError(f"precision must be 'ieee' or 'tf32', not {precision!r}")
     has_scale = scale_a is not None and scale_b is not None
     source = "given"
-    if config is None:
-        config, source = choose(a, b, c)
     key = _problem_key(a, b)
-    if config is not None and config.get("variant", TILED) == PERSISTENT_TMA:
+    if config is None:
+        # Chosen once per problem (layout, device, export files) and remembered: a benchmark issues the same
+        # product back to back, and the host's time per call must stay well under the GPU's.
+        plan_key = (key, a.stride(), c.stride(), c.dtype, a.device, os.environ.get(CONFIG_ENV, ""),
+                    (a.data_ptr() | b.data_ptr() | c.data_ptr()) % 16 == 0)
+        if plan_key not in _PLANS:
+            _PLANS[plan_key] = choose(a, b, c)
+        config, source = _PLANS[plan_key]
+    elif config.get("variant", TILED) == PERSISTENT_TMA:
         why_not = tma_possible(a, b, c)
         if why_not:
             raise ValueError(f"the persistent-tma variant cannot run this product: {why_not}")
+    if config is not None and config.get("variant", TILED) == PERSISTENT_TMA:
         _launch_tma(a, b, c, scale_a if has_scale else c, scale_b if has_scale else c, has_scale, config)
-        _LAST[key] = describe(config, source)
+        _LAST[key] = (config, source)  # described when asked: this call is on the timed path
         return c
     if config is not None and config.get("variant", TILED) not in VARIANTS:
         raise ValueError(f"unknown variant {config['variant']!r}; one of {', '.join(VARIANTS)}")
@@ -390,7 +434,7 @@ def matmul(
         meta = {k2: v for k2, v in config.items() if k2 != "variant"}
         opts = {name: int(meta.pop(name)) for name in ("num_warps", "num_stages") if name in meta}
         _matmul_kernel[grid](*args, PRECISION=precision, HAS_SCALE=has_scale, **meta, **opts)
-        _LAST[key] = describe({"variant": TILED, **config}, source)
+        _LAST[key] = ({"variant": TILED, **config}, source)
     return c
 
 
@@ -398,7 +442,7 @@ def best_config(a: torch.Tensor, b: torch.Tensor) -> str:
     """What this problem last ran with, as text (``describe``); "" before it has run."""
     key = _problem_key(a, b)
     if key in _LAST:
-        return _LAST[key]
+        return describe(*_LAST[key])
     m, n, k, sbk, sbn = key[:5]
     for cache_key, cfg in _autotuned.cache.items():
         if tuple(cache_key[:5]) == (m, n, k, sbk, sbn) and str(a.dtype) in map(str, cache_key[5:]):
