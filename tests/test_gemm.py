@@ -547,5 +547,23 @@ def test_exported_configs_are_found_by_gpu_dtype_and_nearest_shape(tmp_path, mon
         k.choose(a, b, c)
 
 
+
+def test_packaged_exports_are_whole_configurations(monkeypatch):
+    import json
+
+    k = pytest.importorskip("gpubench.kernels.matmul_triton")
+    monkeypatch.delenv(k.CONFIG_ENV, raising=False)
+    files = k.config_files()
+    assert files, "gpubench/kernels/configs/ holds the H100 export"
+    for path in files:
+        doc = json.loads(path.read_text())
+        for dtype, shapes in doc["kernels"]["gemm"].items():
+            for shape, entry in shapes.items():
+                cfg = entry["config"]
+                assert cfg["variant"] in k.VARIANTS and cfg["BLOCK_K"] * (1 if dtype == "fp8" else 2) == k.ROW_BYTES
+                assert k.nearest_export(doc["gpu"], dtype, *map(int, shape.split("x")))["config"] == cfg
+    assert k.nearest_export("NVIDIA H100 80GB HBM3", "fp8", 6000, 6000, 6000)["config"]["variant"] == k.PERSISTENT_TMA
+
+
 if __name__ == "__main__":
     sys.exit(_interpret_main())
