@@ -122,6 +122,8 @@ def _triton_config(op: str, warps: int | None = None) -> str:
         return f"block={k.DOT_BLOCK},warps={warps or k.DOT_WARPS}"
     if op in FMA_OPS:
         return f"vector_bytes={k.VECTOR_BYTES},warps={warps or k.NUM_WARPS},unrolled"
+    if op == "fill":
+        return f"vector_bytes={k.FILL_VECTOR_BYTES},warps={warps or k.FILL_WARPS}"
     return f"vector_bytes={k.VECTOR_BYTES},warps={warps or k.NUM_WARPS}"
 
 
