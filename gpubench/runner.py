@@ -2,8 +2,9 @@
 
 Faults stay local: a case that raises becomes an ``error`` row and the run goes on; a case that fails its
 check becomes an ``invalid`` row and is never timed. Each suite's table is rewritten (atomically) after every
-case, so Ctrl-C or a crash keeps everything measured so far. The first Ctrl-C stops after the current case;
-a second one stops at once.
+case, so Ctrl-C or a crash keeps everything measured so far. The first Ctrl-C abandons the case in progress at
+the engine's next check (within a batch: a ``skipped`` row says it was interrupted) and stops; the ranks of a
+collective, which must call it together, stop after the case instead. A second Ctrl-C stops at once.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pandas as pd
 from gpubench import engine, results
 from gpubench.errors import UsageError
 from gpubench.options import read as read_options
-from gpubench.rundir import RunDir
+from gpubench.rundir import ABANDONED, RunDir
 from gpubench.stats import summarize
 from gpubench.suite import Case, Derived, GridContext, Skip, Suite
 
@@ -41,6 +42,7 @@ class Plan:
     cases: dict[str, list[Case]]
     # Each suite's grid context (its options among it): ``prepare`` gets the one its ``cases`` got.
     contexts: dict[str, GridContext] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what the suites said about their grids (shrunk to fit)
 
     @property
     def total(self) -> int:
@@ -50,8 +52,9 @@ class Plan:
 @dataclass
 class Outcome:
     run_dir: RunDir
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # as written to the run directory
     status: str = "complete"
+    abandoned: str | None = None  # "suite case" of the case a Ctrl-C interrupted, if any
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -81,11 +84,14 @@ def plan(
 ) -> Plan:
     """The grid of each suite. ``options`` maps a suite's name to its options' values (the defaults of those
     missing); ``world_size`` is the ranks' count where they are not started yet."""
+    from gpubench.memory import budget
+
     base = GridContext(
         backend=backend.name,
         quick=quick,
         cache_bytes=backend.cache_bytes(),
         memory_bytes=backend.memory_bytes(),
+        budget_bytes=budget(backend),
         sizes=tuple(sizes) if sizes else None,
         dtypes=tuple(dtypes) if dtypes else None,
         search=search,
@@ -111,7 +117,7 @@ def plan(
         if pattern:
             grid = [c for c in grid if pattern.search(c.id)]
         cases[suite.name], contexts[suite.name] = grid, ctx
-    p = Plan(list(suites), cases, contexts)
+    p = Plan(list(suites), cases, contexts, list(base.notes))
     if p.total == 0:
         raise UsageError("no case matches: loosen --filter/--dtype/--sizes (gpubench list shows the suites)")
     return p
@@ -257,16 +263,22 @@ def run_case(
     group: Any = None,
     tick: Callable[[], None] | None = None,
     ctx: GridContext | None = None,
+    interrupted: Callable[[], bool] | None = None,
 ) -> list[dict[str, Any]]:
+    """The case's rows; with ``interrupted`` (see :func:`engine.measure`), a case abandoned on the way is one
+    ``skipped`` row per metric whose message says so."""
     from gpubench.ranks.group import GroupError
 
     workload = None
     try:
         workload = _prepare(suite, case, backend, group, ctx)
         with workload.context() if workload.context else contextlib.nullcontext():
-            meas = engine.measure(workload, backend, config, telemetry, group=group, tick=tick)
+            meas = engine.measure(workload, backend, config, telemetry, group=group, tick=tick,
+                                  interrupted=interrupted)
     except GroupError:
         raise  # the ranks can no longer agree: the run ends (the caller names the ranks)
+    except engine.Interrupted:
+        return case_rows(suite, case, base, status="skipped", message=ABANDONED, workload=workload)
     except Skip as e:
         return case_rows(suite, case, base, status="skipped", message=str(e)[:_MAX_MESSAGE], workload=workload)
     except KeyboardInterrupt:
@@ -333,7 +345,7 @@ class _Unwritten:
 
 
 class _StopFlag:
-    """First SIGINT: finish the current case, then stop. Second: the default handler (KeyboardInterrupt)."""
+    """First SIGINT: stop (the runner and the engine look at ``set``). Second: KeyboardInterrupt, at once."""
 
     def __init__(self, on_first: Callable[[], None] | None = None):
         self.set = False
@@ -391,6 +403,7 @@ def execute(
         "quick": quick,
         "engine": {k: getattr(config, k) for k in config.__dataclass_fields__},
         "suites": {s.name: {"version": s.version, "cases": len(p.cases[s.name])} for s in p.suites},
+        "notes": list(p.notes),
         "telemetry": getattr(reader, "source", "none") if telemetry else "off",
         "fingerprint": fingerprint,
     }
@@ -421,10 +434,19 @@ def execute(
     base["run_id"] = group.gather_objects(rd.run_id)[0] if fleet else rd.run_id
     outcome = Outcome(rd)
     if progress:
+        for line in p.notes:
+            progress.note(line)
         progress.start(p.total)
     status = "complete"
+    # Alone (or each rank of --devices on its own device) a case can be left at any batch; the ranks of a
+    # collective finish it together, then stop.
+    abandon = group is None or fleet
+    note = ("stopping: the case in progress is abandoned (Ctrl-C again to stop at once)" if abandon
+            else "stopping after this case (Ctrl-C again to stop now)")
+    current = None
     try:
-        with _StopFlag(lambda: progress and progress.note("stopping after this case (Ctrl-C again to stop now)")) as stop:
+        with _StopFlag(lambda: progress and progress.note(note)) as stop:
+            interrupted = (lambda: stop.set) if abandon else None
             for suite in p.suites:
                 rows: list[dict[str, Any]] = []  # every rank's, on rank 0
                 mine: list[dict[str, Any]] = []  # this rank's
@@ -435,18 +457,22 @@ def execute(
                         stop.set = group.any(stop.set)
                     if stop.set:
                         break
+                    current = f"{suite.name} {case.id}"
                     if fleet:
                         own = run_case(suite, case, backend, base, config, sampler_source, tick=group.step,
-                                       ctx=p.contexts.get(suite.name))
+                                       interrupted=interrupted, ctx=p.contexts.get(suite.name))
                         mine.extend(own)
                         new = _everyones(group, own)
                     else:
                         new = run_case(suite, case, backend, base, config, sampler_source, group,
-                                       ctx=p.contexts.get(suite.name))
+                                       interrupted=interrupted, ctx=p.contexts.get(suite.name))
+                    if any(r["message"] == ABANDONED for r in new):
+                        outcome.abandoned = current
                     rows.extend(new)
                     df = results.frame(rows, suite.params)
-                    outcome.tables[suite.name] = df
                     rd.write_table(suite.name, df)
+                    outcome.tables[suite.name] = df
+                    current = None
                     if progress:
                         progress.advance(suite, case, new)
                 # Interrupted, the suite still summarizes the cases it measured (a search's best so far), and
@@ -459,13 +485,15 @@ def execute(
                     derived = _everyones(group, derived)
                 if derived:
                     rows.extend(derived)
-                    outcome.tables[suite.name] = df = results.frame(rows, suite.params)
+                    df = results.frame(rows, suite.params)
                     rd.write_table(suite.name, df)
+                    outcome.tables[suite.name] = df
                 if stop.set:
                     status = "interrupted"
                     break
     except KeyboardInterrupt:
         status = "interrupted"
+        outcome.abandoned = outcome.abandoned or current  # a second Ctrl-C left this case unwritten
     except BaseException as e:
         rd.finish("failed", error=_first_line(e))
         raise
@@ -475,5 +503,7 @@ def execute(
         except Exception:  # noqa: BLE001
             pass
     outcome.status = status
-    rd.finish(status, cases_done=sum(len(df["case"].unique()) for df in outcome.tables.values()))
+    # A case a Ctrl-C abandoned has a row, but was not done.
+    rd.finish(status, cases_done=sum(df.loc[df["message"] != ABANDONED, "case"].nunique()
+                                     for df in outcome.tables.values()))
     return outcome

@@ -153,6 +153,8 @@ class GridContext:
     quick: bool
     cache_bytes: int
     memory_bytes: int
+    # Memory a case may take now (gpubench.memory.budget: a share of what is available); None: memory_bytes.
+    budget_bytes: int | None = None
     sizes: tuple[int, ...] | None = None  # --sizes, in bytes, where the suite has a size axis
     dtypes: tuple[str, ...] | None = None  # --dtype
     search: bool = False  # --search: a suite with a search mode (gemm) sweeps its shapes; others ignore it
@@ -163,10 +165,21 @@ class GridContext:
     group: Any = None  # the ranks of a multi-process suite (gpubench.ranks.group.Group), else None
     # Ranks the grid is laid out for before they exist (the parent that starts them checks the grid first).
     world_size: int = 1
+    # Lines a suite has to say about its grid (it shrank to fit memory): the run prints them and keeps them.
+    notes: list[str] = field(default_factory=list, compare=False, hash=False)
 
     def __post_init__(self):
         if not isinstance(self.options, Options):  # a mapping or (name, value) pairs
             object.__setattr__(self, "options", Options(self.options))
+
+    @property
+    def budget(self) -> int:
+        return self.memory_bytes if self.budget_bytes is None else self.budget_bytes
+
+    def note(self, suite: str, text: str) -> None:
+        line = f"{suite}: {text}"
+        if line not in self.notes:
+            self.notes.append(line)
 
     def pick_dtypes(self, suite: str, known: Iterable[str], default: Iterable[str]) -> list[str]:
         """--dtype if given (each must be one of ``known``: else a UsageError naming them), else ``default``."""

@@ -30,6 +30,7 @@ from gpubench.commtable import busbw_factor, element_count
 from gpubench.units import parse_size
 from gpubench.ranks import ncclmem
 from gpubench.errors import UsageError
+from gpubench.memory import too_big
 from gpubench.options import Option, names
 from gpubench.suite import Case, Check, GridContext, Skip, Suite, Workload
 
@@ -370,8 +371,9 @@ class Comm(Suite):
         inplace, op = bool(case["inplace"]), case["op"]
         device = backend.torch_device
         footprint = (max(send_n, recv_n) if inplace else send_n + recv_n) * size
-        if footprint * 3 > backend.memory_bytes():
-            raise Skip(f"{footprint} B of buffers (plus the check's) does not fit in this device's memory")
+        message = too_big(footprint * 3, backend, "(buffers and the check's copies)")
+        if message:
+            raise Skip(message)
         group = ranks.data
         call = coll.call
         arena = None

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -217,13 +218,26 @@ def _start_long_run(tmp_path, timeout_s, own_group=False):
 def _wait_for_rows(tmp_path, proc, cases=2, limit=180):
     end = time.monotonic() + limit
     while time.monotonic() < end:
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        if proc.poll() is not None:
+            err = proc.communicate()[1]  # every rank's own word on why, then the end of the tracebacks
+            raise AssertionError("\n".join([ln for ln in err.splitlines() if "gpubench: error" in ln] + [err[-2000:]]))
         runs = list((tmp_path / "t").glob("*/comm.parquet"))
         if runs and results.load(runs[0])["case"].nunique() >= cases:
             run = runs[0].parent
             return run, json.loads((run / "run.json").read_text())["dist"]["ranks"]
         time.sleep(0.2)
     raise AssertionError("the run measured nothing in time")
+
+
+def _clean_up(proc, ranks, group=False):
+    """Nothing of the run is left behind, whatever happened; never raises (the test's own failure shows)."""
+    with contextlib.suppress(OSError):
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL) if group else proc.kill()
+    for r in ranks:
+        with contextlib.suppress(OSError):
+            if not _gone(r["pid"]):
+                os.kill(r["pid"], signal.SIGKILL)
 
 
 def _gone(pid: int) -> bool:
@@ -242,6 +256,7 @@ def _gone(pid: int) -> bool:
 def test_a_dead_or_stopped_rank_ends_the_run_naming_it_and_keeping_rows(tmp_path, how):
     timeout_s = 8
     proc = _start_long_run(tmp_path, timeout_s)
+    ranks = []
     try:
         run, ranks = _wait_for_rows(tmp_path, proc)
         before = results.load(run)["case"].nunique()
@@ -251,8 +266,8 @@ def test_a_dead_or_stopped_rank_ends_the_run_naming_it_and_keeping_rows(tmp_path
         _, err = proc.communicate(timeout=timeout_s + 30)
         took = time.monotonic() - t0
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        alive = [r for r in ranks if not _gone(r["pid"])]
+        _clean_up(proc, ranks)
     assert proc.returncode not in (0, None)
     assert took < timeout_s + 15, took  # within the timeout (plus the parent's grace and process exits)
     assert "rank 1" in err, err[-3000:]
@@ -264,7 +279,7 @@ def test_a_dead_or_stopped_rank_ends_the_run_naming_it_and_keeping_rows(tmp_path
     assert (df[df["case"].isin(cases[:before])]["status"] == "ok").all()
     meta = json.loads((run / "run.json").read_text())
     assert meta["status"] == "failed" and "rank 1" in meta["error"]
-    assert all(_gone(r["pid"]) for r in ranks)  # no orphans
+    assert not alive  # no orphans
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
@@ -273,6 +288,7 @@ def test_the_ranks_never_outlive_the_spawner(tmp_path, sig):
     # SIGKILL gives it no say: the ranks notice their store is gone and end themselves, rank 0 marking the run.
     timeout_s = 60  # far longer than either path may take: neither waits for the stall timeout
     proc = _start_long_run(tmp_path, timeout_s)
+    ranks = []  # known once the run has rows; the clean-up below must not depend on getting that far
     try:
         run, ranks = _wait_for_rows(tmp_path, proc)
         before = results.load(run)["case"].nunique()
@@ -284,12 +300,9 @@ def test_the_ranks_never_outlive_the_spawner(tmp_path, sig):
             time.sleep(0.2)
         took = time.monotonic() - t0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for r in ranks:
-            if not _gone(r["pid"]):
-                os.kill(r["pid"], signal.SIGKILL)
-    assert all(_gone(r["pid"]) for r in ranks), f"orphaned ranks after {sig}"
+        alive = [r for r in ranks if not _gone(r["pid"])]  # what the spawner left behind, before clean-up
+        _clean_up(proc, ranks)
+    assert not alive, f"orphaned ranks after {sig}"
     assert took < 15, took
     meta = json.loads((run / "run.json").read_text())
     if sig == "SIGTERM":
@@ -308,6 +321,7 @@ def test_ctrl_c_stops_every_rank_after_the_case_once(tmp_path, to):
     # (a CI runner cancelling a job). Either way the ranks finish their case and stop, the run is marked
     # interrupted with what was measured, exit 130; a Ctrl-C counted twice would end a rank mid-case.
     proc = _start_long_run(tmp_path, 60, own_group=True)
+    ranks = []
     try:
         run, ranks = _wait_for_rows(tmp_path, proc)
         if to == "terminal":
@@ -316,13 +330,10 @@ def test_ctrl_c_stops_every_rank_after_the_case_once(tmp_path, to):
             proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        for r in ranks:
-            if not _gone(r["pid"]):
-                os.kill(r["pid"], signal.SIGKILL)
+        alive = [r for r in ranks if not _gone(r["pid"])]
+        _clean_up(proc, ranks, group=True)
     assert proc.returncode == 130, err[-3000:]
-    assert all(_gone(r["pid"]) for r in ranks)
+    assert not alive
     meta = json.loads((run / "run.json").read_text())
     assert meta["status"] == "interrupted", meta.get("error")
     df = results.load(run)
@@ -616,3 +627,32 @@ def test_laggards_name_the_missing_the_silent_and_the_store():
                                                         "stopped) in case a")
     # No heartbeat at all: the store itself is out of reach (a SIGKILLed spawner took it along), said so.
     assert "rendezvous store" in laggards({}, 2, now=0.0, stale_s=3)
+
+
+def test_a_stalled_rank_waits_for_a_peer_still_at_work_but_not_for_a_silent_or_idle_one():
+    # Rank 1 waits in a gather for rank 0, which a loaded host slows: while rank 0's heartbeat is fresh and
+    # it moved within the timeout, rank 1's watchdog waits; once rank 0 is silent (stopped, dead), missing, or
+    # has not moved either (the operation hung), it does not.
+    from gpubench.ranks.group import Group
+
+    class Store:
+        def __init__(self, beats):
+            self.beats = {f"gpubench/hb/{r}": json.dumps(b) for r, b in beats.items()}
+
+        def check(self, keys):
+            return all(k in self.beats for k in keys)
+
+        def get(self, key):
+            return self.beats[key].encode()
+
+    now = time.time()
+    me = {"step": 3, "where": "c", "time": now, "moved": now - 20}
+    group = object.__new__(Group)
+    group.rank, group.world_size, group.timeout_s = 1, 2, 8.0
+    for peer, waits in [({"time": now - 0.4, "moved": now - 1}, True),  # at work
+                        ({"time": now - 0.4, "moved": now - 9}, False),  # alive, not moving: a hang
+                        ({"time": now - 6, "moved": now - 6.5}, False),  # silent: stopped or dead
+                        (None, False)]:  # never started
+        beats = {1: me} if peer is None else {0: {"step": 9, "where": "c", **peer}, 1: me}
+        group._beat_store = Store(beats)
+        assert group._others_moving() is waits, peer

@@ -78,6 +78,10 @@ class Backend:
     def memory_bytes(self) -> int:
         raise NotImplementedError
 
+    def available_bytes(self) -> int:
+        """Memory a new allocation can get now (what buffers are sized from: gpubench.memory.budget)."""
+        return self.memory_bytes()
+
     def identity(self) -> dict[str, Any]:
         """Stable facts for the fingerprint (model, count, runtime); no clocks or temperatures."""
         raise NotImplementedError

@@ -56,6 +56,7 @@ class FakeBackend(Backend):
         durations: Iterable[float] | Callable[[Any, int], float] | None = None,
         cache_bytes: int = 1 << 20,
         memory_bytes: int = 1 << 30,
+        available_bytes: int | None = None,
         model_name: str = "Fake GPU",
         device_count: int = 2,
         reading: dict | None = None,
@@ -91,6 +92,7 @@ class FakeBackend(Backend):
             self._duration = lambda workload, i: factor * model(workload, i)
         self._cache = cache_bytes
         self._memory = memory_bytes
+        self._available = memory_bytes if available_bytes is None else available_bytes
         self._model = model_name
         self._count = device_count
         self._reading = reading or {
@@ -122,6 +124,9 @@ class FakeBackend(Backend):
 
     def memory_bytes(self) -> int:
         return self._memory
+
+    def available_bytes(self) -> int:
+        return self._available
 
     def identity(self) -> dict:
         return {

@@ -87,6 +87,13 @@ class _TorchGpuBackend(Backend):
     def memory_bytes(self) -> int:
         return int(self._props.total_memory)
 
+    def available_bytes(self) -> int:
+        # Free on the device (other processes' and contexts' memory excluded), plus what torch's own allocator
+        # holds cached but unused (release() empties it between cases; this covers the rest).
+        free, _ = torch.cuda.mem_get_info(self.device_index)
+        cached = torch.cuda.memory_reserved(self.device_index) - torch.cuda.memory_allocated(self.device_index)
+        return int(free) + max(0, int(cached))
+
     def identity(self) -> dict:
         return {
             "backend": self.name,

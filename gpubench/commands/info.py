@@ -41,8 +41,10 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return EXIT_OK
-    from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
+
+    from gpubench.console import out_console
 
     table = Table(title=f"gpubench info — fingerprint {info['fingerprint']}", show_header=False)
     table.add_column("key", style="bold")
@@ -50,7 +52,22 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     for section in ("identity", "device", "volatile"):
         for key, value in info[section].items():
             if isinstance(value, dict):
-                value = ", ".join(f"{k}={v}" for k, v in value.items()) or "—"
-            table.add_row(f"{section}.{key}", "—" if value is None else str(value))
-    Console().print(table)
+                # What this machine cannot tell (no GPU, no telemetry) is left out, not printed as None.
+                value = ", ".join(f"{k}={_info_text(k, v)}" for k, v in value.items() if v is not None) or None
+            if value is None or value == []:
+                continue
+            table.add_row(f"{section}.{key}", escape(_info_text(key, value)))
+    out_console().print(table)
     return EXIT_OK
+
+
+def _info_text(key: str, value) -> str:
+    """A value as people read it: bytes in KiB/MiB/GiB, clocks with their unit."""
+    from gpubench.units import format_bytes
+
+    if key.endswith("_bytes") and isinstance(value, int):
+        return format_bytes(value)
+    for suffix, unit in (("_mhz", "MHz"), ("_w", "W"), ("_c", "°C")):
+        if key.endswith(suffix) and isinstance(value, (int, float)):
+            return f"{value:g} {unit}"
+    return str(value)

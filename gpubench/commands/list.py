@@ -12,16 +12,18 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
+    from gpubench.console import out_console, unit_text
     from gpubench.registry import all_suites
 
     table = Table(title="gpubench suites")
     for col in ("suite", "version", "backends", "metrics", "description"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for name, cls in all_suites().items():
-        metrics = ", ".join(f"{m.name} [{m.unit}, {'↑' if m.better == 'higher' else '↓'}]" for m in cls.metrics)
-        table.add_row(name, str(cls.version), ",".join(sorted(cls.backends)), metrics, cls.description)
-    Console().print(table)
+        metrics = ", ".join(f"{m.name} [{unit_text(m.unit)}, {'↑' if m.better == 'higher' else '↓'}]"
+                            for m in cls.metrics)
+        table.add_row(name, str(cls.version), ",".join(sorted(cls.backends)), escape(metrics), escape(cls.description))
+    out_console().print(table)
     return EXIT_OK

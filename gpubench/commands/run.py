@@ -7,6 +7,7 @@ gpubench/options.py): one argument group per suite, under the suite's name in ``
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
 
 from gpubench.commands import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, add_device_args, default_cluster
@@ -109,6 +110,9 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         backend, group = start.join(args, renv)
     else:
         backend = open_backend(args.backend, args.device)
+        if args.backend == "auto":  # say what auto chose before anything is measured on it
+            print(f"backend: {backend.name}, device {backend.device_index} ({backend.device_name()}) "
+                  "(--backend auto)", file=sys.stderr, flush=True)
     try:
         return _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, group, fleet)
     finally:
@@ -119,7 +123,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
 def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, group, fleet=False) -> int:
     from gpubench import runner
     from gpubench.console import RunProgress, out_console, summary_tables
-    from gpubench.rundir import ensure_writable
+    from gpubench.rundir import ensure_writable, saved
 
     p = runner.plan(suites, backend, quick=args.quick, sizes=sizes, dtypes=dtypes, case_filter=args.filter,
                     search=args.search, options=options, group=None if fleet else group)
@@ -143,7 +147,9 @@ def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, grou
         console.print(table)
     console.print(f"run directory: {outcome.run_dir.path}", markup=False, highlight=False)
     if outcome.status == "interrupted":
-        console.print("interrupted: the cases above were measured and saved", markup=False)
+        # Read back from the run directory: what was measured before the Ctrl-C, none if none.
+        left = f"; {outcome.abandoned} was abandoned" if outcome.abandoned else ""
+        console.print(f"interrupted{left}; {saved(outcome.run_dir.path)}", markup=False, highlight=False)
         return EXIT_INTERRUPTED
     if outcome.failures:
         console.print(f"{outcome.failures} case(s) failed (status error or invalid); see the table", markup=False)

@@ -8,6 +8,7 @@
 #   search       gemm --search beside mamf-finder (MAMF=<path to mamf-finder.py>)
 #   aa           10 A=A runs of elementwise and gemm --quick plus a forced slowdown, every pair compared
 #   kernels      the Triton launch-shape sweep and its exports
+#   triton       gpubench's Triton GEMM and elementwise kernels against torch, with the sweep's exported configs
 #   smoke-comm   the comm suite's CUDA paths in a world of one (NCCL_TESTS_DIR for its nccl-tests part)
 # and on two or more GPUs (the default there):
 #   comm         comm beside nccl-tests (NCCL_TESTS_DIR=<built nccl-tests>/build)
@@ -24,7 +25,7 @@ source "$here/setup.sh"
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ $# -gt 0 ]; then parts=("$@")
 elif [ "${gpus:-0}" -ge 2 ]; then parts=(comm peer fleet nccl)
-else parts=(elementwise gemm copy-launch aa kernels smoke-comm); fi
+else parts=(elementwise gemm copy-launch aa kernels triton smoke-comm); fi
 failed=0
 for part in "${parts[@]}"; do
   dir="$out/$part"; mkdir -p "$dir"
@@ -36,6 +37,7 @@ for part in "${parts[@]}"; do
     search) bash "$here/run_search.sh" "$dir" "$cluster" ;;
     aa) bash "$here/run_aa.sh" "$dir" "$cluster" ;;
     kernels) bash "$here/run_autotune.sh" "$dir" "$cluster" kernels ;;
+    triton) bash "$here/run_triton_roofs.sh" "$dir" "$cluster" ;;
     nccl) bash "$here/run_autotune.sh" "$dir" "$cluster" nccl ;;
     smoke-comm) bash "$here/smoke_comm_one_gpu.sh" "$dir" ;;
     comm) bash "$here/run_comm.sh" "$dir" "$cluster" ;;
