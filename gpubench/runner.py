@@ -450,5 +450,8 @@ def execute(
         except Exception:  # noqa: BLE001
             pass
     outcome.status = status
-    rd.finish(status, cases_done=sum(len(df["case"].unique()) for df in outcome.tables.values()))
+    # A suite's lines about what it did not measure (comm: a world of one, cases no world size allows).
+    notes = {s.name: list(s.notes) for s in p.suites if getattr(s, "notes", None)}
+    rd.finish(status, cases_done=sum(len(df["case"].unique()) for df in outcome.tables.values()),
+              **({"notes": notes} if notes else {}))
     return outcome
