@@ -50,10 +50,14 @@ _CHUNK = 1 << 24  # elements generated per (seed, rank, chunk): bounds the memor
 # Calls per captured graph: nccl-tests -G captures its -n iterations (default 20) in one graph. The length
 # matters: on 2×H200 a 1 MiB all_reduce took 14.0 µs per call in graphs of 4, 17.8 in graphs of 20 and 27.0 in
 # graphs of 64 (tests/gpu/diag_comm_graph.py; 11.8-12.0 at any length with NCCL_GRAPH_MIXING_SUPPORT=0). A call
-# that takes long enough for launch cost not to matter gets a shorter graph: a graph of _GRAPH_CALLS calls of
-# 10 ms (4 GiB) would make each sample last 0.2 s. The rows say how many (graph_calls).
+# of a millisecond or more, where launch cost no longer matters, gets a shorter graph (a graph of 20 calls of
+# 10 ms, 4 GiB on 2×H200, would make each sample last 0.2 s): enough calls to last _GRAPH_SPAN_S. The line is
+# far from the small sizes on purpose: the eager call that estimates a call's time is host-timed (tens of µs
+# of sync around it), and a 1 KiB case got 16-20 calls from a finer rule (one H100, 2026-11-25). The rows say
+# how many (graph_calls).
 _GRAPH_CALLS = 20
-_GRAPH_SPAN_S = 2e-3  # calls per graph: enough to last this long, at most _GRAPH_CALLS
+_LONG_CALL_S = 1e-3
+_GRAPH_SPAN_S = 4e-3
 # Samples of a graph's replays: the ranks' streams are lined up before each batch, so a few ms suffice.
 GRAPH_SAMPLE_S = 5e-3
 # How a case after the run's first is sampled (EngineConfig fields): a batch or two of warm-up, as nccl-tests'
@@ -531,7 +535,7 @@ class Comm(Suite):
             if error is not None:
                 raise error
             raise Skip(message.split(": ", 1)[-1]) if skipped else RuntimeError(f"rank {rank}: {message}")
-        k = max(1, min(_GRAPH_CALLS, math.ceil(_GRAPH_SPAN_S / max(slowest, 1e-9))))
+        k = _GRAPH_CALLS if slowest < _LONG_CALL_S else max(1, min(_GRAPH_CALLS, math.ceil(_GRAPH_SPAN_S / slowest)))
         entry, error = None, None
         try:
             entry = self._capture(graphs, b, run_one, k)

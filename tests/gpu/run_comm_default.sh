@@ -20,7 +20,7 @@ timed() {  # name, then the gpubench arguments
 timed default
 timed graph --nproc 1 --graph
 timed eager --eager
-timed default-all_reduce --collectives all_reduce
+timed every --collectives all_reduce,all_gather,reduce_scatter,alltoall,broadcast,reduce,sendrecv
 if [ -n "${OLD_TREE:-}" ]; then
   TREE=$OLD_TREE timed old-eager --collectives all_gather --filter inplace=False
   TREE=$OLD_TREE timed old-graph --collectives all_gather --filter inplace=False --graph
