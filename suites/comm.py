@@ -63,8 +63,8 @@ GRAPH_SAMPLE_S = 5e-3
 # How a case after the run's first is sampled (EngineConfig fields): a batch or two of warm-up, as nccl-tests'
 # -w (the device is warm from the cases before), and a few samples, as its -n, extended up to the budget only
 # while their spread stays above the target. The run's first case warms up as the engine does (clocks ramp),
-# then samples the same way. On one H100 (2026-11-25) this took a case from ~2.3 s to ~0.1 s
-# (docs/comm.md, "How it is timed").
+# then samples the same way. On one H100 (2026-11-25) 12 all_gather cases took 1.5 s this way, graphs by
+# default, where the engine's own sampling took 28.1 s eager and 10.4 s with --graph (docs/comm.md).
 SAMPLING = {"min_samples": 5, "budget_s": 0.2, "min_warmup_s": 0.0, "max_warmup_s": 0.05, "settle_window": 2,
             "settle_tol": 0.05}
 QUICK_SAMPLING = dict(SAMPLING, budget_s=0.1, max_warmup_s=0.02)
