@@ -82,7 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--op", default=None, metavar="LIST", help="reduction ops: sum,prod,min,max,avg (default sum)")
     c.add_argument("--collectives", default=None, metavar="LIST",
                    help="all_reduce,all_gather,reduce_scatter,alltoall,broadcast,reduce,sendrecv (default all)")
-    c.add_argument("--graph", action="store_true", help="capture the timed calls in a CUDA/HIP graph (nccl-tests -G)")
+    c.add_argument("--graph", action="store_true",
+                   help="capture the timed calls in a CUDA/HIP graph (nccl-tests -G): the default on GPUs, kept "
+                        "as a name for it (refused on CPUs)")
+    c.add_argument("--eager", action="store_true",
+                   help="time torch.distributed calls issued one by one from Python instead of a captured graph "
+                        "(what a training loop's host gets; host-bound below tens of MiB)")
     c.add_argument("--alloc", default=None, choices=("torch", "nccl"),
                    help="where the buffers come from: torch's caching allocator (default, as training jobs) or "
                         "NCCL/RCCL's ncclMemAlloc (as nccl-tests allocates them)")
@@ -281,6 +286,7 @@ def _suite_options(args) -> dict:
         "ops": names(args.op),
         "collectives": names(args.collectives),
         "graph": args.graph,
+        "eager": args.eager,
         "triton_warps": args.triton_warps,
     }
 
@@ -310,6 +316,9 @@ def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, grou
     for table in summary_tables(outcome.frame, {s.name: s.params for s in suites},
                                 {s.name: s.shown for s in suites}):
         console.print(table)
+    for s in suites:  # what a suite did not measure, or measured otherwise than asked: a line each
+        for line in getattr(s, "notes", ()):
+            console.print(f"{s.name}: {line}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"run directory: {outcome.run_dir.path}", markup=False, highlight=False)
     if outcome.status == "interrupted":
         # Read back from the run directory: what was measured before the Ctrl-C, none if none.
