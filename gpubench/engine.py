@@ -21,6 +21,7 @@ its whole batch is enqueued (``hold=True``); docs/method.md says how each is don
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -177,6 +178,8 @@ def measure(
     call the collective the same number of times.
     """
     result = Measurement(samples_s=[])
+    if workload.sampling:
+        config = dataclasses.replace(config, **workload.sampling)
     if group is not None and workload.hold:
         # A rank that retries an unheld batch would call the collective more often than the others.
         raise ValueError("a held stream cannot be combined with a group of ranks")

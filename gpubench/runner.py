@@ -503,7 +503,10 @@ def execute(
         except Exception:  # noqa: BLE001
             pass
     outcome.status = status
-    # A case a Ctrl-C abandoned has a row, but was not done.
+    # What the suites said about their grids (shrunk to fit) and about what they did not measure (comm: a world
+    # of one, cases no world size allows), one "suite: line" list; a Ctrl-C-abandoned case has a row but was
+    # not done.
+    notes = list(p.notes) + [f"{s.name}: {line}" for s in p.suites for line in (getattr(s, "notes", None) or [])]
     rd.finish(status, cases_done=sum(df.loc[df["message"] != ABANDONED, "case"].nunique()
-                                     for df in outcome.tables.values()))
+                                     for df in outcome.tables.values()), notes=notes)
     return outcome

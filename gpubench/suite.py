@@ -127,6 +127,10 @@ class Workload:
     before_batch: Callable[[], None] | None = None
     # Operations one ``run`` performs (a captured graph of several collectives): per-call figures divide by it.
     calls: int = 1
+    # Changes to the engine's configuration for this workload (EngineConfig field -> value), over the run's own
+    # (--quick or not): a suite whose cases are many and short asks for fewer samples and a shorter warm-up
+    # (comm: nccl-tests' per-size iteration count, the stop rule extending only noisy rows).
+    sampling: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -134,9 +134,9 @@ def _only_run(out: Path) -> Path:
     return runs[0]
 
 
-@pytest.mark.parametrize("nproc", [2, 3])
+@pytest.mark.parametrize("nproc", [2, 4])
 def test_cpu_quick_runs_gloo_collectives_among_processes(tmp_path, nproc):
-    extra = [] if nproc == 2 else ["--nproc", "3"]
+    extra = [] if nproc == 2 else ["--nproc", "4"]
     proc = _gpubench("run", "--suite", "comm", "--backend", "cpu", "--quick", "--out", tmp_path, "--cluster", "t",
                      *extra)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -146,6 +146,8 @@ def test_cpu_quick_runs_gloo_collectives_among_processes(tmp_path, nproc):
     assert set(df["collective"]) == set(commtable.COLLECTIVES)
     assert (df["world_size"] == nproc).all() and (df["engine"] == "torch").all()
     assert df["valid"].all() and (df["wrong"] == 0).all()
+    assert not df["graph"].any()  # gloo on CPUs is timed eager, without being asked
+    assert "comm:" not in proc.stdout  # nothing left out, nothing to say
     wide = df.pivot_table(index=["case", "collective"], columns="metric", values="value").reset_index()
     for _, r in wide.iterrows():
         assert r["busbw"] == pytest.approx(r["algbw"] * commtable.busbw_factor(r["collective"], nproc))
@@ -187,6 +189,73 @@ def test_a_collective_the_host_cannot_issue_fast_enough_is_flagged_host_bound(tm
     assert f.loc["time", "host_us"] == 0.0 and f["host_bound"].eq(False).all() and "host-bound" not in fast.stdout
 
 
+def _rows(out: Path):
+    df = results.load(_only_run(out))
+    return df[df.metric == "time"].set_index(["collective", "inplace"])
+
+
+def test_graphs_are_the_default_where_the_backend_captures_them(tmp_path):
+    # A fake device that captures graphs (its replays make the calls again, really, over gloo): by default every
+    # case is a captured graph, checked; --eager asks for the host's calls; a capture that fails is timed eager
+    # with the reason in its row, and one line under the table says so. Each fake call lasts 1 ms.
+    common = ("run", "--suite", "comm", "--backend", "fake", "--quick", "--cluster", "t", "--collectives",
+              "all_reduce,all_gather", "--sizes", "64K")
+    env = {"GPUBENCH_FAKE_CALL_S": "1e-3"}
+    runs = {mode: _gpubench(*common, *flags, "--out", tmp_path / mode, env={**env, "GPUBENCH_FAKE_GRAPHS": graphs})
+            for mode, flags, graphs in (("default", (), "1"), ("eager", ("--eager",), "1"),
+                                        ("fail", (), "fail"), ("incapable", (), ""))}
+    for proc in runs.values():
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    t = 1e-3 + (64 << 10) / 100e9
+    for mode, proc in runs.items():
+        rows = _rows(tmp_path / mode)
+        assert len(rows) == 3 and rows["valid"].all() and (rows["wrong"] == 0).all(), rows
+        assert rows["value"].tolist() == pytest.approx([t * 1e6] * 3)  # a graph of K calls: K calls' time
+        graphed = mode == "default"
+        assert rows["graph"].eq(graphed).all(), (mode, rows["graph"])
+        if graphed:
+            assert rows["graph_calls"].between(1, 20).all()
+        failed = rows["message"].str.contains("graph capture failed, timed eager: rank 0: RuntimeError: fake graph")
+        assert failed.all() if mode == "fail" else not failed.any(), (mode, rows["message"])
+        notes = [line for line in proc.stdout.splitlines() if line.startswith("comm:")]
+        assert notes == (["comm: graph capture failed for 3 case(s), timed eager instead (rows: graph False): rank "
+                          "0: RuntimeError: fake graph capture failed: operation not permitted when stream is "
+                          "capturing"] if mode == "fail" else []), (mode, proc.stdout[-2000:])
+    meta = json.loads((_only_run(tmp_path / "fail") / "run.json").read_text())
+    assert len([n for n in meta["notes"] if n.startswith("comm: ")]) == 1
+
+
+def test_a_world_of_one_says_so_in_one_line_and_runs_what_has_meaning(tmp_path):
+    # One rank has no bus: the default measures the library's local copy (all_gather out of place) and says so
+    # in one line; a collective no world of one can run is one line too, not a skipped row per size.
+    one = _gpubench("run", "--suite", "comm", "--backend", "cpu", "--quick", "--nproc", "1", "--out", tmp_path / "a",
+                    "--cluster", "t")
+    asked = _gpubench("run", "--suite", "comm", "--backend", "cpu", "--quick", "--nproc", "1", "--out",
+                      tmp_path / "b", "--cluster", "t", "--collectives", "sendrecv,all_reduce")
+    for proc in (one, asked):
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = _rows(tmp_path / "a")
+    assert set(rows.index) == {("all_gather", False)} and len(rows) == 3 and rows["valid"].all()
+    notes = [line for line in one.stdout.splitlines() if line.startswith("comm:")]
+    assert len(notes) == 1 and "bus bandwidth needs 2 or more ranks" in notes[0] and "local copy" in notes[0]
+    rows = _rows(tmp_path / "b")
+    assert set(rows.index) == {("all_reduce", True)} and "skipped" not in asked.stdout
+    notes = [line for line in asked.stdout.splitlines() if line.startswith("comm:")]
+    assert len(notes) == 2 and notes[1] == "comm: sendrecv needs 2 or more ranks: not run (3 sizes)", notes
+
+
+def test_sizes_under_one_element_per_rank_are_one_line(tmp_path):
+    # 4 B among 2 ranks: no rank gets a whole float32 of a gathered or scattered buffer.
+    proc = _gpubench("run", "--suite", "comm", "--backend", "cpu", "--quick", "--out", tmp_path, "--cluster", "t",
+                     "--collectives", "all_gather,all_reduce", "--sizes", "4,1K")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = _rows(tmp_path)
+    assert sorted(rows.reset_index()[["collective", "bytes"]].itertuples(index=False, name=None)) == [
+        ("all_gather", 1024), ("all_gather", 1024), ("all_reduce", 4), ("all_reduce", 1024)]
+    notes = [line for line in proc.stdout.splitlines() if line.startswith("comm:")]
+    assert notes == ["comm: all_gather: 2 case(s) of 4-4 B not run: less than one element per rank among 2 ranks"]
+
+
 def test_bad_comm_options_exit_2_before_anything_starts(tmp_path):
     for args, needle in ((["--collectives", "allreduce"], "unknown collective"),
                          (["--op", "mean"], "unknown --op"),
@@ -196,7 +265,9 @@ def test_bad_comm_options_exit_2_before_anything_starts(tmp_path):
                          (["--alloc", "nccl"], "need a GPU backend"),
                          (["--register"], "need a GPU backend"),
                          (["--alloc", "torch", "--register"], "use it with --alloc nccl"),
-                         (["--engine", "nccl-tests", "--alloc", "torch"], "leave --alloc out")):
+                         (["--engine", "nccl-tests", "--alloc", "torch"], "leave --alloc out"),
+                         (["--graph"], "gloo on CPUs is timed eager"),
+                         (["--backend", "fake", "--graph", "--eager"], "opposite")):
         proc = _gpubench("run", "--suite", "comm", "--backend", "cpu", "--out", tmp_path, *args, timeout=120)
         assert proc.returncode == 2 and needle in proc.stderr, (args, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1
@@ -362,17 +433,15 @@ def world_of_one(monkeypatch):
         group.close()
 
 
-def _cases(suite, group, collective, graph=False, **options):
+def _cases(suite, group, collective, backend=None, **options):
     from gpubench.backends.cpu import CpuBackend
     from gpubench.suite import GridContext
 
-    # --graph (and --alloc nccl) are refused on a CPU backend before any case; the cases are planned as for
-    # CUDA, run on the CPU.
-    gpu = graph or options.get("alloc") == "nccl"
+    # --alloc nccl is refused on a CPU backend before any case; the cases are planned as for CUDA, run on the CPU.
+    gpu = backend is not None or options.get("alloc") == "nccl"
     ctx = GridContext(backend="cuda" if gpu else "cpu", quick=True, cache_bytes=1 << 20, memory_bytes=1 << 30,
-                      sizes=(4096,), options=(("collectives", [collective]), ("graph", graph), *options.items()),
-                      group=group)
-    return [suite.prepare(case, CpuBackend(), ctx) for case in suite.cases(ctx)]
+                      sizes=(4096,), options=(("collectives", [collective]), *options.items()), group=group)
+    return [suite.prepare(case, backend or CpuBackend(), ctx) for case in suite.cases(ctx)]
 
 
 def test_a_wrong_result_is_counted_and_the_case_invalid(world_of_one):
@@ -398,29 +467,27 @@ def test_a_wrong_result_is_counted_and_the_case_invalid(world_of_one):
 
 
 def test_graph_rows_carry_the_checks_verdict(world_of_one, monkeypatch):
-    # --graph builds its own workload around the eager one; its rows must still say valid/wrong (on an H200
-    # they were empty: the graph workload's extra was a copy that the check never wrote to). CUDA's graph
-    # calls are stood in for on the CPU: capture runs the calls, replay does nothing, the check calls again.
-    import contextlib
-    import types
-
+    # A graph workload is built around the eager one; its rows must still say valid/wrong (on an H200 they were
+    # empty: the graph workload's extra was a copy that the check never wrote to). The fake device captures:
+    # its replays make the calls again.
     from gpubench import engine
-    from gpubench.backends.cpu import CpuBackend
+    from gpubench.backends.fake import FakeBackend
 
-    stream = types.SimpleNamespace(wait_stream=lambda other: None)
-    nothing = contextlib.nullcontext
-    for name, value in {"synchronize": lambda: None, "Stream": lambda: stream, "current_stream": lambda: stream,
-                        "stream": lambda s: nothing(), "graph": lambda g, stream: nothing(),
-                        "CUDAGraph": lambda: types.SimpleNamespace(replay=lambda: None)}.items():
-        monkeypatch.setattr(torch.cuda, name, value, raising=False)
+    monkeypatch.setenv("GPUBENCH_FAKE_GRAPHS", "1")
     suite, group = world_of_one
+    fake = FakeBackend()
     # all_reduce (in place only in torch): its input is refilled and the call made again; all_gather (out of place
     # and in place): the replay's output is read.
-    workloads = _cases(suite, group, "all_reduce", graph=True) + _cases(suite, group, "all_gather", graph=True)
+    workloads = _cases(suite, group, "all_reduce", fake) + _cases(suite, group, "all_gather", fake)
     assert {(w.extra["graph"], w.extra["valid"]) for w in workloads} == {(True, None)} and len(workloads) == 3
     for w in workloads:
-        assert engine.check(w, CpuBackend()).ok
+        assert engine.check(w, fake).ok
         assert w.extra["valid"] is True and w.extra["wrong"] == 0, w.extra
+    # A replay whose output is wrong is found wrong.
+    w = workloads[1]
+    replay = w.run
+    w.run = lambda x: replay(x).add_(1)
+    assert not engine.check(w, fake).ok and w.extra["valid"] is False and w.extra["wrong"] == 4096 // 4
 
 
 class _StandInNccl:

@@ -138,5 +138,11 @@ class Backend:
     def flush_cache(self) -> None:
         """Evict the workload's data from the last-level cache (used when inputs cannot rotate)."""
 
+    def graphs(self) -> Any:
+        """What captures a sequence of calls as one replayable graph (CUDA/HIP graphs), or None where this
+        backend cannot: an object with ``capture(fn) -> replay`` (raises when capture fails) and
+        ``stream()``, a context manager for the replays' own stream."""
+        return None
+
     def release(self) -> None:
         """Give memory back between cases so that one case's buffers don't crowd the next."""

@@ -45,6 +45,25 @@ def default_model(workload: Any, call_index: int) -> float:
     return 5e-6 + workload.bytes / 100e9 + workload.flops / 10e12
 
 
+class FakeGraphs:
+    """Graph capture on the fake device (GPUBENCH_FAKE_GRAPHS=1): a replay makes the captured calls again, for
+    real, so that whatever reads a replay's output reads the calls' results. With GPUBENCH_FAKE_GRAPHS=fail
+    every capture raises, as CUDA's does for a call it cannot capture."""
+
+    def __init__(self, fail: bool):
+        self.fail = fail
+
+    def capture(self, fn: Callable[[], Any]) -> Callable[[], Any]:
+        if self.fail:
+            raise RuntimeError("fake graph capture failed: operation not permitted when stream is capturing")
+        return fn
+
+    def stream(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+
 class FakeBackend(Backend):
     name = "fake"
     is_gpu = True  # behaves like a device: suites take their GPU paths where those run on CPU tensors
@@ -182,8 +201,9 @@ class FakeBackend(Backend):
         seconds = float(self._duration(workload, self.calls))
         if seconds <= 0:
             raise ValueError("fake durations must be positive, or the engine's budgets never run out")
+        # A run of ``calls`` operations (a captured graph's replay) takes each its duration; the host issues it once.
         self.host_clock.advance(self.host_seconds)
-        self.clock.advance(max(seconds, self.host_seconds))
+        self.clock.advance(max(seconds * workload.calls, self.host_seconds))
         self.calls += 1
         return out
 
@@ -193,3 +213,7 @@ class FakeBackend(Backend):
 
     def flush_cache(self) -> None:
         self.flushes += 1
+
+    def graphs(self) -> FakeGraphs | None:
+        mode = os.environ.get("GPUBENCH_FAKE_GRAPHS", "")
+        return FakeGraphs(fail=mode == "fail") if mode in ("1", "fail") else None

@@ -145,6 +145,9 @@ def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, grou
     for table in summary_tables(outcome.frame, {s.name: s.params for s in suites},
                                 {s.name: s.shown for s in suites}):
         console.print(table)
+    for s in suites:  # what a suite did not measure, or measured otherwise than asked: a line each
+        for line in getattr(s, "notes", ()):
+            console.print(f"{s.name}: {line}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"run directory: {outcome.run_dir.path}", markup=False, highlight=False)
     if outcome.status == "interrupted":
         # Read back from the run directory: what was measured before the Ctrl-C, none if none.
