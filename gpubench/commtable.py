@@ -33,6 +33,13 @@ REDUCING = frozenset({"all_reduce", "reduce_scatter", "reduce"})
 ROOTED = frozenset({"broadcast", "reduce"})
 
 PARAMS = ("collective", "bytes", "dtype", "op", "inplace")
+SHOWN = ("algbw", "busbw")  # the metrics a run's summary shows beside time
+DTYPES = ("float32", "bfloat16", "float16", "float64", "int32")
+ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64", "float": "float32",
+           "half": "float16", "double": "float64"}
+# Default sweeps on GPUs (bytes), from latency-bound to bandwidth-bound sizes.
+GPU_SIZES = tuple(1 << e for e in range(10, 33, 2))  # 1 KiB, 4 KiB, ... 4 GiB
+GPU_QUICK = (1 << 20, 64 << 20, 256 << 20)
 # Columns beside the case parameters that every comm row carries.
 EXTRAS = ("count", "world_size", "nnodes", "valid", "wrong", "engine", "root")
 
@@ -59,6 +66,11 @@ NCCL_TYPES = {
 TO_NCCL_TYPE = {v: k for k, v in NCCL_TYPES.items()}
 REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
 
+
+
+def canonical_dtype(name: str) -> str:
+    """``fp32`` → ``float32``: the table's dtype names are torch's."""
+    return ALIASES.get(name, name)
 
 def busbw_factor(collective: str, world_size: int) -> float:
     """nccl-tests' bus-bandwidth factor for ``collective`` among ``world_size`` ranks."""

@@ -172,7 +172,7 @@ def measure(
     after a whole case.
     Not with a ``group``: one rank leaving a case would leave the others waiting in its collectives.
 
-    ``group`` (a :class:`gpubench.dist.group.Group`) makes every rank of a collective take the same path:
+    ``group`` (a :class:`gpubench.ranks.group.Group`) makes every rank of a collective take the same path:
     after each batch the ranks agree on the slowest per-call time and the longest elapsed time, and every
     decision (batch length, end of warm-up, stop rule, budget) is taken on those agreed values, so all ranks
     call the collective the same number of times.

@@ -10,20 +10,22 @@ collective, which must call it together, stop after the case instead. A second C
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import os
 import re
 import signal
 import socket
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
 
 from gpubench import engine, results
 from gpubench.errors import UsageError
+from gpubench.options import read as read_options
 from gpubench.rundir import ABANDONED, RunDir
 from gpubench.stats import summarize
 from gpubench.suite import Case, Derived, GridContext, Skip, Suite
@@ -38,6 +40,8 @@ class Plan:
 
     suites: list[Suite]
     cases: dict[str, list[Case]]
+    # Each suite's grid context (its options among it): ``prepare`` gets the one its ``cases`` got.
+    contexts: dict[str, GridContext] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what the suites said about their grids (shrunk to fit)
 
     @property
@@ -74,12 +78,15 @@ def plan(
     dtypes: Sequence[str] | None = None,
     case_filter: str | None = None,
     search: bool = False,
-    options: dict[str, Any] | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
     group: Any = None,
+    world_size: int | None = None,
 ) -> Plan:
+    """The grid of each suite. ``options`` maps a suite's name to its options' values (the defaults of those
+    missing); ``world_size`` is the ranks' count where they are not started yet."""
     from gpubench.memory import budget
 
-    ctx = GridContext(
+    base = GridContext(
         backend=backend.name,
         quick=quick,
         cache_bytes=backend.cache_bytes(),
@@ -90,25 +97,27 @@ def plan(
         search=search,
         device_index=backend.device_index,
         device_count=backend.device_count(),
-        options=tuple((options or {}).items()),
         group=group,
+        world_size=group.world_size if group is not None else (world_size or 1),
     )
     try:
         pattern = re.compile(case_filter) if case_filter else None
     except re.error as e:
         raise UsageError(f"bad --filter {case_filter!r}: {e}") from e
     cases: dict[str, list[Case]] = {}
+    contexts: dict[str, GridContext] = {}
     for suite in suites:
         if backend.name not in suite.backends:
             raise UsageError(
                 f"suite {suite.name!r} does not run on backend {backend.name!r}: it supports "
                 f"{', '.join(sorted(suite.backends))}"
             )
+        ctx = replace(base, options=read_options(suite.options, (options or {}).get(suite.name, {})))
         grid = list(suite.cases(ctx))
         if pattern:
             grid = [c for c in grid if pattern.search(c.id)]
-        cases[suite.name] = grid
-    p = Plan(list(suites), cases, list(ctx.notes))
+        cases[suite.name], contexts[suite.name] = grid, ctx
+    p = Plan(list(suites), cases, contexts, list(base.notes))
     if p.total == 0:
         raise UsageError("no case matches: loosen --filter/--dtype/--sizes (gpubench list shows the suites)")
     return p
@@ -212,14 +221,24 @@ def derived_rows(suite: Suite, derived: Sequence[Derived], base: dict[str, Any])
     return rows
 
 
-def _prepare(suite: Suite, case: Case, backend: Any, group: Any) -> Any:
+def _call_prepare(suite: Suite, case: Case, backend: Any, ctx: GridContext | None) -> Any:
+    # A suite whose prepare takes (case, backend) alone (written before options reached it) still runs.
+    if len(inspect.signature(suite.prepare).parameters) < 3:
+        return suite.prepare(case, backend)
+    if ctx is None:  # a case run outside a plan (tests, tools): the suite's defaults on this device
+        ctx = GridContext(backend=backend.name, quick=False, cache_bytes=backend.cache_bytes(),
+                          memory_bytes=backend.memory_bytes(), options=read_options(suite.options, {}))
+    return suite.prepare(case, backend, ctx)
+
+
+def _prepare(suite: Suite, case: Case, backend: Any, group: Any, ctx: GridContext | None) -> Any:
     """``suite.prepare``; across a group, a Skip or failure on any rank is every rank's (else the others would
     go on into collectives the failed rank never joins)."""
     if group is None:
-        return suite.prepare(case, backend)
+        return _call_prepare(suite, case, backend, ctx)
     workload, error = None, None
     try:
-        workload = suite.prepare(case, backend)
+        workload = _call_prepare(suite, case, backend, ctx)
     except Exception as e:  # noqa: BLE001 — shared with the other ranks just below
         error = e
     seen = group.gather_objects(None if error is None else (isinstance(error, Skip), _first_line(error)))
@@ -243,15 +262,16 @@ def run_case(
     telemetry: Any,
     group: Any = None,
     tick: Callable[[], None] | None = None,
+    ctx: GridContext | None = None,
     interrupted: Callable[[], bool] | None = None,
 ) -> list[dict[str, Any]]:
     """The case's rows; with ``interrupted`` (see :func:`engine.measure`), a case abandoned on the way is one
     ``skipped`` row per metric whose message says so."""
-    from gpubench.dist.group import GroupError
+    from gpubench.ranks.group import GroupError
 
     workload = None
     try:
-        workload = _prepare(suite, case, backend, group)
+        workload = _prepare(suite, case, backend, group, ctx)
         with workload.context() if workload.context else contextlib.nullcontext():
             meas = engine.measure(workload, backend, config, telemetry, group=group, tick=tick,
                                   interrupted=interrupted)
@@ -402,7 +422,7 @@ def execute(
         meta["fleet"] = group.gather_objects({"rank": group.rank, "pid": os.getpid(), **{k: base[k] for k in _WHO},
                                               "fingerprint": fingerprint.get("fingerprint")})
     elif group is not None:
-        from gpubench.dist import describe
+        from gpubench.ranks import describe
 
         meta["dist"] = describe.run_meta(group, backend)
     writer = group is None or group.rank == 0
@@ -440,12 +460,12 @@ def execute(
                     current = f"{suite.name} {case.id}"
                     if fleet:
                         own = run_case(suite, case, backend, base, config, sampler_source, tick=group.step,
-                                       interrupted=interrupted)
+                                       interrupted=interrupted, ctx=p.contexts.get(suite.name))
                         mine.extend(own)
                         new = _everyones(group, own)
                     else:
                         new = run_case(suite, case, backend, base, config, sampler_source, group,
-                                       interrupted=interrupted)
+                                       interrupted=interrupted, ctx=p.contexts.get(suite.name))
                     if any(r["message"] == ABANDONED for r in new):
                         outcome.abandoned = current
                     rows.extend(new)

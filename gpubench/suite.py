@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from gpubench.errors import UsageError
+from gpubench.options import Option, Options
 
 Better = Literal["higher", "lower"]
 
@@ -163,11 +164,17 @@ class GridContext:
     search: bool = False  # --search: a suite with a search mode (gemm) sweeps its shapes; others ignore it
     device_index: int = 0  # the device this run measures (--device)
     device_count: int = 1  # devices of this backend on the host, for suites with pairs (peer copies)
-    # Suite-specific options from the command line (comm: min_bytes, max_bytes, step_factor, ops, graph...).
-    options: tuple[tuple[str, Any], ...] = ()
-    group: Any = None  # the ranks of a multi-process suite (gpubench.dist.group.Group), else None
+    # The values of the suite's own options (its ``Suite.options``), frozen: ``ctx.options.min_bytes``.
+    options: Options = field(default_factory=Options)
+    group: Any = None  # the ranks of a multi-process suite (gpubench.ranks.group.Group), else None
+    # Ranks the grid is laid out for before they exist (the parent that starts them checks the grid first).
+    world_size: int = 1
     # Lines a suite has to say about its grid (it shrank to fit memory): the run prints them and keeps them.
     notes: list[str] = field(default_factory=list, compare=False, hash=False)
+
+    def __post_init__(self):
+        if not isinstance(self.options, Options):  # a mapping or (name, value) pairs
+            object.__setattr__(self, "options", Options(self.options))
 
     @property
     def budget(self) -> int:
@@ -206,12 +213,23 @@ class Suite:
     # True for a suite that drives child runs of other suites itself (autotune: fresh processes per NCCL
     # configuration); the CLI calls its ``drive(args, argv, cluster)`` instead of the case loop.
     drives: ClassVar[bool] = False
+    # The suite's own command-line options: ``gpubench run --help`` lists them under the suite's name, and
+    # their values reach ``cases`` and ``prepare`` as ``ctx.options`` (gpubench/options.py).
+    options: ClassVar[tuple[Option, ...]] = ()
 
     def cases(self, ctx: GridContext) -> Iterable[Case]:
         raise NotImplementedError
 
-    def prepare(self, case: Case, backend: Any) -> Workload:
+    def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None) -> Workload:
+        """The workload of ``case``; ``ctx`` is the context its grid was laid out in (the same options)."""
         raise NotImplementedError
+
+    @classmethod
+    def charts(cls, runs: list[Any], out: Any) -> list[Any]:
+        """The report's charts of this suite's rows in ``runs`` (gpubench.report.runs.Run), drawn into the
+        folder ``out``: a list of gpubench.report.plotting.Chart, empty where the runs have none. None by
+        default; ``gpubench report`` asks every registered suite."""
+        return []
 
     def summarize(self, rows: list[dict[str, Any]]) -> list[Derived]:
         """Figures derived across this suite's measured rows, after its last case. None by default."""

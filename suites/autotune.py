@@ -14,7 +14,13 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from gpubench import commtable
+from gpubench.options import Option
 from gpubench.suite import Suite
+from gpubench.suites.comm import OPTIONS as COMM_OPTIONS
+
+
+def _positive(value: float, _: Any) -> str | None:
+    return None if value > 0 else f"--budget {value} must be a positive number of minutes"
 
 
 class Autotune(Suite):
@@ -27,8 +33,24 @@ class Autotune(Suite):
     shown = ("busbw",)
     # Runs its own driver instead of the engine's case loop: the CLI hands it the command line.
     drives: ClassVar[bool] = True
+    # Its own; the child runs take the comm suite's options as the user gave them (listed under comm).
+    options = (
+        Option("knob", "a knob and its values to sweep, repeatable, e.g. NCCL_PROTO=LL,Simple (default: NCCL_ALGO "
+                       "Ring,Tree × NCCL_PROTO LL,LL128,Simple)", many=True, metavar="NAME=V1,V2"),
+        Option("grid", "the knobs in a TOML [knobs] table instead", metavar="FILE.toml"),
+        Option("budget", "start no configuration that would end past this; the rest are recorded as skipped",
+               float, metavar="MINUTES", check=_positive),
+    )
 
     def drive(self, args: Any, argv: list[str], cluster: str) -> int:
         from gpubench.autotune import sweep
+        from gpubench.options import read
 
-        return sweep.run(args, argv, cluster, self.version, self.params)
+        read(COMM_OPTIONS, args)  # the child runs' options are checked here, once, before any starts
+        return sweep.run(args, argv, cluster, self.version, self.params, COMM_OPTIONS)
+
+    @classmethod
+    def charts(cls, runs, out):
+        from gpubench.report import charts_autotune
+
+        return charts_autotune.autotune(runs, out)

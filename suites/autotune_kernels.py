@@ -17,18 +17,17 @@ import itertools
 import math
 from typing import Any
 
+from gpubench.autotune.kernel_configs import PERSISTENT, TORCH, gemm_kernel_config, parse
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Derived, GridContext, Skip, Suite
 
 GPU = ("cuda", "hip")
-TORCH = "torch"
 GEMM_DTYPE = "bf16"  # the tiled variant's sweep
 GEMM_DTYPES = ("bf16", "fp8")  # the persistent variant's
 GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16, 8192, 8192))
 GEMM_QUICK = ((4096, 4096, 4096),)
-PERSISTENT = "ptma"  # a config name's variant token: the persistent-TMA kernel
 # The persistent variant's launch shapes: (BLOCK_M, BLOCK_N, num_stages, num_warps, split epilogue). H100,
-# 2026-11-25 (tests/gpu/sweep_triton_roofs.py): 128×256 tiles with 8 warps led in bf16 and fp8 at 4096³ and
-# 8192³; 256×128 and 128×128 trailed by 2-7 %. Each runs with and without warp specialisation.
+# 2026-11-25 (a probe of the launch shapes, docs/measurements.md): 128×256 tiles with 8 warps led in bf16 and
+# fp8 at 4096³ and 8192³; 256×128 and 128×128 trailed by 2-7 %. Each runs with and without warp specialisation.
 PERSISTENT_SHAPES = ((128, 256, 3, 8, 0), (128, 256, 4, 8, 1), (256, 128, 3, 8, 0), (128, 128, 4, 4, 0))
 PERSISTENT_QUICK = ((128, 256, 3, 8, 0), (128, 256, 4, 8, 1))
 TRIAD_DTYPES = ("fp32", "bf16")
@@ -64,32 +63,6 @@ def rate_metric(kernel: str):
     return THROUGHPUT if kernel == "gemm" else BANDWIDTH
 
 
-_NAMES = {"bm": "BLOCK_M", "bn": "BLOCK_N", "w": "num_warps", "s": "num_stages", "v": "vector_bytes",
-          "es": "EPILOGUE_SPLIT", "ws": "WARP_SPECIALIZE"}
-
-
-def parse(config: str) -> dict[str, Any]:
-    """``bm128_bn256_w8_s3`` → {"BLOCK_M": 128, "BLOCK_N": 256, "num_warps": 8, "num_stages": 3} (case ids are
-    comma-separated, so configurations are written without commas); a leading ``ptma_`` adds
-    {"variant": "persistent-tma"}."""
-    out: dict[str, Any] = {}
-    for item in config.split("_"):
-        if item == PERSISTENT:
-            out["variant"] = "persistent-tma"
-            continue
-        key = item.rstrip("0123456789")
-        out[_NAMES[key]] = int(item[len(key):])
-    return out
-
-
-def gemm_kernel_config(config: str, dtype: str) -> dict[str, Any]:
-    """The whole ``config=`` of matmul_triton.matmul for a GEMM config name: variant, BLOCK_K from the element
-    size (128-byte rows), GROUP_M 8."""
-    cfg = parse(config)
-    row_bytes, size = 128, 1 if dtype == "fp8" else 2  # matmul_triton.ROW_BYTES, without importing triton
-    return {"variant": cfg.pop("variant", "tiled"), **cfg, "BLOCK_K": row_bytes // size, "GROUP_M": 8}
-
-
 class AutotuneKernels(Suite):
     name = "autotune-kernels"
     version = 1
@@ -97,6 +70,12 @@ class AutotuneKernels(Suite):
     metrics = (THROUGHPUT, BANDWIDTH, TIME)
     description = "Triton launch-shape sweep (bf16 GEMM tiles, triad warps/vector) against torch; best per shape"
     params = ("kernel", "dtype", "shape", "config")
+
+    @classmethod
+    def charts(cls, runs, out):
+        from gpubench.report import charts_autotune
+
+        return charts_autotune.kernels(runs, out, rate_metric)
 
     def cases(self, ctx: GridContext):
         from gpubench.suites.elementwise import _array_sizes
@@ -112,7 +91,7 @@ class AutotuneKernels(Suite):
             for config in (TORCH, *triad_configs(ctx.quick)):
                 yield Case.of(kernel="triad", dtype=dtype, shape=str(size), config=config)
 
-    def prepare(self, case: Case, backend: Any):
+    def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None):
         if backend.name not in GPU:
             raise Skip(f"the sweep compares Triton launch shapes, which compile for GPUs only (backend "
                        f"{backend.name!r})")

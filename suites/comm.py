@@ -18,12 +18,13 @@ first case, a case warms up for a batch or two (nccl-tests' ``-w``) and takes a 
 stop rule extending only rows whose spread stays high.
 Buffers come from torch's caching allocator, as in a training job; ``--alloc nccl`` takes them from
 ``ncclMemAlloc`` as nccl-tests does, and ``--register`` also registers them with the communicator (nccl-tests
-``-R 1``; gpubench/dist/ncclmem.py).
+``-R 1``; gpubench/ranks/ncclmem.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -31,18 +32,18 @@ from typing import Any
 
 from gpubench import commtable
 from gpubench.commtable import busbw_factor, element_count
-from gpubench.dist import ncclmem
+from gpubench.units import parse_size
+from gpubench.ranks import ncclmem
 from gpubench.errors import UsageError
 from gpubench.memory import too_big
+from gpubench.options import Option, names
 from gpubench.suite import Case, Check, GridContext, Skip, Suite, Workload
 
-DTYPES = ("float32", "bfloat16", "float16", "float64", "int32")
-ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64", "float": "float32",
-           "half": "float16", "double": "float64"}
+# The dtypes and the GPU sweeps are the table's (gpubench/commtable.py): nccl-tests runs use them too.
+DTYPES, ALIASES, canonical_dtype = commtable.DTYPES, commtable.ALIASES, commtable.canonical_dtype
 OPS = commtable.REDUCE_OPS
-# Default sweeps (bytes): GPUs from latency-bound to bandwidth-bound sizes; CPUs (gloo) stop earlier.
-GPU_SIZES = tuple(1 << e for e in range(10, 33, 2))  # 1 KiB, 4 KiB, ... 4 GiB
-GPU_QUICK = (1 << 20, 64 << 20, 256 << 20)
+GPU_SIZES, GPU_QUICK = commtable.GPU_SIZES, commtable.GPU_QUICK
+# CPUs (gloo) stop earlier.
 CPU_SIZES = (1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
 CPU_QUICK = (1 << 10, 64 << 10, 1 << 20)
 # Samples last at least this long: what is left of the ranks' start skew is then a small part of each.
@@ -50,7 +51,7 @@ MIN_SAMPLE_S = 0.02
 _CHUNK = 1 << 24  # elements generated per (seed, rank, chunk): bounds the memory of the check
 # Calls per captured graph: nccl-tests -G captures its -n iterations (default 20) in one graph. The length
 # matters: on 2×H200 a 1 MiB all_reduce took 14.0 µs per call in graphs of 4, 17.8 in graphs of 20 and 27.0 in
-# graphs of 64 (tests/gpu/diag_comm_graph.py; 11.8-12.0 at any length with NCCL_GRAPH_MIXING_SUPPORT=0). A call
+# graphs of 64 (2026-11-21, docs/measurements.md; 11.8-12.0 at any length with NCCL_GRAPH_MIXING_SUPPORT=0). A call
 # of a millisecond or more, where launch cost no longer matters, gets a shorter graph (a graph of 20 calls of
 # 10 ms, 4 GiB on 2×H200, would make each sample last 0.2 s): enough calls to last _GRAPH_SPAN_S. The line is
 # far from the small sizes on purpose: the eager call that estimates a call's time is host-timed (tens of µs
@@ -74,10 +75,6 @@ _WARMUP = ("min_warmup_s", "max_warmup_s", "settle_window", "settle_tol")
 # over a bus; in place it moves none at all).
 WORLD_OF_ONE = ("all_gather", (False,))
 _LIBRARY = {"cuda": "NCCL", "hip": "RCCL", "cpu": "gloo", "fake": "the fake device"}
-
-
-def canonical_dtype(name: str) -> str:
-    return ALIASES.get(name, name)
 
 
 # --- the data: random, non-zero, reproducible on every rank -------------------------------------------------
@@ -255,6 +252,54 @@ def _size_sweep(lo: int, hi: int, factor: int) -> list[int]:
     return out
 
 
+def _step_factor(value: int, _: Any) -> str | None:
+    return None if value >= 2 else f"--step-factor {value} must be an integer ≥ 2"
+
+
+def _register_alloc(value: bool, options: Any) -> str | None:
+    if value and options.alloc == "torch":
+        return "--register registers NCCL's own buffers: use it with --alloc nccl (or without --alloc)"
+    return None
+
+
+OPTIONS = (
+    Option("min-bytes", "smallest size, e.g. 8, 1M (as nccl-tests -b)", parse_size, metavar="SIZE"),
+    Option("max-bytes", "largest size, e.g. 8G (as nccl-tests -e)", parse_size, metavar="SIZE"),
+    Option("step-factor", "multiply the size by F from --min-bytes to --max-bytes (default 2; as nccl-tests -f)",
+           int, metavar="F", check=_step_factor),
+    Option("op", "reduction ops: sum,prod,min,max,avg (default sum)", names, metavar="LIST"),
+    Option("collectives", "all_reduce,all_gather,reduce_scatter,alltoall,broadcast,reduce,sendrecv (default all)",
+           names, metavar="LIST"),
+    Option("graph", "capture the timed calls in a CUDA/HIP graph (nccl-tests -G): the default on GPUs, kept as a "
+                    "name for it (refused on CPUs)", switch=True),
+    Option("eager", "time torch.distributed calls issued one by one from Python instead of a captured graph (what "
+                    "a training loop's host gets; host-bound below tens of MiB)", switch=True),
+    Option("alloc", "where the buffers come from: torch's caching allocator (default, as training jobs) or "
+                    "NCCL/RCCL's ncclMemAlloc (as nccl-tests allocates them)", choices=("torch", "nccl")),
+    Option("register", "register every buffer with the communicator (ncclCommRegister, nccl-tests -R 1): "
+                       "zero-copy transfers where NCCL supports them; implies --alloc nccl", switch=True,
+           check=_register_alloc),
+    Option("nproc", "ranks to start on this machine when no launcher started gpubench (default: one per GPU; 2 on "
+                    "CPU)", int, metavar="N", check=lambda v, _: None if v >= 1 else f"--nproc {v} must be at least 1"),
+    Option("engine", "torch: gpubench's own loop over torch.distributed (default); nccl-tests: run the "
+                     "nccl-tests/rccl-tests binaries with the same sweep into the same table",
+           default="torch", choices=("torch", "nccl-tests")),
+    Option("nccl-tests-dir", "where the *_perf binaries are (default: $NCCL_TESTS_DIR, $RCCL_TESTS_DIR, PATH)",
+           metavar="DIR"),
+    Option("nccl-tests-launcher", "run each binary under this launcher, one process per GPU (-g 1), as an MPI "
+                                  "build of nccl-tests runs, e.g. 'mpirun -np 2'; --nproc is then the ranks it starts "
+                                  "(default: one process driving every GPU, -g N)", metavar="CMD"),
+    Option("timeout", "a rank that makes no progress for this long ends the run, naming the ranks that did not "
+                      "arrive (default 60)", float, default=60.0, metavar="SECONDS",
+           check=lambda v, _: None if v > 0 else f"--timeout {v} must be a positive number of seconds"),
+)
+
+
+def _alloc(options: Any) -> str:
+    """Where the buffers come from: --register implies NCCL's allocator, the default is torch's."""
+    return "nccl" if options.get("register") else (options.get("alloc") or "torch")
+
+
 class Comm(Suite):
     name = commtable.SUITE
     version = commtable.SUITE_VERSION
@@ -264,42 +309,39 @@ class Comm(Suite):
     params = commtable.PARAMS
     shown = ("algbw", "busbw")
     multiprocess = True  # runs as one process per rank: the CLI spawns them or finds a launcher's
+    options = OPTIONS
 
     def __init__(self):
-        self.group = None
-        self.graph = False  # capture graphs where the backend can (the default on GPUs; --eager: never)
-        self.quick = False
-        self._warm = False  # the run's first case has warmed the device up
+        # What a run of this instance has learnt, not what it was asked (that is ctx.options): every rank makes
+        # its inputs in the same order (a count shared by all cases lines the seeds up), the run's first case
+        # warms the device up, and what was not measured as asked is noted for the summary.
+        self._seeds = itertools.count(1)
+        self._warm = False
         self._plan_notes: list[str] = []
         self._fallbacks: dict[str, int] = {}  # graph capture failures: reason -> cases timed eager instead
-        self.alloc, self.register = "torch", False
-        self._nccl = None  # NCCL's library, for --alloc nccl
-        self.world_size = 1
-        self.nnodes = 1
-        self._seed = 0
+
+    @classmethod
+    def charts(cls, runs, out):
+        from gpubench.report import charts_comm
+
+        return charts_comm.comm(runs, out)
 
     # --- the grid ----------------------------------------------------------------------------------------
     def cases(self, ctx: GridContext) -> Iterable[Case]:
-        opts = dict(ctx.options)
-        self.group = ctx.group
-        self.world_size = ctx.group.world_size if ctx.group else int(opts.get("world_size", 1))
-        self.nnodes = ctx.group.renv.nnodes if ctx.group else 1
+        opts = ctx.options
+        world = ctx.group.world_size if ctx.group else ctx.world_size
         if opts.get("graph") and opts.get("eager"):
             raise UsageError("--graph and --eager ask for opposite things: give one (graphs are the default on GPUs)")
         if opts.get("graph") and ctx.backend == "cpu":
             # Captured graphs exist only on GPUs; say so once here rather than skip every case.
             raise UsageError("--graph captures CUDA/HIP graphs: it needs a GPU backend (cuda or hip); gloo on CPUs "
                              "is timed eager")
-        self.graph = ctx.backend != "cpu" and not opts.get("eager")
-        self.quick = ctx.quick
         self._plan_notes, self._fallbacks = [], {}
-        self.register = bool(opts.get("register"))
-        self.alloc = "nccl" if self.register else (opts.get("alloc") or "torch")
         dtypes = [canonical_dtype(d) for d in (ctx.dtypes or ("float32",))]
         unknown = [d for d in dtypes if d not in DTYPES]
         if unknown:
             raise UsageError(f"comm has no dtype {', '.join(unknown)}: choose from {', '.join(DTYPES)}")
-        ops = list(opts.get("ops") or ["sum"])
+        ops = list(opts.get("op") or ["sum"])
         bad = [o for o in ops if o not in OPS]
         if bad:
             raise UsageError(f"unknown --op {', '.join(bad)}: choose from {', '.join(OPS)}")
@@ -309,7 +351,7 @@ class Comm(Suite):
             raise UsageError(f"unknown collective {', '.join(bad)}: choose from {', '.join(COLLECTIVES)}")
         sizes = self._sizes(ctx, opts)
         placements = {name: COLLECTIVES[name].placements for name in names}
-        if self.world_size == 1:
+        if world == 1:
             lib = _LIBRARY.get(ctx.backend, ctx.backend)
             if not opts.get("collectives"):
                 name, only = WORLD_OF_ONE
@@ -319,15 +361,15 @@ class Comm(Suite):
                 what = f"{lib}'s local copy (out of place) or a call that moves nothing (in place)"
             self._plan_notes.append(f"world of one: bus bandwidth needs 2 or more ranks (a machine with 2+ GPUs, "
                                     f"--nproc, or a launcher), busbw is 0 here; measured instead: {what}")
-        if self.alloc == "nccl":
+        if _alloc(opts) == "nccl":
             if ctx.backend not in ("cuda", "hip"):
                 raise UsageError("--alloc nccl and --register use NCCL/RCCL's allocator: they need a GPU backend "
                                  "(cuda or hip)")
-            self._nccl = ncclmem.library()  # an NCCL without ncclMemAlloc is named once here, not in every row
+            ncclmem.library()  # an NCCL without ncclMemAlloc is named once here, not in every row
         planned = []
         for name in names:
             coll = COLLECTIVES[name]
-            if name == "sendrecv" and self.world_size < 2:
+            if name == "sendrecv" and world < 2:
                 self._plan_notes.append(f"sendrecv needs 2 or more ranks: not run ({len(sizes)} sizes)")
                 continue
             small = []  # requests under one element per rank: one line, not a skipped row each
@@ -335,14 +377,14 @@ class Comm(Suite):
                 for op in (ops if coll.reduces else ["none"]):
                     for inplace in placements[name]:
                         for nbytes in sizes:
-                            nb = self._bytes(coll, nbytes, dtype)
+                            nb = self._bytes(coll, nbytes, dtype, world)
                             if nb == 0:
                                 small.append(nbytes)
                                 continue
                             planned.append(commtable.case(name, nb, dtype, op, inplace))
             if small:
                 self._plan_notes.append(f"{name}: {len(small)} case(s) of {min(small)}-{max(small)} B not run: less "
-                                        f"than one element per rank among {self.world_size} ranks")
+                                        f"than one element per rank among {world} ranks")
         return planned
 
     @property
@@ -354,7 +396,7 @@ class Comm(Suite):
             out.append(f"graph capture failed for {n} case(s), timed eager instead (rows: graph False): {reason}")
         return out
 
-    def _sizes(self, ctx: GridContext, opts: dict) -> list[int]:
+    def _sizes(self, ctx: GridContext, opts: Any) -> list[int]:
         gpu = ctx.backend in ("cuda", "hip")
         if ctx.sizes:
             return list(ctx.sizes)
@@ -372,21 +414,24 @@ class Comm(Suite):
             return list(GPU_QUICK if gpu else CPU_QUICK)
         return list(GPU_SIZES if gpu else CPU_SIZES)
 
-    def _bytes(self, coll: Collective, nbytes: int, dtype: str) -> int:
+    def _bytes(self, coll: Collective, nbytes: int, dtype: str, world: int) -> int:
         """The bytes nccl-tests would print for a request of ``nbytes``: whole elements, whole per-rank blocks."""
         size = _itemsize(dtype)
-        send, recv = coll.buffers(max(1, nbytes // size), size, self.world_size)
+        send, recv = coll.buffers(max(1, nbytes // size), size, world)
         return max(send, recv) * size
 
     # --- one case ----------------------------------------------------------------------------------------
-    def prepare(self, case: Case, backend: Any) -> Workload:
+    def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None) -> Workload:
         import torch
         import torch.distributed as dist
 
         coll = COLLECTIVES[case["collective"]]
-        world, rank = self.world_size, (self.group.rank if self.group else 0)
-        if self.group is None:
+        if ctx is None or ctx.group is None:
             raise Skip("comm needs its ranks: run it through `gpubench run --suite comm` (it starts them)")
+        ranks, opts = ctx.group, ctx.options
+        world, rank = ranks.world_size, ranks.rank
+        graph = ctx.backend != "cpu" and not opts.get("eager")  # where the backend can capture (--eager: never)
+        register, alloc = bool(opts.get("register")), _alloc(opts)
         if coll.name == "sendrecv" and world < 2:
             raise Skip("sendrecv needs at least 2 ranks")
         dtype = getattr(torch, case["dtype"])
@@ -401,15 +446,15 @@ class Comm(Suite):
         footprint = (max(send_n, recv_n) if inplace else send_n + recv_n) * size
         message = too_big(footprint * 3, backend, "(buffers and the check's copies)")
         skip = Skip(message) if message else None
-        graphs = backend.graphs() if self.graph else None
+        graphs = backend.graphs() if graph else None
         if skip is not None and graphs is None:
             raise skip  # (with graphs, every rank first learns whether any rank skips: _trial_capture)
-        group = self.group.data
+        group = ranks.data
         call = coll.call
         arena = None
-        if self.alloc == "nccl":  # allocates at the first buffer; closed when the case's measurement ends
-            comm = ncclmem.comm_of(group, device) if self.register else None
-            arena = ncclmem.Arena(self._nccl, comm, backend.synchronize)
+        if alloc == "nccl":  # allocates at the first buffer; closed when the case's measurement ends
+            comm = ncclmem.comm_of(group, device) if register else None
+            arena = ncclmem.Arena(ncclmem.library(), comm, backend.synchronize)
 
         def empty(n: int) -> Any:
             return arena.empty(n, dtype, device) if arena else torch.empty(n, dtype=dtype, device=device)
@@ -422,7 +467,6 @@ class Comm(Suite):
             return b
 
         def buffers() -> Buffers:
-            self._seed += 1  # every rank makes its inputs in the same order: the seeds line up across ranks
             if inplace:
                 whole = empty(max(send_n, recv_n))
                 # The input sits where NCCL expects it in place: this rank's block of a gathered output, or
@@ -435,15 +479,15 @@ class Comm(Suite):
                     send = recv = whole
             else:
                 send, recv = empty(send_n), empty(recv_n)
-            return fill(Buffers(self._seed, send, recv))
+            return fill(Buffers(next(self._seeds), send, recv))
 
         def run_one(b: Buffers) -> Any:
             call(dist, b.send, b.recv, op, group, rank, world)
             return b.recv
 
-        extra = {"count": count, "world_size": world, "nnodes": self.nnodes, "engine": "torch",
+        extra = {"count": count, "world_size": world, "nnodes": ranks.renv.nnodes, "engine": "torch",
                  "root": 0 if coll.name in commtable.ROOTED else -1, "valid": None, "wrong": None,
-                 "graph": self.graph, "alloc": self.alloc, "register": self.register}
+                 "graph": graph, "alloc": alloc, "register": register}
 
         def check(b: Buffers, out: Any) -> Check:
             def values(r, start, length):
@@ -459,7 +503,7 @@ class Comm(Suite):
                 got = out.narrow(0, start, length).to(torch.float64)
                 tol = _tolerance(torch, dtype, op, want)
                 wrong += int(((got - want).abs() > tol).sum().item())
-            total = self.group.sum_int(wrong)
+            total = ranks.sum_int(wrong)
             extra["wrong"], extra["valid"] = total, total == 0
             return Check(total == 0, float(total), 0.0, "" if total == 0 else
                          f"{total} wrong elements over {world} ranks")
@@ -477,14 +521,14 @@ class Comm(Suite):
             algbw = nbytes / per_call_s / 1e9
             return {"algbw": algbw, "busbw": algbw * factor}
 
-        sampling = dict(QUICK_SAMPLING if self.quick else SAMPLING)
+        sampling = dict(QUICK_SAMPLING if ctx.quick else SAMPLING)
         if not self._warm:  # the run's first case warms the device up as the engine does (clocks ramp)
             sampling = {k: v for k, v in sampling.items() if k not in _WARMUP}
         self._warm = True
         trial = None
         if graphs is not None:
             idempotent = not inplace or coll.name in ("broadcast", "all_gather")
-            trial, reason = self._trial_capture(torch, backend, graphs, buffers, fill, run_one, skip)
+            trial, reason = self._trial_capture(ranks, backend, graphs, buffers, fill, run_one, skip)
             if trial is None:
                 self._fallbacks[reason] = self._fallbacks.get(reason, 0) + 1
                 extra["message"] = f"graph capture failed, timed eager: {reason}"[:200]
@@ -503,13 +547,14 @@ class Comm(Suite):
             w.context = _within(lambda: contextlib.closing(arena), w.context)
         return w
 
-    def _agree(self, error: BaseException | None, value: float = 0.0) -> tuple[list, float]:
+    @staticmethod
+    def _agree(ranks: Any, error: BaseException | None, value: float = 0.0) -> tuple[list, float]:
         """Every rank's outcome of a step: (rank, skipped?, first line) where it raised, and the largest value."""
         mine = None if error is None else (isinstance(error, Skip), f"{type(error).__name__}: {error}".splitlines()[0])
-        seen = self.group.gather_objects((mine, float(value)))
+        seen = ranks.gather_objects((mine, float(value)))
         return [(r, o[0], o[1]) for r, (o, _) in enumerate(seen) if o is not None], max(v for _, v in seen)
 
-    def _trial_capture(self, torch, backend, graphs, buffers, fill, run_one, skip):
+    def _trial_capture(self, ranks, backend, graphs, buffers, fill, run_one, skip):
         """Capture this case's graph, in step with every rank: ``(entry, "")``, or ``(None, reason)`` where the
         capture failed on some rank (every rank then times the case eager: calls must match across ranks).
 
@@ -529,7 +574,7 @@ class Comm(Suite):
                 fill(b)  # the calls changed an in-place input: restore it from its seed
             except Exception as e:  # noqa: BLE001 — shared with every rank just below
                 error = e
-        failed, slowest = self._agree(error, per_call)
+        failed, slowest = self._agree(ranks, error, per_call)
         if failed:
             rank, skipped, message = failed[0]
             if error is not None:
@@ -541,7 +586,7 @@ class Comm(Suite):
             entry = self._capture(graphs, b, run_one, k)
         except Exception as e:  # noqa: BLE001 — a case that cannot be captured is timed eager
             error = e
-        failed, _ = self._agree(error)
+        failed, _ = self._agree(ranks, error)
         if failed:
             rank, _, message = failed[0]
             return None, f"rank {rank}: {message}"
@@ -560,7 +605,7 @@ class Comm(Suite):
         """One sample replays a graph of K calls on one buffer set, as nccl-tests -G captures its -n calls.
 
         One set, not one per call: on 2×H200 a graph of 20 all_reduces over 20 buffers took 18.6 µs per call,
-        over one buffer 17.8 (tests/gpu/diag_comm_graph.py). The check reads the replay's output where calling
+        over one buffer 17.8 (2026-11-21, docs/measurements.md). The check reads the replay's output where calling
         the collective again on its own output gives the same result (out of place, broadcast, all_gather);
         elsewhere (an in-place sum of sums) it refills the set and checks one call outside the graph. The trial
         capture is the first set (the check's); the timed set is captured the same way, with the same K."""

@@ -61,6 +61,12 @@ class Copy(Suite):
     description = "H2D/D2H/bidirectional/D2D/peer copies; pinned, pageable and registered host memory"
     params = ("direction", "memory", "src", "dst", "copy_bytes")
 
+    @classmethod
+    def charts(cls, runs, out):
+        from gpubench.report import charts_system
+
+        return charts_system.copy(runs, out) + charts_system.peer(runs, out)
+
     def cases(self, ctx: GridContext):
         sizes = ctx.sizes or (QUICK_SIZES if ctx.quick else SIZES)
         me, host = _gpu(ctx.device_index), "host"
@@ -76,7 +82,7 @@ class Copy(Suite):
                 yield Case.of(direction="peer", memory="device", src=me, dst=_gpu(p), copy_bytes=size)
                 yield Case.of(direction="peer", memory="device", src=_gpu(p), dst=me, copy_bytes=size)
 
-    def prepare(self, case: Case, backend: Any) -> Workload:
+    def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None) -> Workload:
         if backend.name == "cpu":
             raise Skip("no GPU: host↔device copies need a GPU (the cpu backend has no device memory)")
         direction, memory, size = case["direction"], case["memory"], case["copy_bytes"]

@@ -22,6 +22,7 @@ import torch
 from gpubench import engine
 from gpubench.errors import UsageError
 from gpubench.memory import HEADROOM, too_big
+from gpubench.options import Option
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Check, GridContext, Skip, Suite, Workload
 from gpubench.units import format_bytes
 
@@ -249,10 +250,20 @@ class Elementwise(Suite):
     description = "BabelStream copy/mul/add/triad/dot + fill; memory bandwidth past the last-level cache"
     params = ("op", "dtype", "array_bytes", "impl")
 
-    warps: int | None = None  # --triton-warps: a forced launch shape (default: the measured best per kernel)
+    options = (
+        Option("triton-warps", "force N warps per program on its Triton kernels (default: the measured best, 4; dot "
+                               "8). A smaller block runs slower: the way to test a regression gate on purpose",
+               int, metavar="N", check=lambda v, _: None if v in (1, 2, 4, 8, 16, 32) else
+               f"--triton-warps {v} must be a power of two from 1 to 32"),
+    )
+
+    @classmethod
+    def charts(cls, runs, out):
+        from gpubench.report import charts_compute
+
+        return charts_compute.elementwise(runs, out)
 
     def cases(self, ctx: GridContext):
-        self.warps = dict(ctx.options).get("triton_warps")
         dtypes = ctx.pick_dtypes("elementwise", DTYPES, ["fp32", "bf16"] if ctx.quick else DTYPES)
         # Triton compiles for GPUs only; the fake backend runs torch on CPU tensors.
         impls = ["torch", "triton"] if ctx.backend in ("cuda", "hip") else ["torch"]
@@ -270,15 +281,16 @@ class Elementwise(Suite):
                 for k in steps:
                     yield Case.of(op=f"fma{k}", dtype=dtype, array_bytes=_array_sizes(ctx)[0], impl="triton")
 
-    def prepare(self, case: Case, backend: Any) -> Workload:
+    def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None) -> Workload:
+        warps = ctx.options.get("triton_warps") if ctx else None  # --triton-warps: a forced launch shape
         op, dtype, size, impl = case["op"], case["dtype"], case["array_bytes"], case["impl"]
         spec, tdtype, device = _op(op), DTYPES[dtype], backend.torch_device
         n = size // tdtype.itemsize
         message = too_big(case_bytes(spec.arrays, size, backend.cache_bytes()), backend)
         if message:
             raise Skip(message)
-        run = _triton_run(op, self.warps) if impl == "triton" else _torch_run(op)
-        config = _triton_config(op, self.warps) if impl == "triton" else ""
+        run = _triton_run(op, warps) if impl == "triton" else _torch_run(op)
+        config = _triton_config(op, warps) if impl == "triton" else ""
 
         def make_inputs() -> dict[str, torch.Tensor]:
             x = {}

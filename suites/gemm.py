@@ -128,7 +128,7 @@ GPU_BACKENDS = ("cuda", "hip")
 GPU_MIN_WARMUP_S = 1.5
 HOLD_MAX_FLOPS = 2 * 2048**3  # ~17 GFLOP: tens of µs at Hopper rates, where launch gaps would show
 # Under the power limit the clock swings with the power controller's period: H100, 2026-11-23
-# (tests/gpu/diag_power_swing.py), bf16 8192³ back to back dipped from 718 to ~570-620 TF/s about once a second;
+# (a hand trace, 2026-11-23), bf16 8192³ back to back dipped from 718 to ~570-620 TF/s about once a second;
 # the mean rate over whole 1 s windows moved 0.2 % (SD) where medians of per-call times over 2 s windows moved
 # 1.6 %. Large GEMMs are therefore timed in samples of whole periods (Workload.period_s).
 GPU_POWER_PERIOD_S = 1.0
@@ -432,6 +432,12 @@ class Gemm(Suite):
     def __init__(self) -> None:
         self._searched: set[str] = set()  # dtypes whose search has warmed the GPU up (see prepare)
 
+    @classmethod
+    def charts(cls, runs, out):
+        from gpubench.report import charts_gemm
+
+        return charts_gemm.gemm(runs, out)
+
     def cases(self, ctx: GridContext):
         on_gpu = ctx.backend in GPU_BACKENDS
         if ctx.search:
@@ -446,7 +452,7 @@ class Gemm(Suite):
                                 continue  # an fp8 mode; NN fp8 is a skip row already through "torch"
                             yield Case.of(shape=shape, dtype=dtype, layout=layout, M=m, N=n, K=k, impl=impl)
 
-    def prepare(self, case: Case, backend: Any) -> Workload:
+    def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None) -> Workload:
         dtype, layout, impl = case["dtype"], case["layout"], case["impl"]
         m, n, k = case["M"], case["N"], case["K"]
         spec, device = DTYPES[dtype], backend.torch_device

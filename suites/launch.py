@@ -99,8 +99,8 @@ def _check(per_call: int):
 
 # One graph per node count per process, shared by graph_replay, graph_launch and chain_graph and kept alive.
 # Why: a graph's per-node GPU cost depends on how many graph nodes the process instantiated before it. On an
-# H100 (tests/gpu/diag_graph5.py, 2026-11-21) a 1000-node graph of x.add_(1) replayed at 0.98-0.99 us/node
-# when it was the process's first or came after ~100 nodes of other graphs, and at 1.16-1.17 after ~2000
+# H100 (2026-11-21, a probe, each scenario in a fresh process) a 1000-node graph of x.add_(1) replayed at
+# 0.98-0.99 us/node when it was the process's first or came after ~100 nodes of other graphs, and at 1.16-1.17 after ~2000
 # nodes (kept or freed); an H200 showed 0.84 vs 1.02-1.10. Capturing once per node count, largest first,
 # measures the state a training process with a few graphs is in, which is what a hand probe measures too.
 _GRAPHS: dict[tuple[str, str, int], Counter] = {}
@@ -149,6 +149,12 @@ class Launch(Suite):
     description = "host launch cost, GPU-side gap, graph replay (fitted), sync round trips, graph vs eager"
     params = ("measure", "api", "nodes")
 
+    @classmethod
+    def charts(cls, runs, out):
+        from gpubench.report import charts_system
+
+        return charts_system.launch(runs, out)
+
     def cases(self, ctx: GridContext):
         # Graphs first, largest first: the 1000-node graph, which decides the per-node fit, is captured before
         # anything else in the process has loaded a module or captured a graph (see _GRAPHS).
@@ -165,7 +171,7 @@ class Launch(Suite):
         for mode in ("chain_eager", "chain_graph"):
             yield Case.of(measure=mode, api="torch", nodes=CHAIN_KERNELS)
 
-    def prepare(self, case: Case, backend: Any) -> Workload:
+    def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None) -> Workload:
         if backend.name == "cpu":
             raise Skip("no GPU: kernel launch latency has no meaning on the CPU backend")
         measure, api, nodes = case["measure"], case["api"], case["nodes"]

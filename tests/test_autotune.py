@@ -132,17 +132,26 @@ def test_tuner_csv_leaves_ties_partial_configs_and_untunable_collectives_to_nccl
 def test_child_argv_passes_the_comm_options():
     import argparse
 
-    args = argparse.Namespace(backend="cpu", min_bytes="1K", max_bytes=None, step_factor=4, op="sum,max",
-                              collectives="all_reduce", dtype=None, nproc=3, timeout=30.0, quick=True, graph=False,
-                              no_telemetry=True)
-    argv = child_argv(args, Path("/o"), "c")
+    from gpubench.suites.comm import OPTIONS
+
+    # As argparse leaves them: sizes parsed to bytes, lists split, the timeout a float.
+    args = argparse.Namespace(backend="cpu", min_bytes=1024, max_bytes=None, step_factor=4, op=["sum", "max"],
+                              collectives=["all_reduce"], dtype=None, nproc=3, timeout=30.0, quick=True, graph=False,
+                              no_telemetry=True, engine="torch")
+    argv = child_argv(args, Path("/o"), "c", "comm", OPTIONS)
     assert argv[1:] == ["-m", "gpubench", "run", "--suite", "comm", "--out", "/o", "--cluster", "c", "--backend",
-                        "cpu", "--min-bytes", "1K", "--step-factor", "4", "--op", "sum,max", "--collectives",
+                        "cpu", "--min-bytes", "1024", "--step-factor", "4", "--op", "sum,max", "--collectives",
                         "all_reduce", "--nproc", "3", "--timeout", "30.0", "--quick", "--no-telemetry"]
     # A sweep of NCCL knobs over registered NCCL buffers: every child run allocates and registers them.
     args.alloc, args.register, args.graph = "nccl", True, True
-    assert child_argv(args, Path("/o"), "c")[-6:] == ["--alloc", "nccl", "--quick", "--graph", "--register",
-                                                      "--no-telemetry"]
+    assert child_argv(args, Path("/o"), "c", "comm", OPTIONS)[-12:] == [
+        "--op", "sum,max", "--collectives", "all_reduce", "--graph", "--alloc", "nccl", "--register", "--nproc", "3",
+        "--timeout", "30.0"][-10:] + ["--quick", "--no-telemetry"]
+    # Every comm option a user can give reaches the child: the child command line is made from comm's declaration.
+    assert {o.flag for o in OPTIONS} - {"--engine", "--nccl-tests-dir", "--nccl-tests-launcher"} <= {
+        w for w in child_argv(argparse.Namespace(**{o.dest: (True if o.switch else ["x"] if o.dest in ("op", "collectives")
+                                                              else "v") for o in OPTIONS}), Path("/o"), "c", "comm",
+                              OPTIONS)}
 
 
 def _gpubench(*args, timeout=600):
@@ -176,7 +185,7 @@ def test_a_config_nccl_rejects_is_an_error_row_and_the_sweep_goes_on(tmp_path, m
     import argparse
 
     from gpubench.autotune import sweep
-    from gpubench.suites.autotune import Autotune
+    from gpubench.suites.autotune import COMM_OPTIONS, Autotune
 
     real = sweep.subprocess.run
 
@@ -190,7 +199,7 @@ def test_a_config_nccl_rejects_is_an_error_row_and_the_sweep_goes_on(tmp_path, m
                               collectives="all_reduce", dtype=None, nproc=None, timeout=60.0, quick=False,
                               graph=False, no_telemetry=True, knob=["NCCL_PROTO=LL128,Simple"], grid=None,
                               budget=None, out=str(tmp_path))
-    assert sweep.run(args, ["gpubench"], "t", Autotune.version, Autotune.params) == 0
+    assert sweep.run(args, ["gpubench"], "t", Autotune.version, Autotune.params, COMM_OPTIONS) == 0
     (run,) = [p for p in (tmp_path / "t").iterdir() if p.is_dir()]
     df = results.load(run)
     by = df.drop_duplicates("config").set_index("config")["status"].to_dict()

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from gpubench import commtable, results
-from gpubench.dist.env import detect, first_host
+from gpubench.ranks.env import detect, first_host
 from gpubench.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -418,8 +418,8 @@ def world_of_one(monkeypatch):
     """One rank in this process (a world of one is still a group) and a Comm suite bound to it."""
     import socket
 
-    from gpubench.dist.env import RankEnv
-    from gpubench.dist.group import Group
+    from gpubench.ranks.env import RankEnv
+    from gpubench.ranks.group import Group
     from gpubench.suites.comm import Comm
 
     with socket.socket() as s:
@@ -441,7 +441,7 @@ def _cases(suite, group, collective, backend=None, **options):
     gpu = backend is not None or options.get("alloc") == "nccl"
     ctx = GridContext(backend="cuda" if gpu else "cpu", quick=True, cache_bytes=1 << 20, memory_bytes=1 << 30,
                       sizes=(4096,), options=(("collectives", [collective]), *options.items()), group=group)
-    return [suite.prepare(case, backend or CpuBackend()) for case in suite.cases(ctx)]
+    return [suite.prepare(case, backend or CpuBackend(), ctx) for case in suite.cases(ctx)]
 
 
 def test_a_wrong_result_is_counted_and_the_case_invalid(world_of_one):
@@ -538,7 +538,7 @@ def test_nccl_buffers_are_the_cases_and_released_when_it_ends(world_of_one, monk
     # buffers were made, and the case's end deregisters and frees all of them (a stand-in NCCL, on the CPU).
     from gpubench import engine
     from gpubench.backends.cpu import CpuBackend
-    from gpubench.dist import ncclmem
+    from gpubench.ranks import ncclmem
 
     lib = _StandInNccl()
     monkeypatch.setattr(ncclmem, "library", lambda: lib)
@@ -563,7 +563,7 @@ def test_nccl_buffers_are_the_cases_and_released_when_it_ends(world_of_one, monk
 def test_a_failed_nccl_allocation_is_the_cases_error(world_of_one, monkeypatch):
     from gpubench import engine
     from gpubench.backends.cpu import CpuBackend
-    from gpubench.dist import ncclmem
+    from gpubench.ranks import ncclmem
 
     monkeypatch.setattr(ncclmem, "library", lambda: _StandInNccl(fail_alloc=True))
     monkeypatch.setattr(ncclmem, "CHUNK_BYTES", 1 << 20)
@@ -687,7 +687,7 @@ def test_engine_nccl_tests_names_where_it_looked_when_the_binary_is_missing(tmp_
 
 
 def test_laggards_name_the_missing_the_silent_and_the_store():
-    from gpubench.dist.group import laggards
+    from gpubench.ranks.group import laggards
 
     beats = {0: {"step": 5, "where": "case a", "time": 100.0}, 2: {"step": 3, "where": "case a", "time": 90.0}}
     assert laggards(beats, 3, now=100.0, stale_s=3) == ("rank 1 never started; rank 2 silent for 10 s (dead or "
@@ -700,7 +700,7 @@ def test_a_stalled_rank_waits_for_a_peer_still_at_work_but_not_for_a_silent_or_i
     # Rank 1 waits in a gather for rank 0, which a loaded host slows: while rank 0's heartbeat is fresh and
     # it moved within the timeout, rank 1's watchdog waits; once rank 0 is silent (stopped, dead), missing, or
     # has not moved either (the operation hung), it does not.
-    from gpubench.dist.group import Group
+    from gpubench.ranks.group import Group
 
     class Store:
         def __init__(self, beats):

@@ -154,9 +154,10 @@ def test_triton_kernels_are_correct_in_the_interpreter(tmp_path):
 
 def test_triton_warps_option_reaches_the_cases_and_is_recorded():
     pytest.importorskip("triton")
-    s = E.Elementwise()
-    list(s.cases(ctx(options=(("triton_warps", 1),))))
-    assert s.warps == 1
+    s, c = E.Elementwise(), ctx(options=(("triton_warps", 1),))
+    list(s.cases(c))
+    w = s.prepare(Case.of(op="copy", dtype="fp32", array_bytes=4096, impl="triton"), CpuBackend(), c)
+    assert w.extra["impl_config"] == "vector_bytes=16,warps=1"
     assert E._triton_config("copy", 1) == "vector_bytes=16,warps=1"
     assert E._triton_config("dot", 2) == "block=8192,warps=2"
     assert E._triton_config("copy") == "vector_bytes=16,warps=4"

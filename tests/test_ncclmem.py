@@ -1,4 +1,4 @@
-"""gpubench/dist/ncclmem.py: finding the NCCL library a process's communicators live in, and its refusals."""
+"""gpubench/ranks/ncclmem.py: finding the NCCL library a process's communicators live in, and its refusals."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import _ctypes
 import pytest
 import torch
 
-from gpubench.dist import ncclmem
+from gpubench.ranks import ncclmem
 from gpubench.errors import UsageError
 
 

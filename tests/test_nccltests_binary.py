@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from gpubench.errors import UsageError
-from gpubench.nccltests import binary, parse_text
-from gpubench.nccltests.binary import (BinaryStalled, BinaryTimeout, build_command, find_binary, json_written_to,
+from gpubench.nccltests import binaries, parse_text
+from gpubench.nccltests.binaries import (BinaryStalled, BinaryTimeout, build_command, find_binary, json_written_to,
                                        run_binary, supports_json)
 
 FIX = Path(__file__).parent / "fixtures" / "nccl-tests"
@@ -56,7 +56,7 @@ def gone(pid: int, within_s: float = 5.0) -> bool:
 
 # -- find_binary -------------------------------------------------------------------------------------------------
 def test_find_binary_looks_in_the_given_dir_its_build_dir_the_env_then_path(tmp_path, monkeypatch):
-    for var in binary.ENV_DIRS:
+    for var in binaries.ENV_DIRS:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     on_path = printer(tmp_path / "bin" / "all_reduce_perf")

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from gpubench.nccltests import ParseError, parse_json, parse_text
-from gpubench.nccltests import envscrub, prefixes, printed
-from gpubench.nccltests.convert import comm_rows
+from gpubench.nccltests import model
+from gpubench.nccltests.parse_text import strip_prefix
+from gpubench.nccltests.importer import comm_rows
 from gpubench.nccltests.importer import read
 
 FIX = Path(__file__).parent / "fixtures" / "nccl-tests"
@@ -143,7 +144,7 @@ def test_launcher_prefixes_are_stripped(prefix):
     text = "".join(prefix + line + "\n" for line in (FIX / "nt-2.19.6-all_reduce-h200x2.txt").read_text().splitlines())
     (run,) = parse_text(text, "p.txt")
     assert len(run.rows) == 14 and run.world_size == 2
-    assert prefixes.strip("  1048576  262144  float") == "  1048576  262144  float"
+    assert strip_prefix("  1048576  262144  float") == "  1048576  262144  float"
 
 
 def test_foreign_lines_are_skipped_but_an_unknown_prefix_before_a_row_is_an_error():
@@ -262,20 +263,20 @@ def test_bad_json_is_an_error(text, why):
 
 
 def test_printed_numbers_carry_their_rounding():
-    assert printed.figure("70.62") == (70.62, 0.005)
-    assert printed.figure("12439.2") == (12439.2, 0.05)
-    assert printed.figure("12816") == (12816.0, 0.5)
-    assert printed.figure("1.2e+04") == (12000.0, 500.0)
-    assert printed.figure("2e-07") == (2e-07, 0.5e-07)
-    assert math.isnan(printed.figure("-nan")[0]) and printed.figure("12o.3") is None
-    assert printed.count("1.23457e+06") == 1234570 and printed.count("N/A") is None
+    assert model.figure("70.62") == (70.62, 0.005)
+    assert model.figure("12439.2") == (12439.2, 0.05)
+    assert model.figure("12816") == (12816.0, 0.5)
+    assert model.figure("1.2e+04") == (12000.0, 500.0)
+    assert model.figure("2e-07") == (2e-07, 0.5e-07)
+    assert math.isnan(model.figure("-nan")[0]) and model.figure("12o.3") is None
+    assert model.count("1.23457e+06") == 1234570 and model.count("N/A") is None
 
 
 def test_env_scrub_keeps_only_harmless_nccl_settings():
     env = ["NCCL_IB_HCA==mlx5_0:1", "NCCL_IB_PKEY=0", "NCCL_NET_TOKEN=x", "RCCL_API_KEY=y", "HOME=/root",
            "NCCL_X=abcdefghijklmnopqrstuvwxyz0123456789", "NCCL_TOPO_FILE=/opt/nccl/topo-ndv5-2x8.xml",
            "NCCL_URL=http://u:p@h", "RCCL_MSCCL_ENABLE=0", "NCCL_NOVALUE"]
-    assert envscrub.scrub(env) == {"NCCL_IB_HCA": "=mlx5_0:1", "NCCL_IB_PKEY": "0",
+    assert model.scrub(env) == {"NCCL_IB_HCA": "=mlx5_0:1", "NCCL_IB_PKEY": "0",
                                    "NCCL_TOPO_FILE": "/opt/nccl/topo-ndv5-2x8.xml", "RCCL_MSCCL_ENABLE": "0"}
 
 
@@ -292,7 +293,7 @@ def test_rccl_2019_2022_config_line_with_colons():
 
 
 def test_nccl_version_codes_of_both_encodings():
-    from gpubench.nccltests.names import nccl_version
+    from gpubench.nccltests.model import nccl_version
 
     assert nccl_version(22809) == "2.28.9" and nccl_version(21003) == "2.10.3"
     assert nccl_version(2708) == "2.7.8"  # before 2.9 the code was major*1000 + minor*100 + patch

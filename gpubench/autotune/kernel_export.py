@@ -18,6 +18,8 @@ from typing import Any
 
 import pandas as pd
 
+from gpubench.autotune.kernel_configs import TORCH, gemm_kernel_config, parse
+
 _TORCH_DTYPE = {"bf16": "BFloat16", "fp16": "Half", "fp32": "Float", "fp8": "Float8_e4m3fn"}
 _KERNEL_METRIC = {"gemm": "throughput", "triad": "bandwidth"}
 
@@ -25,8 +27,6 @@ _KERNEL_METRIC = {"gemm": "throughput", "triad": "bandwidth"}
 def winners(df: pd.DataFrame) -> list[dict[str, Any]]:
     """Per (kernel, dtype, shape) of an autotune-kernels table: the best Triton configuration, its median time,
     its figure and torch's."""
-    from gpubench.suites.autotune_kernels import TORCH, parse
-
     rows = df[(df["suite"] == "autotune-kernels") & (df["status"] == "ok") & (df["config"] != "best")]
     out = []
     for (kernel, dtype, shape), group in rows.groupby(["kernel", "dtype", "shape"], sort=False):
@@ -69,8 +69,6 @@ def _identity(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def triton_configs(df: pd.DataFrame, meta: dict[str, Any]) -> str:
-    from gpubench.suites.autotune_kernels import gemm_kernel_config
-
     doc: dict[str, Any] = {"run_id": meta.get("run_id"), "gpu": _identity(meta).get("gpu_model"), "kernels": {}}
     for w in winners(df):
         args = gemm_kernel_config(w["config"], w["dtype"]) if w["kernel"] == "gemm" else dict(w["args"])

@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,22 +23,24 @@ import pandas as pd
 from gpubench import commtable, results
 from gpubench.autotune import exports, knobs, winners
 from gpubench.errors import UsageError
+from gpubench.options import Option
 
 SUITE = "autotune"
-# comm options a child run gets as the user gave them.
-_PASS = (("backend", "--backend"), ("min_bytes", "--min-bytes"), ("max_bytes", "--max-bytes"),
-         ("step_factor", "--step-factor"), ("op", "--op"), ("collectives", "--collectives"), ("dtype", "--dtype"),
-         ("nproc", "--nproc"), ("timeout", "--timeout"), ("alloc", "--alloc"))
-_FLAGS = (("quick", "--quick"), ("graph", "--graph"), ("eager", "--eager"), ("register", "--register"),
-          ("no_telemetry", "--no-telemetry"))
+# Options of `gpubench run` itself that a child run gets as the user gave them; the child suite's own options
+# come from its declaration (every one of them: none can be dropped on the way).
+_PASS = (("backend", "--backend"), ("dtype", "--dtype"))
+_FLAGS = (("quick", "--quick"), ("no_telemetry", "--no-telemetry"))
 
 
-def child_argv(args: Any, out: Path, cluster: str) -> list[str]:
-    argv = [sys.executable, "-m", "gpubench", "run", "--suite", "comm", "--out", str(out), "--cluster", cluster]
+def child_argv(args: Any, out: Path, cluster: str, child: str = "comm", declared: Sequence[Option] = ()) -> list[str]:
+    """The command line of one child run of suite ``child`` whose options are ``declared``."""
+    argv = [sys.executable, "-m", "gpubench", "run", "--suite", child, "--out", str(out), "--cluster", cluster]
     for attr, flag in _PASS:
         value = getattr(args, attr, None)
         if value is not None:
             argv += [flag, str(value)]
+    for option in declared:
+        argv += option.argv(getattr(args, option.dest, None))
     for attr, flag in _FLAGS:
         if getattr(args, attr, False):
             argv.append(flag)
@@ -71,7 +74,9 @@ def _placeholder(config: knobs.Config, grid: dict, run_id: str, version: int, st
              "message": message[:500]} for m in commtable.METRICS]
 
 
-def run(args: Any, argv: list[str], cluster: str, version: int, params: tuple[str, ...]) -> int:
+def run(args: Any, argv: list[str], cluster: str, version: int, params: tuple[str, ...],
+        child_options: Sequence[Option]) -> int:
+    """Sweep the knobs over child comm runs; ``child_options``: the comm suite's declared options."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from gpubench.console import out_console
@@ -108,7 +113,7 @@ def run(args: Any, argv: list[str], cluster: str, version: int, params: tuple[st
                     continue
                 bar.update(task, description=config.name)
                 t0 = time.monotonic()
-                frames.append(_one(args, config, i, staging, cluster, grid, rd, version))
+                frames.append(_one(args, config, i, staging, cluster, grid, rd, version, child_options))
                 spent.append(time.monotonic() - t0)
                 df = results.frame(pd.concat(frames, ignore_index=True).to_dict("records"), params)
                 rd.write_table(SUITE, df)
@@ -128,7 +133,7 @@ def run(args: Any, argv: list[str], cluster: str, version: int, params: tuple[st
     return 130 if status == "interrupted" else code
 
 
-def _one(args, config, i, staging, cluster, grid, rd, version) -> pd.DataFrame:
+def _one(args, config, i, staging, cluster, grid, rd, version, child_options) -> pd.DataFrame:
     import os
 
     out = staging / f"{i:02d}"
@@ -136,7 +141,8 @@ def _one(args, config, i, staging, cluster, grid, rd, version) -> pd.DataFrame:
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **dict(config.env)}
     with open(log, "w") as f:
-        proc = subprocess.run(child_argv(args, out, cluster), env=env, stdout=f, stderr=subprocess.STDOUT)
+        argv = child_argv(args, out, cluster, commtable.SUITE, child_options)
+        proc = subprocess.run(argv, env=env, stdout=f, stderr=subprocess.STDOUT)
     runs = sorted(p.parent for p in out.glob(f"{cluster}/*/run.json"))
     if runs and (runs[-1] / f"{commtable.SUITE}{results.TABLE_SUFFIX}").exists():
         if config.name == knobs.DEFAULT:  # the system the sweep ran on, for compare and the report

@@ -63,7 +63,7 @@ class TorchGraphs:
     def stream(self):
         # Replays run on a non-blocking stream of their own, as nccl-tests launches: the same graph of 20 1 MiB
         # all_reduces on 2×H200 took 18.4 µs per call on the legacy default stream, 13.1 on its own
-        # (tests/gpu/diag_comm_graph.py, docs/measurements.md).
+        # (2026-11-21, docs/measurements.md).
         return torch.cuda.stream(torch.cuda.Stream())
 
 

@@ -6,8 +6,8 @@ keeps every load independent and lets the compiler issue 16-byte vector accesses
 because arrays past 2**31 elements are in the grid. Half types compute in fp32 and round once on store,
 as torch does; fp64 stays fp64.
 
-Block shape (docs/measurements.md; tests/gpu/sweep_stream_variants.py): one 16-byte access per thread per
-array was fastest on H100 and H200. Among such shapes 128 threads per program (2 KiB, the shape of PyTorch's
+Block shape (a sweep of shapes on H200 and H100, 2026-11-21; docs/measurements.md): one 16-byte access per
+thread per array was fastest on H100 and H200. Among such shapes 128 threads per program (2 KiB, the shape of PyTorch's
 own elementwise kernel) was best on H200 and within 0.3% of the best on H100, where 512 threads won by that
 much; letting triton.autotune choose per device measured worse on H100 (0.985-0.995 of torch), so the shape
 is fixed here and left to the tuning suite to sweep. Persistent grid-stride variants were ~5% slower and
@@ -26,7 +26,8 @@ NUM_WARPS = 4  # 128 threads per program
 # rate at which a multiprocessor starts programs, not memory, then sets the pace. On H200 (issue 29: 3291 GB/s
 # against torch's 4492 at --quick sizes, 2026-11-24) 2 KiB programs would need a new one every ~60 ns per
 # multiprocessor. Fill's programs write 8 KiB instead (two 16-byte stores per thread, 256 threads): H100,
-# 2026-11-25, 256 MiB (tests/gpu/sweep_triton_roofs.py), 0.995x torch in fp32 and bf16, as 2 KiB programs were.
+# 2026-11-25, 256 MiB (a probe of launch shapes; docs/measurements.md), 0.995x torch in fp32 and bf16, as
+# 2 KiB programs were.
 FILL_VECTOR_BYTES = 32
 FILL_WARPS = 8
 DOT_BLOCK = 8192

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpubench.commtable import NCCL_TYPES
 from gpubench.errors import UsageError
 
 TOOLS = ("nccl-tests", "rccl-tests")
@@ -109,3 +114,250 @@ class Run:
             "out_of_bounds_ok": self.out_of_bounds_ok,
             "errors": self.errors,
         }
+
+
+# --- names: names nccl-tests prints (binaries, data types, reduction ops) and which collective a table can belong to.
+#
+# Logs since 2.16.7 name the binary (``# Collective test starting: all_reduce_perf``) and ``-J`` JSON files carry
+# it in ``args``. Older logs do not: there the table's shape narrows it down (src/*.cu of each tag):
+#
+# - before 2.13 every binary printed its own header: ``redop`` only for the reducing ones and alltoall, ``root``
+#   only for the rooted ones, both for reduce;
+# - from 2.13 one header with both columns: ``redop`` is ``none`` for non-reducing collectives and ``root`` is
+#   ``-1`` for non-rooted ones;
+# - ``size`` is ``count × itemsize`` for all_reduce, broadcast, reduce and sendrecv, and ``count × itemsize ×
+#   ranks`` for all_gather, reduce_scatter, alltoall, gather, scatter and hypercube (``*GetCollByteCount``).
+#
+# What is left ambiguous (all_gather or alltoall, gather or scatter, ...) the user settles with ``--collective``.
+
+
+# Binaries nccl-tests and rccl-tests build (src/Makefile), without the `_perf` suffix.
+BINARIES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "alltoallv", "broadcast", "reduce",
+            "sendrecv", "gather", "scatter", "hypercube", "all_reduce_bias")
+
+# Type names beyond commtable.NCCL_TYPES: NCCL 1 builds printed char/int; rccl-tests prints fp8_e4m3/fp8_e5m2
+# (and uses AMD's FNUZ fp8 on gfx942, where it prints "using FNUZ FP8 types").
+TYPE_ALIASES = {"char": "int8", "int": "int32", "fp8_e4m3": "float8_e4m3", "fp8_e5m2": "float8_e5m2"}
+FNUZ = {"float8_e4m3": "float8_e4m3fnuz", "float8_e5m2": "float8_e5m2fnuz"}
+ITEMSIZE = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "float16": 2,
+            "float32": 4, "float64": 8, "bfloat16": 2, "float8_e4m3": 1, "float8_e5m2": 1}
+REDOPS = ("sum", "prod", "max", "min", "avg", "mulsum", "none")
+
+_BINARY = re.compile(r"^(?:.*/)?([a-z][a-z0-9_]*?)_perf(?:_[A-Za-z0-9]+)*$")
+
+
+def collective_of_binary(name: str) -> str | None:
+    """``all_reduce_perf`` / ``./build/all_reduce_perf_mpi`` → ``all_reduce``; None for anything else."""
+    m = _BINARY.match(name.strip())
+    return m.group(1) if m and m.group(1) in BINARIES else None
+
+
+def nccl_version(code: int) -> str:
+    """NCCL_VERSION_CODE → "2.28.9" (codes below 10000 are NCCL before 2.9: major*1000 + minor*100 + patch)."""
+    if code >= 10000:
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+
+
+def dtype_of(type_name: str, *, fnuz: bool = False) -> str | None:
+    """nccl-tests' type name → gpubench's dtype (commtable.NCCL_TYPES, plus older/rccl spellings)."""
+    dtype = NCCL_TYPES.get(type_name) or TYPE_ALIASES.get(type_name)
+    if dtype and fnuz:
+        dtype = FNUZ.get(dtype, dtype)
+    return dtype
+
+
+def itemsize(type_name: str) -> int | None:
+    dtype = dtype_of(type_name)
+    return ITEMSIZE.get(dtype) if dtype else None
+
+
+def _ratio(rows, world_size: int | None) -> str | None:
+    """"one" when size = count × itemsize on every row, "ranks" when size = count × itemsize × ranks, else
+    None (no rows with elements, a single rank, or no consistent relation)."""
+    kinds = set()
+    for r in rows:
+        size = itemsize(r.type)
+        if not size or r.count <= 0:
+            continue
+        k = r.size / (r.count * size)
+        kinds.add("one" if k == 1 else "ranks" if world_size and k == world_size else "other")
+    if world_size == 1 or len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    return None if kind == "other" else kind
+
+
+def candidates(columns: tuple[str, ...], rows, world_size: int | None, generation: str | None) -> set[str] | None:
+    """The collectives whose output this table could be; None when rows are needed and there are none."""
+    if not rows:
+        return None
+    if generation == "pre-2.13":
+        reducing, rooted = "redop" in columns, "root" in columns
+    else:
+        reducing = any(r.redop not in (None, "none") for r in rows)
+        rooted = any(r.root not in (None, -1) for r in rows)
+    by_ratio = {
+        (True, True): ({"reduce"}, {"reduce"}),
+        # Before 2.13 alltoall printed a redop column too.
+        (True, False): ({"all_reduce"}, {"reduce_scatter", "alltoall"} if generation == "pre-2.13"
+                        else {"reduce_scatter"}),
+        (False, True): ({"broadcast"}, {"gather", "scatter"}),
+        (False, False): ({"sendrecv"}, {"all_gather", "hypercube"} if generation == "pre-2.13"
+                         else {"all_gather", "alltoall", "hypercube"}),
+    }[(reducing, rooted)]
+    kind = _ratio(rows, world_size)
+    if kind == "one":
+        return set(by_ratio[0])
+    if kind == "ranks":
+        return set(by_ratio[1])
+    return by_ratio[0] | by_ratio[1]
+
+
+def hinted(text: str) -> set[str]:
+    """Collectives named by ``<name>_perf`` words in a line (a command line a job script echoed)."""
+    found = set()
+    for word in re.findall(r"[A-Za-z0-9_./-]*_perf[A-Za-z0-9_]*", text):
+        name = collective_of_binary(word)
+        if name:
+            found.add(name)
+    return found
+
+
+# --- printed numbers: numbers as nccl-tests prints them, with how much rounding each printed figure carries.
+#
+# Bandwidths and times are printed with ``%6.2f``/``%7.2f``-style formats, and since 2.17.3 with the first of
+# ``%.2f``, ``%.1f``, ``%.0f`` and ``%.1e`` that fits the column (so ``12439.2`` and ``1.2e+04`` occur). The
+# busbw check compares figures within their print rounding, so each number comes with half a unit in its last
+# printed digit.
+
+
+_NUMBER = re.compile(r"^[-+]?(?:(\d+)(?:\.(\d*))?|\.(\d+))(?:[eE]([-+]?\d+))?$")
+_SPECIAL = {"nan": math.nan, "-nan": math.nan, "+nan": math.nan, "inf": math.inf, "+inf": math.inf,
+            "-inf": -math.inf}
+
+
+def figure(token: str) -> tuple[float, float] | None:
+    """``"12439.2"`` → (12439.2, 0.05); ``"1.2e+04"`` → (12000.0, 500.0); ``"nan"`` → (nan, nan); None if the
+    token is not a number C's printf could have written."""
+    special = _SPECIAL.get(token.lower())
+    if special is not None:
+        return special, math.nan
+    m = _NUMBER.match(token)
+    if not m:
+        return None
+    decimals = len(m.group(2) or m.group(3) or "")
+    exponent = int(m.group(4) or 0)
+    return float(token), 0.5 * 10.0 ** (exponent - decimals)
+
+
+def count(token: str) -> int | None:
+    """A ``%6g``-printed element count (``0``, ``12``, ``1.23457e+06``) → int; None if not a count."""
+    f = figure(token)
+    if f is None or not math.isfinite(f[0]) or f[0] < 0:
+        return None
+    return int(round(f[0]))
+
+
+def integer(token: str) -> int | None:
+    return int(token) if re.fullmatch(r"[-+]?\d+", token) else None
+
+
+# --- finalize: what both parsers settle once a run is read: its world size, node count and collective.
+
+
+def world(run: Run) -> None:
+    """World size = the ranks listed in the device lines; nodes = their distinct host names.
+
+    With NCCL_TESTS_SPLIT the ranks form groups that each run their own communicator (the ``Group`` field):
+    the bandwidths are per group, so the world size is the size of rank 0's group.
+    """
+    if not run.devices:
+        return
+    ranks = Counter(d.rank for d in run.devices)
+    twice = sorted(r for r, n in ranks.items() if n > 1)
+    if twice:
+        raise ParseError(
+            run.source, run.line,
+            f"rank {twice[0]} is listed {ranks[twice[0]]} times in the device lines: several processes each ran "
+            "their own job (a binary built without MPI=1 launched by mpirun or srun?); rebuild nccl-tests with "
+            "`make MPI=1` and run again")
+    first = min(run.devices, key=lambda d: d.rank)
+    mine = [d for d in run.devices if d.group == first.group]
+    run.world_size = len(mine)
+    run.nnodes = len({d.host for d in mine})
+
+
+def collective(run: Run, user: str | None, hints: set[str]) -> None:
+    """Settle ``run.collective``: the log's own word, else ``--collective``, else a command line echoed
+    before the run, else the only collective the table's shape allows. A run with rows it cannot settle
+    is an error that asks for ``--collective``."""
+    fits = candidates(run.columns, run.rows, run.world_size, run.generation)
+    if run.collective is not None:
+        if user and user != run.collective:
+            raise ParseError(run.source, run.line,
+                             f"the log says this run is {run.collective} but --collective says {user}")
+        run.collective_source = "log"
+        return
+    if user:
+        if fits is not None and user not in fits:
+            raise ParseError(run.source, run.line,
+                             f"--collective {user} does not fit this table (it fits {_either(fits)})")
+        run.collective, run.collective_source = user, "user"
+        return
+    if fits is None:
+        return  # no rows: nothing to label
+    usable = {h for h in hints if h in fits}
+    if len(usable) == 1:
+        run.collective, run.collective_source = usable.pop(), "hint"
+        return
+    if len(fits) == 1:
+        run.collective, run.collective_source = next(iter(fits)), "table"
+        return
+    raise ParseError(run.source, run.line,
+                     f"the log does not say which collective this run measured and its table fits "
+                     f"{_either(fits)}: pass --collective NAME")
+
+
+def _either(options: set[str]) -> str:
+    items = sorted(options)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+# --- the environment: what of a process environment (nccl-tests' JSON ``env`` array) may be stored: NCCL_* and RCCL_*
+# settings
+# only, and not those that look like credentials.
+#
+# The rest of an environment (tokens, keys, home directories, cloud credentials) never reaches a result file.
+# A setting is dropped when a ``_``-separated word of its name says it holds a secret (KEY, TOKEN, SECRET,
+# PASSWORD, CREDENTIAL, AUTH, COOKIE, SESSION, PRIVATE, ...; ``NCCL_IB_PKEY``, a partition key, is not one), or
+# when its value carries a password in a URL (``scheme://user:pass@host``) or a long token-like run (32+
+# characters of letters, digits and ``+=_-`` mixing letters and digits). NCCL's own settings
+# (``NCCL_IB_HCA==mlx5_0:1,mlx5_1:1``, ``NCCL_SOCKET_IFNAME=eth0``, ``NCCL_TOPO_FILE=/opt/topo.xml``) pass.
+
+
+PREFIXES = ("NCCL_", "RCCL_")
+_SECRET_WORDS = frozenset({
+    "KEY", "KEYS", "APIKEY", "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASS", "PWD",
+    "CREDENTIAL", "CREDENTIALS", "CRED", "CREDS", "AUTH", "COOKIE", "SESSION", "PRIVATE", "SIGNATURE"})
+_URL_PASSWORD = re.compile(r"://[^/\s:@]+:[^/\s@]+@")
+_TOKEN = re.compile(r"[A-Za-z0-9+=_-]{32,}")
+
+
+def _secret_value(value: str) -> bool:
+    if _URL_PASSWORD.search(value):
+        return True
+    return any(re.search(r"[A-Za-z]", t) and re.search(r"\d", t) for t in _TOKEN.findall(value))
+
+
+def scrub(env: Iterable[str]) -> dict[str, str]:
+    """``["NAME=value", ...]`` → the NCCL_*/RCCL_* settings safe to keep, as a dict."""
+    kept = {}
+    for entry in env:
+        name, sep, value = str(entry).partition("=")
+        if not sep or not name.startswith(PREFIXES):
+            continue
+        if _SECRET_WORDS.intersection(name.upper().split("_")) or _secret_value(value):
+            continue
+        kept[name] = value
+    return dict(sorted(kept.items()))

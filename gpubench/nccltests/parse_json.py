@@ -18,7 +18,7 @@ import json
 import math
 from typing import Any
 
-from gpubench.nccltests import envscrub, finalize, names, printed
+from gpubench.nccltests import model
 from gpubench.nccltests.model import Device, ParseError, Row, Run
 
 VERSIONS = (1, 2, 3)
@@ -60,14 +60,14 @@ def parse_json(text: str, source: str = "<json>", *, collective: str | None = No
     run = Run(source=source, line=1, tool="nccl-tests", tool_detected=True, generation=f"json-v{doc['version']}")
     args = doc.get("args") or []
     if args:
-        run.collective = names.collective_of_binary(str(args[0]).rsplit("/", 1)[-1])
+        run.collective = model.collective_of_binary(str(args[0]).rsplit("/", 1)[-1])
     if isinstance(doc.get("nccl_version"), int):
-        run.nccl_version = names.nccl_version(doc["nccl_version"])
+        run.nccl_version = model.nccl_version(doc["nccl_version"])
     run.config = {_CONFIG_KEYS.get(k, k): _bool(v) for k, v in config.items() if k != "devices"}
     if "step_factor" in config or "step_bytes" in config:
         run.config["step_kind"] = "factor" if "step_factor" in config else "bytes"
     run.config.update(args=[str(a) for a in args], start_time=doc.get("start_time"), end_time=doc.get("end_time"))
-    env = envscrub.scrub(doc.get("env") or [])
+    env = model.scrub(doc.get("env") or [])
     if env:
         run.config["env"] = env
     for d in config.get("devices") or []:
@@ -83,10 +83,10 @@ def parse_json(text: str, source: str = "<json>", *, collective: str | None = No
         where = f"results[{i - 1}]"
         try:
             size, count, type_name = int(res["size"]), int(res["count"]), str(res["type"])
-            redop, root = str(res["redop"]), printed.integer(str(res["root"]).strip())
+            redop, root = str(res["redop"]), model.integer(str(res["root"]).strip())
         except (KeyError, TypeError, ValueError) as e:
             raise ParseError(source, where, f"unreadable result ({e})") from None
-        if names.dtype_of(type_name) is None:
+        if model.dtype_of(type_name) is None:
             raise ParseError(source, where, f"unknown data type {type_name!r}")
         for placement, key in (("out", "out_of_place"), ("in", "in_place")):
             body = res.get(key)
@@ -113,7 +113,7 @@ def parse_json(text: str, source: str = "<json>", *, collective: str | None = No
     if bw is not None:
         run.avg_busbw = _float(bw, "average_bus_bandwidth", source)
     run.errors = [e for e in doc.get("errors") or [] if e]
-    finalize.collective(run, collective, set())
+    model.collective(run, collective, set())
     return [run]
 
 

@@ -1,6 +1,6 @@
 """The text output of nccl-tests and rccl-tests, every generation, into :class:`Run` objects.
 
-A log is read line by line after its launcher prefix (:mod:`prefixes`) is removed. Lines the tool prints start
+A log is read line by line after its launcher prefix (:func:`strip_prefix`) is removed. Lines the tool prints start
 or fill a run; result rows are read against the column names of the header above them; anything else (MPI
 warnings, NCCL INFO lines, blank lines) is skipped. A line that looks like a result row and does not read as
 one is an error naming the line, never a row silently lost.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpubench.nccltests import finalize, names, prefixes, printed
+from gpubench.nccltests import model
 from gpubench.nccltests.model import Device, ParseError, Row, Run
 
 # nccl-tests 2.17.4+; rccl-tests synced with it (ROCm/rocm-systems, 2026) prints "rccl-tests version ... rccl-...".
@@ -36,7 +36,7 @@ _PLACES = re.compile(r"\b(out-of-place|in-place)\b")
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)(?:\s+(OK|FAILED))?")
 _CONCLUDED = re.compile(r"^#\s*Collective test concluded:\s*(\S+)")
-_TYPES = "|".join(sorted(set(names.ITEMSIZE) | set(names.TYPE_ALIASES) | {
+_TYPES = "|".join(sorted(set(model.ITEMSIZE) | set(model.TYPE_ALIASES) | {
     "float", "half", "double", "bfloat16", "f8e4m3", "f8e5m2"}, key=len, reverse=True))
 # A result row: size, count, a type name. Outside a table only a known type name counts, so that foreign text
 # starting with two numbers is not mistaken for data; inside one anything in third place is read (and an
@@ -124,7 +124,7 @@ def _table(line: str, places: list[str], source: str, lineno: int) -> _Table:
 
 
 def _number(tok: str, what: str, source: str, lineno: int, line: str) -> tuple[float, float]:
-    f = printed.figure(tok)
+    f = model.figure(tok)
     if f is None:
         raise ParseError(source, lineno, f"{what} {tok!r} is not a number", line)
     return f
@@ -142,18 +142,18 @@ def _row(line: str, table: _Table, source: str, lineno: int) -> list[Row]:
         raise ParseError(source, lineno,
                          f"a result row with {len(tokens)} fields where the header declares {table.width}", line)
     lead = dict(zip(table.lead, tokens))
-    size, count = printed.integer(lead["size"]), printed.integer(lead["count"])
+    size, count = model.integer(lead["size"]), model.integer(lead["count"])
     if size is None or count is None:
         raise ParseError(source, lineno, "size and count must be whole numbers", line)
     type_name = lead["type"]
-    if names.dtype_of(type_name) is None:
+    if model.dtype_of(type_name) is None:
         raise ParseError(source, lineno, f"unknown data type {type_name!r}", line)
     redop = lead.get("redop")
-    if redop is not None and redop not in names.REDOPS:
+    if redop is not None and redop not in model.REDOPS:
         raise ParseError(source, lineno, f"unknown reduction {redop!r}", line)
     root = None
     if "root" in lead:
-        root = printed.integer(lead["root"])
+        root = model.integer(lead["root"])
         if root is None:
             raise ParseError(source, lineno, f"root {lead['root']!r} is not a number", line)
     at = len(table.lead)
@@ -170,7 +170,7 @@ def _row(line: str, table: _Table, source: str, lineno: int) -> list[Row]:
         check = values.get("#wrong", values.get("error"))
         if check != "N/A":
             if "#wrong" in values:
-                row.wrong = printed.count(check)
+                row.wrong = model.count(check)
                 if row.wrong is None:
                     raise ParseError(source, lineno, f"#wrong {check!r} is not a count", line)
             else:  # before 2.13: the max absolute deviation, '%5.0le'; rccl-tests appends '*' above its bound
@@ -190,7 +190,7 @@ def _row(line: str, table: _Table, source: str, lineno: int) -> list[Row]:
     if table.algo:
         algo, proto, channels = tokens[at:at + 3]
         for r in rows:
-            r.extra.update(algo=algo, proto=proto, nchannels=printed.integer(channels))
+            r.extra.update(algo=algo, proto=proto, nchannels=model.integer(channels))
     return rows
 
 
@@ -225,11 +225,11 @@ class _Reader:
         run, self.cur = self.cur, None
         if run is None:
             return
-        finalize.world(run)
+        model.world(run)
         if run.rows and run.world_size is None:
             raise ParseError(run.source, run.line,
                              "no device lines (# Using devices) before the table: the world size is unknown")
-        finalize.collective(run, self.user_collective, self.hints)
+        model.collective(run, self.user_collective, self.hints)
         self.runs.append(run)
 
     def run(self, lineno: int) -> Run:
@@ -255,7 +255,7 @@ class _Reader:
 
     # -- lines ----------------------------------------------------------------------------------------------
     def feed(self, lineno: int, raw: str) -> None:
-        line = prefixes.strip(raw).rstrip()
+        line = strip_prefix(raw).rstrip()
         if not line.strip():
             return
         if not line.startswith("#"):
@@ -283,11 +283,11 @@ class _Reader:
             if m.group(4):  # the NCCL the binary was built against decides how it allocates its buffers
                 run.config["nccl_headers"] = int(m.group(4))
             if m.group(5):
-                run.nccl_version = names.nccl_version(int(m.group(5)))
+                run.nccl_version = model.nccl_version(int(m.group(5)))
             return
         if m := _START.match(line):
             run = self.start(lineno) if cur is None or "nthreads" in cur.config or cur.collective else cur
-            run.collective = names.collective_of_binary(m.group(1))
+            run.collective = model.collective_of_binary(m.group(1))
             if run.collective is None:
                 raise ParseError(self.source, lineno, f"unknown nccl-tests binary {m.group(1)!r}", line)
             return
@@ -329,7 +329,7 @@ class _Reader:
             return
         if m := _AVG.match(line):
             run = self.run(lineno)
-            value = printed.figure(m.group(1))
+            value = model.figure(m.group(1))
             run.avg_busbw = value[0] if value else None
             if m.group(2):
                 run.config["min_bw_check"] = m.group(2)
@@ -404,7 +404,7 @@ class _Reader:
         if m := _NCCL_VERSION.search(line):
             self.version(m.group(1))
             return
-        found = names.hinted(line)
+        found = model.hinted(line)
         if found:  # a command line a job script echoed: it names the binary of the run it precedes
             if self.cur is None or self.footer or self.cur.rows:
                 self.pending.setdefault("hints", set()).update(found)
@@ -431,6 +431,28 @@ def parse_text(text: str, source: str = "<text>", *, collective: str | None = No
         reader.feed(lineno, raw)
     reader.close()
     return reader.runs
+
+
+# --- prefixes: launchers put a prefix before every line of a job's output; the table is read from what follows it.
+#
+# - Open MPI ``--tag-output``: ``[1,0]<stdout>:`` / ``[1,3]<stderr>:``
+# - Slurm ``srun --label``: ``0: `` (right-aligned when there are 10 or more tasks: `` 7: ``)
+# - MPICH / Intel MPI ``-prepend-rank``: ``[0] ``
+#
+# A result row never contains ``digits: `` at its start, nor starts with ``[``, so these cannot eat data.
+
+
+_PREFIX = re.compile(
+    r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:\s?"  # Open MPI
+    r"|\s*\d+:\s"  # srun --label
+    r"|\[\d+\]\s)"  # MPICH/Intel MPI -prepend-rank
+)
+
+
+def strip_prefix(line: str) -> str:
+    """The line without its launcher prefix (unchanged when it has none)."""
+    m = _PREFIX.match(line)
+    return line[m.end():] if m else line
 
 
 __all__ = ["parse_text"]

@@ -1,6 +1,7 @@
 """``gpubench report RUN_DIR... [--out DIR]``: one HTML page with a chart per suite, and the PNGs beside it.
 
-:func:`write` loads the runs, draws what each suite has (gpubench/report/charts_*.py), compares the first run
+:func:`write` loads the runs, draws what each suite has (each suite's ``charts`` hook, found through the
+registry; the drawing helpers are gpubench/report/charts_*.py), compares the first run
 with each later one (gpubench.compare) and writes ``DIR/index.html`` (images embedded, so the page can be
 mailed or attached to a CI job on its own) and ``DIR/*.png``. docs/report.md describes each chart.
 """
@@ -17,16 +18,17 @@ from gpubench.report.plotting import Chart
 def write(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> tuple[Path, list[Chart]]:
     """Load ``paths`` (run directories), write the PNGs and the page into ``out``; (page, charts)."""
     from gpubench.compare.report import against_earlier
-    from gpubench.report import charts_autotune, charts_comm, charts_compute, charts_gemm, charts_system, page
+    from gpubench.registry import all_suites
+    from gpubench.report import charts_compute, page
     from gpubench.report.runs import load_runs
 
     runs = load_runs(paths)
     out = Path(out)
     charts: list[Chart] = []
-    for draw in (charts_compute.elementwise, charts_compute.roofline_charts, charts_gemm.gemm, charts_system.launch,
-                 charts_system.copy, charts_system.peer, charts_comm.comm, charts_autotune.autotune,
-                 charts_autotune.kernels):
-        charts.extend(draw(runs, out))
+    for suite in all_suites().values():
+        charts.extend(suite.charts(runs, out))
+    # The roofline is drawn from two suites' rows (elementwise and gemm): the report's own chart.
+    charts.extend(charts_compute.roofline_charts(runs, out))
     tables = against_earlier(runs)
     return page.write(runs, charts, tables, out), charts
 

@@ -8,7 +8,9 @@ they overlap and leave the axes, so each winner gets a letter at its point and t
 from __future__ import annotations
 
 import string
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from gpubench.report.plotting import Chart, bytes_axis, color, grid, legend, note, save
 from gpubench.report.runs import Run, join, names
@@ -82,16 +84,15 @@ def autotune(runs: list[Run], out: Path) -> list[Chart]:
     return [Chart("autotune", title, save(fig, out, "autotune.png"))]
 
 
-def kernels(runs: list[Run], out: Path) -> list[Chart]:
+def kernels(runs: list[Run], out: Path, rate_metric: Callable[[str], Any]) -> list[Chart]:
     """The kernel-config sweep (suite ``autotune-kernels``): per kernel, dtype and shape, the best launch shapes'
-    rates as bars, best first, with torch's own kernel as the dashed line they are held against."""
+    rates as bars, best first, with torch's own kernel as the dashed line they are held against.
+    ``rate_metric(kernel)``: the suite's rate metric of a kernel (it owns which one counts)."""
     title = "autotune-kernels: Triton launch shapes against torch"
     suite = "autotune-kernels"
     present = [(i, r) for i, r in enumerate(runs) if r.has(suite)]
     if not present:
         return []
-    from gpubench.suites.autotune_kernels import rate_metric
-
     groups: dict[tuple, list] = {}
     for i, r in present:
         rows = r.ok(suite)

@@ -5,7 +5,7 @@ accumulation. Two timings per dtype, both with CUDA events around back-to-back c
 - ``short`` (the shared anchors' method): 1 s of warm-up, then the median of 7 batches of 20 calls;
 - ``sustained``: then 1 s more of load, and the median of 5 windows of at least 1 s each.
 
-Why both: under the power limit the clock swings about once a second (tests/gpu/diag_power_swing.py, H100), so
+Why both: under the power limit the clock swings about once a second (H100, 2026-11-23; docs/measurements.md), so
 7 batches of ~30 ms land anywhere in a swing — on H100 the short figure for bf16 8192³ read 4 % under gpubench
 in one run and 2 % over in the next — while whole-second windows average over it, as a training job does.
 NVML's SM clock is read after each timing.

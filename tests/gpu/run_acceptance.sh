@@ -1,28 +1,49 @@
 #!/usr/bin/env bash
-# The foundation's GPU acceptance in one command (see docs/measurements.md):
-#   bash tests/gpu/run_acceptance.sh OUT_DIR CLUSTER_LABEL
-# installs gpubench, runs the test suite, times `--quick` (cold and warm Triton cache), runs the full
-# elementwise suite and the hand probe back to back, and compares them.
+# gpubench's GPU acceptance, one entry for every suite (docs/measurements.md lists what each part last read):
+#   bash tests/gpu/run_acceptance.sh OUT_DIR CLUSTER_LABEL [PART...]
+# PARTS on one GPU (the default when the machine has one):
+#   elementwise  the test suite, --quick cold and warm, the full suite beside tests/gpu/hand_probe.py
+#   gemm         elementwise+gemm grid, roofline, --search bf16/fp8, --quick, launch (hand_gemm/launch probes)
+#   copy-launch  copy and launch, --quick and in full, beside hand_copy_probe.py and hand_launch_probe.py
+#   search       gemm --search beside mamf-finder (MAMF=<path to mamf-finder.py>)
+#   aa           10 A=A runs of elementwise and gemm --quick plus a forced slowdown, every pair compared
+#   kernels      the Triton launch-shape sweep and its exports
+#   triton       gpubench's Triton GEMM and elementwise kernels against torch, with the sweep's exported configs
+#   smoke-comm   the comm suite's CUDA paths in a world of one (NCCL_TESTS_DIR for its nccl-tests part)
+# and on two or more GPUs (the default there):
+#   comm         comm beside nccl-tests (NCCL_TESTS_DIR=<built nccl-tests>/build)
+#   peer         the copy suite's peer matrix beside the hand probe
+#   fleet        elementwise and gemm --quick on every GPU at once, then compare --fleet
+#   nccl         the NCCL knob sweep and a rerun under its best.env
+# Each part writes under OUT_DIR/PART and prints its acceptance lines; the exit code is the number of parts
+# whose script failed. Peer tools (nccl-tests, mamf-finder) are built or fetched beside the repository, never
+# part of it.
 set -u -o pipefail
-out=${1:?OUT_DIR}; cluster=${2:?CLUSTER_LABEL}
-mkdir -p "$out"
-# NVLink multicast stays off in every process started here (it can take a shared host down).
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv
-python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v -i warning
-python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
-python3 -m pytest -q -x tests 2>&1 | tail -5
-rm -rf ~/.triton/cache
-for pass in cold warm; do
-  start=$EPOCHREALTIME
-  gpubench run --suite elementwise --quick --out "$out/quick" --cluster "$cluster" >"$out/quick-$pass.log" 2>&1
-  rc=$?
-  echo "quick ($pass triton cache): rc=$rc wall=$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $start}") s"
+out=${1:?OUT_DIR}; cluster=${2:?CLUSTER_LABEL}; shift 2
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/setup.sh"
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ $# -gt 0 ]; then parts=("$@")
+elif [ "${gpus:-0}" -ge 2 ]; then parts=(comm peer fleet nccl)
+else parts=(elementwise gemm copy-launch aa kernels triton smoke-comm); fi
+failed=0
+for part in "${parts[@]}"; do
+  dir="$out/$part"; mkdir -p "$dir"
+  echo "=== $part ($(date -u +%H:%M:%S))"
+  case $part in
+    elementwise) bash "$here/run_elementwise.sh" "$dir" "$cluster" ;;
+    gemm) bash "$here/run_gemm_roofline.sh" "$dir" "$cluster" ;;
+    copy-launch) bash "$here/run_copy_launch.sh" "$dir" "$cluster" ;;
+    search) bash "$here/run_search.sh" "$dir" "$cluster" ;;
+    aa) bash "$here/run_aa.sh" "$dir" "$cluster" ;;
+    kernels) bash "$here/run_autotune.sh" "$dir" "$cluster" kernels ;;
+    triton) bash "$here/run_triton_roofs.sh" "$dir" "$cluster" ;;
+    nccl) bash "$here/run_autotune.sh" "$dir" "$cluster" nccl ;;
+    smoke-comm) bash "$here/smoke_comm_one_gpu.sh" "$dir" ;;
+    comm) bash "$here/run_comm.sh" "$dir" "$cluster" ;;
+    peer) bash "$here/run_peer.sh" "$dir" "$cluster" ;;
+    fleet) bash "$here/run_fleet.sh" "$dir" "$cluster" ;;
+    *) echo "unknown part $part: see the list at the top of $0" >&2; exit 2 ;;
+  esac || { echo "$part: failed"; failed=$((failed + 1)); }
 done
-start=$EPOCHREALTIME
-gpubench run --suite elementwise --out "$out/runs" --cluster "$cluster" >"$out/full.log" 2>&1; rc=$?
-echo "full: rc=$rc wall=$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $start}") s"
-python3 tests/gpu/hand_probe.py --sizes 256M,1G --out "$out/hand.json"
-run=$(ls -d "$out"/runs/"$cluster"/*/ | tail -1)
-python3 tests/gpu/compare_hand.py "$run" "$out/hand.json"; echo "compare: rc=$?"
-tail -120 "$out/full.log" | grep -v '^\[' | head -110
+exit "$failed"

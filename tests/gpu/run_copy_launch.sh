@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 4's GPU work in one command (see docs/measurements.md): graph diagnostics, then the launch and copy
-# suites each with --quick (timed) and in full, each beside its hand-written probe.
+# The launch and copy suites' GPU acceptance (docs/measurements.md): each with --quick (timed) and in full,
+# each beside its hand-written probe.
 #   bash tests/gpu/run_copy_launch.sh OUT_DIR CLUSTER_LABEL
 set -u -o pipefail
 out=${1:?OUT_DIR}; cluster=${2:?CLUSTER_LABEL}
@@ -8,31 +8,11 @@ mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation . 2>&1 | grep -v -i warning
 nvidia-smi topo -m 2>/dev/null | head -8; lscpu | grep -i numa
-per_node() {  # the fitted graph per-node cost of a run directory
-  python3 -c "import sys; from gpubench import results; d=results.load(sys.argv[1]); r=d[d.measure=='graph_replay_per_node']; print(f'{float(r.value.iloc[0]):.3f}' if len(r) else 'none')" "$(ls -d "$1"/*/*/ | tail -1)"
-}
 timed() {  # timed NAME CMD...: wall time of a command, its rc, its log in $out/NAME.log
   local name=$1; shift; local start=$EPOCHREALTIME
   "$@" >"$out/$name.log" 2>&1; local rc=$?
   echo "$name: rc=$rc wall=$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $start}") s"
 }
-
-echo "== graph per-node diagnostics"
-{
-python3 tests/gpu/diag_graph4.py
-python3 tests/gpu/diag_graph5.py
-(cd tests/gpu && python3 diag_graph3.py)
-gpubench run --suite launch --filter 'graph_replay' --out "$out/g_only" --cluster "$cluster" >/dev/null 2>&1
-echo "gpubench graph_replay cases alone: $(per_node "$out/g_only") us/node"
-python3 - "$out/g_norel" "$cluster" <<'PY' >/dev/null 2>&1
-import sys
-import gpubench.backends.gpu as g
-g.CudaBackend.release = lambda self: None
-from gpubench.cli import main
-main(["run", "--suite", "launch", "--out", sys.argv[1], "--cluster", sys.argv[2]])
-PY
-echo "gpubench full launch suite, release() a no-op: $(per_node "$out/g_norel") us/node"
-} 2>&1 | tee "$out/diag.txt"
 
 for suite in launch copy; do
   echo "== $suite"

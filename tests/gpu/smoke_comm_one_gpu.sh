@@ -2,13 +2,12 @@
 # The comm suite's CUDA paths on a machine with one GPU, where no collective can be compared with nccl-tests
 # but every piece a multi-GPU session relies on can break: NCCL start-up in a world of one, --graph, the
 # nccl-tests engine (nccl-tests built from its own source beforehand, never part of this repository), buffers
-# from ncclMemAlloc and registered with NCCL (--alloc nccl, --register; each case's released when it ends), the
-# run_diag_sendrecv.sh section 3 plumbing, and the spawner's SIGTERM and SIGINT
-# paths with NCCL ranks (no rank left behind, the rows measured kept):
+# from ncclMemAlloc and registered with NCCL (--alloc nccl, --register; each case's released when it ends), and
+# the spawner's SIGTERM and SIGINT paths with NCCL ranks (no rank left behind, the rows measured kept):
 #   NCCL_TESTS_DIR=<built nccl-tests>/build bash tests/gpu/smoke_comm_one_gpu.sh OUT_DIR
-# PARTS (default "runs signals diag") picks the parts; "signals" alone needs no nccl-tests.
+# PARTS (default "runs signals") picks the parts; "signals" alone needs no nccl-tests.
 set -u -o pipefail
-parts=" ${PARTS:-runs signals diag} "
+parts=" ${PARTS:-runs signals} "
 out=${1:?OUT_DIR}; cluster=one
 nt=${NCCL_TESTS_DIR:-}
 [[ -z $nt && $parts != " signals " ]] && { echo "NCCL_TESTS_DIR=<nccl-tests build directory>" >&2; exit 2; }
@@ -57,7 +56,7 @@ echo "compare (default against --register) rc=$?"
 # memory before and after (a leak would take 100 GiB).
 python3 - <<'PY'
 import os, torch, torch.distributed as dist
-from gpubench.dist import ncclmem
+from gpubench.ranks import ncclmem
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29561")
 dev = torch.device("cuda", 0); torch.cuda.set_device(dev)
 dist.init_process_group("nccl", rank=0, world_size=1, device_id=dev)
@@ -112,11 +111,4 @@ for how in TERM INT INT-group; do
 done
 set +m
 
-fi
-
-if [[ $parts == *" diag "* ]]; then
-echo "== run_diag_sendrecv.sh section 3 plumbing, one pair"
-SECTIONS=3 PAIRS=1 NCCL_TESTS_DIR=$nt t timeout 200 bash tests/gpu/run_diag_sendrecv.sh "$out/diag" "$cluster" \
-  >"$out/diag.log" 2>&1
-tail -n 25 "$out/diag.log"
 fi

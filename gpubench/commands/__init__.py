@@ -1,0 +1,27 @@
+"""One module per subcommand of ``gpubench``; each has ``add(sub)`` (its arguments) and ``main(args, argv)``
+(what it does, returning the exit code). :mod:`gpubench.cli` holds the table of them.
+
+Exit codes: 0 success; 1 a case failed (error or invalid) or compare found a regression; 2 bad input (one line
+on stderr saying what to do); 130 interrupted (what was measured is kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def add_device_args(p: argparse.ArgumentParser) -> None:
+    from gpubench.backends import NAMES
+
+    p.add_argument("--backend", default="auto", choices=NAMES, metavar="|".join(NAMES),
+                   help="device backend; auto picks cuda/hip when torch sees a GPU, else cpu (default: auto)")
+    p.add_argument("--device", type=int, default=0, metavar="N", help="device index (default: 0)")
+
+
+def default_cluster() -> str:
+    # Host names can hold characters directory names should not; keep the safe part.
+    host = socket.gethostname().split(".")[0] or "local"
+    return "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in host)[:64] or "local"

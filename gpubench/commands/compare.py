@@ -1,0 +1,103 @@
+"""``gpubench compare BASELINE CURRENT`` (or ``--fleet RUN...``): BETTER/WORSE/SAME per figure. Exit 0 when
+nothing is WORSE (fleet: no device flagged), 1 when something is, 2 (a UsageError) for input it cannot use."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gpubench.errors import UsageError
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    from gpubench.compare.fleet import DEFAULT_K
+    from gpubench.compare.formats import FORMATS
+    from gpubench.compare.load import DEFAULT_WINDOW
+    from gpubench.compare.verdict import DEFAULT_ALPHA
+
+    p = sub.add_parser("compare", help="compare a run with a baseline: BETTER/WORSE/SAME per figure; exit 1 if "
+                                       "anything is WORSE")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="BASELINE CURRENT: each a run directory, a .parquet table or a directory of runs "
+                        "(results/<cluster>: its latest run); with --fleet, the run(s) of the fleet")
+    p.add_argument("--baseline-window", type=int, default=None, metavar="N",
+                   help=f"take the N latest runs of a BASELINE directory of runs of the current run's system "
+                        f"(default: {DEFAULT_WINDOW}); their run medians show how far each figure moves between "
+                        "runs")
+    p.add_argument("--thresholds", default=None, metavar="FILE",
+                   help="TOML of per-suite/per-metric thresholds ([default] threshold = 0.05, [comm] busbw = "
+                        "0.03), e.g. from gpubench calibrate")
+    p.add_argument("--threshold", type=float, default=None, metavar="FRACTION",
+                   help="default threshold for metrics the file does not name (default: 0.05, i.e. 5%%)")
+    p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, metavar="P",
+                   help=f"significance level of the rank test on the samples (default: {DEFAULT_ALPHA:g})")
+    p.add_argument("--format", choices=FORMATS, default=None, metavar="|".join(FORMATS),
+                   help="output format (default: terminal; for --out files, from their suffix .md/.xml/.json)")
+    p.add_argument("--out", action="append", default=[], metavar="FILE",
+                   help="write the output to FILE as well (the terminal still gets the table); repeatable")
+    p.add_argument("--cross-cluster", action="store_true",
+                   help="compare different systems (GPU model, count, driver): ratios and %% of spec peak")
+    p.add_argument("--fleet", action="store_true",
+                   help="flag devices (host, GPU) whose figures sit beyond k robust standard deviations (MAD) "
+                        "from the fleet median")
+    p.add_argument("--k", type=float, default=DEFAULT_K, metavar="K",
+                   help=f"--fleet: flag beyond K (default: {DEFAULT_K:g})")
+
+
+def _out_formats(args) -> list[tuple[Path, str]]:
+    from gpubench.compare.formats import SUFFIXES
+
+    outs = []
+    for name in args.out:
+        path = Path(name)
+        fmt = args.format if args.format not in (None, "terminal") else SUFFIXES.get(path.suffix.lower())
+        if fmt is None:
+            raise UsageError(f"--out {name}: pass --format markdown|junit|json, or name the file .md, .xml or .json")
+        if not path.parent.is_dir():
+            raise UsageError(f"--out {name}: {path.parent} does not exist")
+        outs.append((path, fmt))
+    return outs
+
+
+def _emit(args, renderable, render) -> None:
+    """The terminal table (or, with --format and no --out, that format on stdout) and the --out files."""
+    from gpubench.console import out_console
+
+    outs = _out_formats(args)
+    if args.format not in (None, "terminal") and not outs:
+        print(render(args.format), end="")
+    else:
+        out_console().print(renderable)
+    for path, fmt in outs:
+        path.write_text(render(fmt))
+
+
+def main(args: argparse.Namespace, argv: list[str]) -> int:
+    from gpubench.compare import fleet, fleet_formats, formats, report, thresholds
+
+    _out_formats(args)  # a bad --out fails before anything is loaded
+    if args.fleet:
+        given = {"--baseline-window": args.baseline_window is not None, "--thresholds": args.thresholds,
+                 "--threshold": args.threshold is not None, "--cross-cluster": args.cross_cluster}
+        extra = [flag for flag, on in given.items() if on]
+        if extra:
+            raise UsageError(f"--fleet sets devices against each other, not against a baseline: drop "
+                             f"{', '.join(extra)}")
+        rep = fleet.analyze([_side(p) for p in args.paths], k=args.k)
+        _emit(args, fleet_formats.terminal(rep), lambda fmt: fleet_formats.render(rep, fmt))
+        return rep.exit_code
+    if len(args.paths) != 2:
+        raise UsageError(f"compare takes BASELINE CURRENT (2 paths), not {len(args.paths)}; or pass --fleet RUN")
+    th = thresholds.load(args.thresholds) if args.thresholds else thresholds.Thresholds()
+    if args.threshold is not None:
+        th.default = thresholds.check_fraction(args.threshold, "--threshold")
+    rep = report.build(args.paths[0], args.paths[1], window=args.baseline_window, thresholds=th, alpha=args.alpha,
+                       cross_cluster=args.cross_cluster)
+    _emit(args, formats.terminal_table(rep), lambda fmt: formats.render(rep, fmt))
+    return rep.exit_code
+
+
+def _side(path: str):
+    from gpubench.compare.load import resolve
+
+    return resolve(path)

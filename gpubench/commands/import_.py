@@ -1,0 +1,53 @@
+"""``gpubench import nccl-tests|rccl-tests FILE... [--out DIR] [--cluster LABEL] [--collective NAME]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from gpubench import commtable
+from gpubench.errors import UsageError
+from gpubench.nccltests.model import TOOLS, collective_of_binary
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("import", help="import nccl-tests / rccl-tests logs (text or -J JSON) as a comm table")
+    p.add_argument("tool", choices=TOOLS, metavar="|".join(TOOLS),
+                   help="the tool that wrote the logs (the logs' content wins where it says otherwise)")
+    p.add_argument("files", nargs="+", metavar="FILE", help="logs: text output or nccl-tests -J JSON")
+    p.add_argument("--out", default="results", metavar="DIR", help="results root (default: ./results)")
+    p.add_argument("--cluster", default=None, metavar="LABEL",
+                   help="cluster label (default: the host of rank 0 in the first log)")
+    p.add_argument("--collective", default=None, metavar="NAME",
+                   help="collective of runs whose log does not name it (nccl-tests before 2.16.7), e.g. all_reduce")
+
+
+def _collective(text: str | None) -> str | None:
+    if text is None:
+        return None
+    name = collective_of_binary(text) or text.strip()
+    if name not in commtable.COLLECTIVES:
+        raise UsageError(f"unknown --collective {text!r}: one of {', '.join(commtable.COLLECTIVES)}")
+    return name
+
+
+def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from gpubench.console import out_console
+    from gpubench.nccltests.importer import import_logs
+
+    done = import_logs(list(args.files), tool=args.tool, out=args.out, cluster=args.cluster,
+                       collective=_collective(args.collective), argv=list(argv))
+    for w in done.warnings:
+        print(f"gpubench: warning: {w}", file=sys.stderr)
+    console = out_console()
+    for run in done.runs:
+        if not run.rows:
+            continue
+        peak = max((r.busbw for r in run.rows), default=float("nan"))
+        console.print(
+            f"{run.source}:{run.line}  {run.tool} {run.version or '(' + str(run.generation) + ')'}  "
+            f"{run.collective}  {run.world_size} ranks on {run.nnodes} node(s)  {len(run.rows)} results  "
+            f"peak busbw {peak:g} GB/s", markup=False, highlight=False)
+    console.print(f"{done.rows} rows; run directory: {done.run_dir.path}", markup=False, highlight=False)
+    return 0

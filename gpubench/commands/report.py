@@ -1,0 +1,40 @@
+"""``gpubench report``: its arguments and what it does. Exit 0 when the page is written; 2 (a UsageError,
+one line on stderr) for input it cannot use."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gpubench.errors import UsageError
+
+DEFAULT_OUT = "gpubench-report"
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="an HTML page and PNG charts of one or more runs (overlaid), with compare "
+                                      "tables between them")
+    p.add_argument("paths", nargs="+", metavar="RUN_DIR",
+                   help="run directories (each holding run.json); the first is the baseline of the compare tables")
+    p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+                   help=f"folder for index.html and the PNGs (default: ./{DEFAULT_OUT}; created if missing)")
+
+
+def main(args: argparse.Namespace, argv: list[str]) -> int:
+    from gpubench.console import out_console
+    from gpubench.report import write
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file: give a folder for the page and its charts")
+    if not out.parent.is_dir():
+        raise UsageError(f"--out {out}: {out.parent} does not exist; create it or choose another folder")
+    page, charts = write(args.paths, out)
+    console = out_console()
+    for c in charts:
+        console.print(f"{c.suite}: {c.file or 'no chart (' + c.note + ')'}", markup=False, highlight=False)
+    console.print(f"report: {page}", markup=False, highlight=False)
+    return 0
+
+
+__all__ = ["add", "main"]

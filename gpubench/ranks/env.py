@@ -1,0 +1,126 @@
+"""Which launcher started this process, and where this rank sits: torchrun, then SLURM, then MPI.
+
+torchrun is asked first because it may itself run inside a SLURM allocation (its variables are the ones that
+describe the process); SLURM comes before MPI because ``srun --mpi=pmix`` also exports PMI/PMIx variables.
+With none of them this is a plain process, and gpubench spawns the ranks itself (:mod:`gpubench.ranks.spawn`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gpubench.errors import UsageError
+
+DEFAULT_PORT = 29517  # gpubench's rendezvous port when the launcher names none (torchrun uses 29500)
+
+
+@dataclass(frozen=True)
+class RankEnv:
+    launcher: str  # "torchrun" | "slurm" | "mpi" | "spawn"
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    master_addr: str
+    master_port: int
+    nnodes: int
+
+    @property
+    def is_root(self) -> bool:
+        return self.rank == 0
+
+
+def _int(env: Mapping[str, str], *names: str) -> int | None:
+    for name in names:
+        value = env.get(name)
+        if value not in (None, ""):
+            try:
+                return int(str(value).split("(")[0].split(",")[0])
+            except ValueError as e:
+                raise UsageError(f"launcher variable {name}={value!r} is not an integer") from e
+    return None
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of a SLURM node list: ``gpu[03-05,9],cpu1`` → ``gpu03`` (what ``scontrol show
+    hostnames`` would print first), without calling scontrol, which compute nodes may lack."""
+    m = re.match(r"^([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
+    if not m:
+        raise UsageError(f"cannot read the SLURM node list {nodelist!r}: set MASTER_ADDR to the first node")
+    prefix, ranges = m.group(1), m.group(2)
+    if not ranges:
+        return prefix
+    return prefix + ranges.split(",")[0].split("-")[0]
+
+
+def _port_for(job: str | None) -> int:
+    # Jobs sharing a node must not share a rendezvous port; derive one from the job id, the same on every rank.
+    if not job:
+        return DEFAULT_PORT
+    return 20000 + zlib.crc32(job.encode()) % 20000
+
+
+def detect(env: Mapping[str, str] | None = None) -> RankEnv | None:
+    """The launcher's view of this rank, or None when no launcher started this process."""
+    env = os.environ if env is None else env
+    # torchrun (and our own spawn, which sets the same variables plus GPUBENCH_SPAWNED).
+    if "RANK" in env and "WORLD_SIZE" in env and ("TORCHELASTIC_RUN_ID" in env or "GPUBENCH_SPAWNED" in env
+                                                  or "LOCAL_RANK" in env):
+        world = _int(env, "WORLD_SIZE")
+        local_world = _int(env, "LOCAL_WORLD_SIZE") or world
+        return RankEnv(
+            launcher="spawn" if "GPUBENCH_SPAWNED" in env else "torchrun",
+            rank=_int(env, "RANK"),
+            world_size=world,
+            local_rank=_int(env, "LOCAL_RANK") or 0,
+            local_world_size=local_world,
+            master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
+            master_port=_int(env, "MASTER_PORT") or DEFAULT_PORT,
+            nnodes=max(1, -(-world // max(1, local_world))),
+        )
+    if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
+        world = _int(env, "SLURM_NTASKS")
+        nnodes = _int(env, "SLURM_STEP_NUM_NODES", "SLURM_NNODES") or 1
+        nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+        addr = env.get("MASTER_ADDR") or (first_host(nodelist) if nodelist else "127.0.0.1")
+        return RankEnv(
+            launcher="slurm",
+            rank=_int(env, "SLURM_PROCID"),
+            world_size=world,
+            local_rank=_int(env, "SLURM_LOCALID") or 0,
+            local_world_size=_int(env, "SLURM_NTASKS_PER_NODE") or max(1, world // nnodes),
+            master_addr=addr,
+            master_port=_int(env, "MASTER_PORT") or _port_for(env.get("SLURM_JOB_ID")),
+            nnodes=nnodes,
+        )
+    rank = _int(env, "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+    size = _int(env, "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+    if rank is not None and size is not None:
+        local_rank = _int(env, "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PALS_LOCAL_RANKID") or 0
+        local_size = _int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PALS_LOCAL_SIZE") or size
+        nnodes = max(1, -(-size // local_size))
+        addr = env.get("MASTER_ADDR")
+        if not addr:
+            if nnodes > 1:
+                raise UsageError("under mpirun across nodes gpubench needs MASTER_ADDR (the first rank's host); "
+                                 "pass it with mpirun -x MASTER_ADDR=<host> (Open MPI) or -genv (MPICH)")
+            addr = "127.0.0.1"
+        return RankEnv(
+            launcher="mpi",
+            rank=rank,
+            world_size=size,
+            local_rank=local_rank,
+            local_world_size=local_size,
+            master_addr=addr,
+            master_port=_int(env, "MASTER_PORT") or _port_for(env.get("OMPI_MCA_orte_jobfam_session_dir")
+                                                               or env.get("PMI_JOBID") or None),
+            nnodes=nnodes,
+        )
+    return None
+
+
+__all__ = ["RankEnv", "detect", "first_host", "DEFAULT_PORT"]

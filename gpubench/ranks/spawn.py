@@ -1,0 +1,231 @@
+"""gpubench's own launcher for one machine: one process per rank, supervised until the last one ends.
+
+The parent hosts the rendezvous store, so it can read every rank's heartbeat. It runs the same command line in
+each child with torchrun's variables set (plus GPUBENCH_SPAWNED), lets rank 0 print, and watches:
+- a rank that dies (a signal, or an exit code other than 0, 1 or 130) ends the run: the others get a moment
+  to notice, then are killed; nothing is left behind;
+- if no rank makes progress for the timeout (all stalled inside one operation), or a live rank's heartbeat
+  falls silent for the timeout (stopped, or wedged with its heartbeat thread), every rank is killed;
+- either way the run directory rank 0 created is marked failed with a message naming the ranks;
+- SIGTERM or SIGHUP to the parent (a job's time limit, ``timeout``, a closed terminal) ends the ranks too and
+  marks the run interrupted with the signal's name: the ranks never outlive the process that started them (if
+  it dies without a word, SIGKILL, they notice its store is gone: ``Group._watch``);
+- SIGINT reaches the ranks through the parent only: each rank runs in a session of its own, so a terminal's
+  Ctrl-C (sent to the foreground process group) and a ``kill -INT`` of the parent count the same, once each
+  (the first stops the ranks after the current case, the second at once).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from gpubench.ranks.group import laggards, read_heartbeats
+
+_POLL_S = 0.2
+_GRACE_S = 2.0  # after a rank died: time for the others to record their own view before they are killed
+_ENDING = (signal.SIGTERM, signal.SIGHUP)  # signals that end the parent: it ends the ranks first
+_NORMAL = (0, 1, 130)  # exit codes of a rank that ended on its own terms (1: a case failed; 130: Ctrl-C)
+
+
+def _describe_exit(rank: int, proc: subprocess.Popen) -> str:
+    rc = proc.returncode
+    if rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        return f"rank {rank} (pid {proc.pid}) was killed by {name}"
+    return f"rank {rank} (pid {proc.pid}) exited with code {rc}"
+
+
+def _wait(procs: list[subprocess.Popen], seconds: float) -> None:
+    """Until every process has ended, or ``seconds`` have passed."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and any(p.poll() is None for p in procs):
+        time.sleep(0.05)
+
+
+def _kill_all(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    _wait(procs, 3.0)
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    for p in procs:
+        p.wait()
+
+
+class _Signals:
+    """What the parent was sent, noted by its handlers and acted on by the supervising loop.
+
+    The handlers only take note: an exception raised from one lands wherever the loop happens to be (inside
+    reading the store, whose errors are caught and ignored, or between two steps of killing the ranks), and
+    a Ctrl-C or a SIGTERM caught there was lost or half done. The loop looks at least every ``_POLL_S``.
+    """
+
+    def __init__(self):
+        self.interrupts = 0  # SIGINTs received
+        self.ended: str | None = None  # the name of the first SIGTERM/SIGHUP
+        self._old: dict = {}
+
+    def _interrupt(self, _signum, _frame) -> None:
+        self.interrupts += 1
+
+    def _end(self, signum, _frame) -> None:
+        self.ended = self.ended or signal.Signals(signum).name
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():  # Python sets handlers from there only
+            self._old = {sig: signal.signal(sig, self._end) for sig in _ENDING}
+            self._old[signal.SIGINT] = signal.signal(signal.SIGINT, self._interrupt)
+        return self
+
+    def __exit__(self, *exc):
+        """Back to the handlers before: a second SIGTERM while the ranks are being stopped ends the parent."""
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old = {}
+        return False
+
+
+def _run_dir(store) -> Path | None:
+    """The run directory rank 0 published, if it got that far."""
+    try:
+        return Path(store.get("gpubench/run_dir").decode()) if store.check(["gpubench/run_dir"]) else None
+    except Exception:  # noqa: BLE001 — no run directory to speak of
+        return None
+
+
+def _mark_ended(store, reason: str, status: str = "failed") -> None:
+    """Rank 0 published its run directory; if it did not close the run itself, record why it ended."""
+    from gpubench import results
+    from gpubench.rundir import _write_json, utc_now
+
+    run = _run_dir(store)
+    if run is None:
+        return
+    try:
+        path = run / results.RUN_FILE
+        meta = json.loads(path.read_text())
+    except Exception:  # noqa: BLE001 — nothing to mark
+        return
+    if meta.get("status") == "running":
+        meta.update(status=status, error=reason, end_time=utc_now())
+        _write_json(path, meta)
+
+
+def run(argv: list[str], nproc: int, timeout_s: float) -> int:
+    """Run ``gpubench <argv>`` as ``nproc`` ranks on this machine; the exit code of the whole."""
+    import torch.distributed as dist
+
+    from gpubench.rundir import saved
+
+    store = dist.TCPStore("127.0.0.1", 0, nproc, True, timeout=dt.timedelta(seconds=timeout_s),
+                          wait_for_workers=False)
+    procs: list[subprocess.Popen] = []
+    base = dict(os.environ)
+    # Handlers before the first rank starts: no signal may leave one behind.
+    with _Signals() as signals:
+        for rank in range(nproc):
+            env = dict(base, RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_RANK=str(rank),
+                       LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port),
+                       GPUBENCH_SPAWNED="1", GPUBENCH_STORE_HOSTED="1")
+            # A session of its own: signals meant for the run come through the parent, which forwards SIGINT
+            # (were the ranks in the terminal's process group, a Ctrl-C would reach them directly and a
+            # forwarded copy would count twice; outside it, a `kill -INT` of the parent alone would never reach
+            # them). Without a controlling terminal a rank also never stops on job control when it writes to one.
+            procs.append(subprocess.Popen([sys.executable, "-m", "gpubench", *argv], env=env,
+                                          start_new_session=True, stdout=None if rank == 0 else subprocess.DEVNULL))
+        failure = _supervise(procs, store, timeout_s, signals)
+    ended = signals.ended
+    if ended is not None:
+        _kill_all(procs)  # terminates at once; a second signal meets the default handler
+        _mark_ended(store, f"gpubench was sent {ended}; the ranks were stopped", status="interrupted")
+        print(f"gpubench: error: stopped by {ended}; {saved(_run_dir(store))}", file=sys.stderr, flush=True)
+        return 128 + signal.Signals[ended].value
+    if failure is not None and failure != "interrupted":
+        _mark_ended(store, failure)
+        print(f"gpubench: error: {failure}; {saved(_run_dir(store))}", file=sys.stderr, flush=True)
+        return 1
+    codes = [p.returncode for p in procs]
+    if failure == "interrupted" or 130 in codes:
+        _mark_ended(store, "interrupted (Ctrl-C twice)", status="interrupted")  # only if rank 0 could not
+        return 130
+    return max(codes)
+
+
+def _supervise(procs: list[subprocess.Popen], store, timeout_s: float, signals: _Signals) -> str | None:
+    """Watch the ranks until the last one ends, or the parent is sent SIGTERM/SIGHUP (``signals.ended``); why
+    the run failed ("interrupted" for a second Ctrl-C), or None."""
+    failure: str | None = None
+    nproc = len(procs)
+    died_at = None
+    last_step, last_change = None, time.monotonic()
+    forwarded = 0
+    while any(p.poll() is None for p in procs):
+        if signals.ended:
+            return failure
+        if signals.interrupts > forwarded:
+            # Passed on to the ranks, each once: the first stops them after their case, a second ends them now
+            # (they mark the run themselves; those still there after the grace are killed).
+            forwarded = min(signals.interrupts, 2)
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGINT)
+            if forwarded > 1:
+                failure = failure or "interrupted"
+                _wait(procs, _GRACE_S)
+                _kill_all(procs)
+                break
+            continue
+        try:
+            time.sleep(_POLL_S)  # a signal's handler returns into the sleep: acted on within _POLL_S
+        except KeyboardInterrupt:  # no handlers of our own (not the main thread): the same, one at a time
+            signals.interrupts += 1
+        for rank, p in enumerate(procs):
+            if p.poll() is not None and p.returncode not in _NORMAL and failure is None:
+                failure, died_at = _describe_exit(rank, p), time.monotonic()
+        if failure and time.monotonic() - died_at > _GRACE_S:
+            _kill_all(procs)
+            break
+        # Backstop for the ranks' own watchdogs: nobody has moved for longer than they should have waited.
+        beats = read_heartbeats(store, nproc)
+        # A live rank whose heartbeat thread fell silent is stopped or wedged: end the run now rather than when
+        # the others next need it (a --devices rank measures alone and may not need it for a whole case).
+        now = time.time()
+        silent = [r for r, b in beats.items() if procs[r].poll() is None and now - b["time"] > timeout_s]
+        if silent and failure is None:
+            failure = "no heartbeat for {:.0f} s: {}".format(timeout_s, laggards(beats, nproc, now=now, stale_s=timeout_s))
+            _kill_all(procs)
+            break
+        step = tuple(sorted((r, b["step"]) for r, b in beats.items()))
+        if step != last_step:
+            last_step, last_change = step, time.monotonic()
+        elif time.monotonic() - last_change > timeout_s + 10:
+            failure = "no rank made progress for {:.0f} s: {}".format(
+                timeout_s, laggards(beats, nproc, now=time.time(), stale_s=timeout_s))
+            _kill_all(procs)
+            break
+    return failure
+
+
+def default_nproc(backend_name: str) -> int:
+    """One rank per local GPU; two on CPUs (the least that exercises a collective)."""
+    if backend_name in ("cuda", "hip"):
+        import torch
+
+        return torch.cuda.device_count()
+    return 2
+
+
+__all__ = ["run", "default_nproc"]

@@ -1,0 +1,123 @@
+"""The layers point one way, read from the source: every import statement (those inside functions too, which
+hide cycles from a plain ``import``), resolved to the module it names.
+
+Units are gpubench's subpackages (gpubench.ranks, gpubench.compare, ...) and its top-level modules
+(gpubench.runner, gpubench.engine, ...); ``suites/`` installs as gpubench.suites.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITES = "gpubench.suites"
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for base, package in ((ROOT / "gpubench", "gpubench"), (ROOT / "suites", SUITES)):
+        for path in base.rglob("*.py"):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join([package, *parts])] = path
+    return found
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The gpubench modules ``name`` imports anywhere in its source (``from a import b`` counts b where b is a
+    module, else a)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, base] if base else up)
+            out.add(base)
+            out.update(f"{base}.{a.name}" for a in node.names)
+    return {m for m in out if m == "gpubench" or m.startswith("gpubench.")}
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: {m for m in _imports(name, path) if m in modules} for name, path in modules.items()}
+
+
+def _unit(module: str) -> str:
+    """gpubench.ranks.group → gpubench.ranks; gpubench.runner → gpubench.runner; gpubench → gpubench."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_the_graph_sees_imports_inside_functions():
+    graph = _graph()
+    # commands/run.py imports the runner inside a function only: a reader of top-level imports would miss it.
+    assert "gpubench.runner" in graph["gpubench.commands.run"]
+    assert len(graph) > 50 and sum(map(len, graph.values())) > 200
+
+
+def test_no_module_outside_the_suites_imports_a_suite():
+    graph = _graph()
+    bad = sorted(f"{m} imports {i}" for m, deps in graph.items() if not m.startswith(SUITES)
+                 for i in deps if i.startswith(SUITES + "."))
+    assert not bad, "the library must not import a suite (a suite hands the library what it needs):\n" + "\n".join(bad)
+    # Not even the suites' package: the registry loads it by name at run time, as it loads third-party suites.
+    users = sorted(m for m, deps in graph.items() if not m.startswith(SUITES) and SUITES in deps)
+    assert not users
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in list(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_between_packages():
+    units: dict[str, set[str]] = {}
+    for module, deps in _graph().items():
+        # gpubench/__init__.py holds the version only; every module may read it.
+        units.setdefault(_unit(module), set()).update(
+            _unit(d) for d in deps if _unit(d) not in (_unit(module), "gpubench"))
+    cycles = _cycles(units)
+    assert not cycles, "import cycles between packages/modules: " + "; ".join(" ↔ ".join(c) for c in cycles)
+
+
+def test_the_ranks_sit_below_the_runner():
+    graph = _graph()
+    assert "gpubench.ranks" in {_unit(d) for d in graph["gpubench.runner"]}
+    assert not any(_unit(d) == "gpubench.runner" for m, deps in graph.items() if _unit(m) == "gpubench.ranks"
+                   for d in deps)
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
