@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench import engine, results
+from gpubench import contention, engine, results
 from gpubench.errors import UsageError
 from gpubench.rundir import RunDir
 from gpubench.stats import summarize
@@ -239,6 +239,7 @@ def run_case(
 
     workload = None
     try:
+        getattr(backend, "begin_case", lambda case_id: None)(case.id)  # test stand-ins may lack it
         workload = _prepare(suite, case, backend, group)
         with workload.context() if workload.context else contextlib.nullcontext():
             meas = engine.measure(workload, backend, config, telemetry, group=group, tick=tick)
@@ -335,6 +336,20 @@ class _StopFlag:
         return False
 
 
+def _mark(rows: list[dict[str, Any]], contended: str | None) -> None:
+    for r in rows:
+        r["contended"] = contended
+
+
+def _suite_contended(rows: list[dict[str, Any]]) -> str | None:
+    """A derived row's ``contended``: every co-tenant of the cases it is computed from."""
+    seen = [r.get("contended") for r in rows]
+    named = sorted({n for s in seen if s for n in s.split(", ")})
+    if named:
+        return ", ".join(named)
+    return "" if any(s == "" for s in seen) else None
+
+
 def execute(
     p: Plan,
     backend: Any,
@@ -396,6 +411,9 @@ def execute(
         if writer:
             group.publish_run_dir(str(rd.path))
     base["run_id"] = group.gather_objects(rd.run_id)[0] if fleet else rd.run_id
+    # Other ranks' processes may hold contexts on this device (peer access): they are ours, not a co-tenant.
+    own = set(group.gather_objects(os.getpid())) if group is not None else set()
+    watch = contention.Watch(reader if telemetry else None, own)
     outcome = Outcome(rd)
     if progress:
         progress.start(p.total)
@@ -412,12 +430,15 @@ def execute(
                         stop.set = group.any(stop.set)
                     if stop.set:
                         break
+                    before = watch.check()
                     if fleet:
-                        own = run_case(suite, case, backend, base, config, sampler_source, tick=group.step)
-                        mine.extend(own)
-                        new = _everyones(group, own)
+                        own_rows = run_case(suite, case, backend, base, config, sampler_source, tick=group.step)
+                        _mark(own_rows, watch.note(before, watch.check()))
+                        mine.extend(own_rows)
+                        new = _everyones(group, own_rows)
                     else:
                         new = run_case(suite, case, backend, base, config, sampler_source, group)
+                        _mark(new, watch.note(before, watch.check()))
                     rows.extend(new)
                     df = results.frame(rows, suite.params)
                     outcome.tables[suite.name] = df
@@ -427,6 +448,7 @@ def execute(
                 # Interrupted, the suite still summarizes the cases it measured (a search's best so far), and
                 # says so in each derived row's message.
                 derived = derived_rows(suite, suite.summarize(mine if fleet else rows), base)
+                _mark(derived, _suite_contended(mine if fleet else rows))
                 if stop.set:
                     for r in derived:
                         r["message"] = (r["message"] + "; run interrupted: over the cases measured")[:_MAX_MESSAGE]
@@ -450,5 +472,5 @@ def execute(
         except Exception:  # noqa: BLE001
             pass
     outcome.status = status
-    rd.finish(status, cases_done=sum(len(df["case"].unique()) for df in outcome.tables.values()))
+    rd.finish(status, contention=watch.summary(), cases_done=sum(len(df["case"].unique()) for df in outcome.tables.values()))
     return outcome
