@@ -151,10 +151,10 @@ def _short_value(v: str) -> str:
 
 def short_cases(cases: Sequence[str]) -> tuple[list[str], list[str]]:
     """(each case id without the parameters all of them share, those shared parameters). Ids are
-    ``key=value`` lists; values that are byte counts are shortened. A lone row keeps all of its parameters."""
+    ``key=value`` lists; values that are byte counts are shortened. A lone case keeps all of its parameters."""
     parsed = [[tuple(p.split("=", 1)) if "=" in p else (p, "") for p in str(c).split(",")] for c in cases]
     shared: dict[str, str] = {}
-    if len(parsed) > 1:
+    if len(set(map(str, cases))) > 1:  # one case (several metrics) keeps its whole id
         first = dict(parsed[0])
         shared = {k: v for k, v in first.items() if all(dict(p).get(k, None) == v for p in parsed[1:])}
 
