@@ -51,6 +51,7 @@ class Watch:
         self.proc = proc
         self.others: dict[int, str] = {}  # every other process seen during the run
         self.busy: list[float] = []
+        self.cases: dict[str, list[str]] = {}  # contended case ids by suite, for run.json
         self.known = _call(reader, "processes") is not None
         self.busy_before = _call(reader, "utilization")
         self._idle_busy = self.busy_before is not None and self.busy_before >= BUSY_IDLE_PCT
@@ -73,17 +74,28 @@ class Watch:
             named.append(self.others[pid])
         return named
 
-    def note(self, before: list[str] | None, after: list[str] | None) -> str | None:
-        """The ``contended`` cell of a case measured between the two checks."""
+    def note(self, before: list[str] | None, after: list[str] | None, suite: str | None = None,
+             case: str | None = None) -> str | None:
+        """The ``contended`` cell of a case measured between the two checks (remembered for run.json when the
+        case is named)."""
         if before is None and after is None and not self._idle_busy:
             return None
         names = list(dict.fromkeys([*(before or []), *(after or [])]))
         if self._idle_busy:
             names.append(f"device {self.busy_before:.0f}% busy before the run")
-        return ", ".join(names)
+        text = ", ".join(names)
+        if suite is not None and case is not None:
+            self.mark(suite, case, text)
+        return text
+
+    def mark(self, suite: str, case: str, contended: str | None) -> None:
+        """Remember a contended case (a derived one too) for run.json's ``contention.cases``."""
+        if contended:
+            self.cases.setdefault(suite, []).append(case)
 
     def summary(self) -> dict[str, Any]:
-        """run.json's ``contention``: ``contended`` (a line, "" none, None unknown), the GPU and host readings."""
+        """run.json's ``contention``: ``contended`` (a line, "" none, None unknown), the contended ``cases`` by
+        suite, the GPU and host readings."""
         gpu_names = list(self.others.values())
         if self._idle_busy:
             gpu_names.append(f"device {self.busy_before:.0f}% busy before the run")
@@ -92,6 +104,7 @@ class Watch:
             "contended": contended,
             "gpu": {"others": list(self.others.values()), "busy_before_pct": self.busy_before,
                     "busy_between_pct": float(statistics.median(self.busy)) if self.busy else None},
+            "cases": self.cases,
             "host": self._host.summary(),
         }
 

@@ -433,12 +433,12 @@ def execute(
                     before = watch.check()
                     if fleet:
                         own_rows = run_case(suite, case, backend, base, config, sampler_source, tick=group.step)
-                        _mark(own_rows, watch.note(before, watch.check()))
+                        _mark(own_rows, watch.note(before, watch.check(), suite.name, case.id))
                         mine.extend(own_rows)
                         new = _everyones(group, own_rows)
                     else:
                         new = run_case(suite, case, backend, base, config, sampler_source, group)
-                        _mark(new, watch.note(before, watch.check()))
+                        _mark(new, watch.note(before, watch.check(), suite.name, case.id))
                     rows.extend(new)
                     df = results.frame(rows, suite.params)
                     outcome.tables[suite.name] = df
@@ -449,6 +449,8 @@ def execute(
                 # says so in each derived row's message.
                 derived = derived_rows(suite, suite.summarize(mine if fleet else rows), base)
                 _mark(derived, _suite_contended(mine if fleet else rows))
+                for r in derived:
+                    watch.mark(suite.name, r["case"], r["contended"])
                 if stop.set:
                     for r in derived:
                         r["message"] = (r["message"] + "; run interrupted: over the cases measured")[:_MAX_MESSAGE]

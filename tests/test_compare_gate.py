@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from test_compare_helpers import base_run, cli, copy_run, scaled, worse_by
 
+from gpubench import results
 from gpubench.compare import confirm
 from gpubench.compare.formats import short_cases
 
@@ -79,9 +80,10 @@ def test_short_cases_drop_what_every_row_shares():
     assert short_cases(["a=1,b=3000"] * 2) == (["a=1,b=3000"] * 2, [])  # a lone case keeps its parameters
 
 
-def contended(pid_name: str):
+def contended(pid_name: str, cases: tuple = ()):
     def meta(info):
         info["contention"] = {"contended": pid_name, "gpu": {"others": [pid_name]},
+                              "cases": {"elementwise": list(cases)},
                               "host": {"load1": 0.2, "cpus": 16, "loaded": False, "heaviest": None}}
     return meta
 
@@ -91,7 +93,8 @@ def test_a_contended_run_s_worse_is_unknown_naming_the_other_process(capsys, bas
         df = scaled(df, worse_by(0.10))
         df["contended"] = "pid 4321 (python3)"
         return df
-    c = copy_run(base, tmp_path, "20990101T000000Z-0000c1", alter, meta=contended("pid 4321 (python3)"))
+    cases = tuple(results.load(base)["case"].unique())
+    c = copy_run(base, tmp_path, "20990101T000000Z-0000c1", alter, meta=contended("pid 4321 (python3)", cases))
     md, js = tmp_path / "s.md", tmp_path / "c.json"
     code, out, _ = cli(capsys, "compare", base, c, "--out", md, "--out", js)
     assert code == 0  # nothing WORSE is blamed on the code
@@ -102,6 +105,13 @@ def test_a_contended_run_s_worse_is_unknown_naming_the_other_process(capsys, bas
     assert doc["summary"] == {"UNKNOWN": 5} and doc["exit_code"] == 0
     assert all("pid 4321 (python3)" in r["note"] for r in doc["rows"])
     assert doc["contention"][0] == "GPU shared during the current run: pid 4321 (python3)"
+    # a case measured while the other process was not there keeps its verdict
+    c = copy_run(base, tmp_path, "20990101T000000Z-0000c3", alter,
+                 meta=contended("pid 4321 (python3)", [x for x in cases if "op=copy" in x]))
+    code, out, _ = cli(capsys, "compare", base, c, "--format", "json")
+    doc = json.loads(out)
+    assert code == 1 and doc["summary"] == {"WORSE": 3, "UNKNOWN": 2}
+    assert {r["case"].split(",")[0] for r in doc["rows"] if r["verdict"] == "UNKNOWN"} == {"op=copy"}
 
 
 def test_a_loaded_host_on_one_side_is_among_the_differences(capsys, base, tmp_path):

@@ -94,3 +94,4 @@ def test_a_worse_that_does_not_repeat_is_dropped_and_one_that_repeats_fails(tmp_
                             f"pid {os.getpid()} (")
     run_json = json.loads(next(iter(sorted((tmp_path / "results" / "lab").glob("2*/run.json"))[-1:])).read_text())
     assert run_json["contention"]["contended"].startswith(f"pid {os.getpid()} (")
+    assert len(run_json["contention"]["cases"]["elementwise"]) == 1  # the one case, op=copy at one size

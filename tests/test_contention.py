@@ -73,8 +73,11 @@ def test_watch_names_other_processes_and_leaves_ours_out(tmp_path):
     assert before == ["pid 4321 (python3)"]
     reader.pids = [os.getpid(), 9999]  # the first left, one this /proc does not show arrived
     after = w.check()
-    assert w.note(before, after) == "pid 4321 (python3), pid 9999 (not visible here)"
+    assert w.note(before, after, "elementwise", "op=add") == "pid 4321 (python3), pid 9999 (not visible here)"
+    reader.pids = [os.getpid()]
+    assert w.note(w.check(), w.check(), "elementwise", "op=mul") == ""  # alone again
     s = w.summary()
+    assert s["cases"] == {"elementwise": ["op=add"]}
     assert s["contended"] == "pid 4321 (python3), pid 9999 (not visible here)"
     assert s["gpu"]["others"] == ["pid 4321 (python3)", "pid 9999 (not visible here)"]
 

@@ -121,14 +121,17 @@ def cmd_compare(args) -> int:
         th.default = thresholds.check_fraction(args.threshold, "--threshold")
     rep = report.build(args.paths[0], args.paths[1], window=args.baseline_window, thresholds=th, alpha=args.alpha,
                        cross_cluster=args.cross_cluster)
-    rerun = None
+    # A shared GPU's WORSE is UNKNOWN before any confirmation: a contended night is never a failed one.
+    rep.rows = contention.post_pass(rep.rows, rep.baseline.runs, rep.current.runs)
     if args.confirm:
         from gpubench.compare import confirm
         from gpubench.compare.verdict import compare_frames
 
         rerun = _side(args.confirm)
-        rep.rows = confirm.apply(rep.rows, compare_frames(rep.baseline.pooled(), rerun.pooled(), th, args.alpha))
-    contention.apply(rep, rerun)
+        again = compare_frames(rep.baseline.pooled(), rerun.pooled(), th, args.alpha)
+        again = contention.post_pass(again, rep.baseline.runs, rerun.runs)
+        rep.rows = confirm.apply(rep.rows, again)
+    contention.describe(rep)
     _emit(args, formats.terminal_table(rep, all_rows=args.all_rows),
           lambda fmt: formats.render(rep, fmt, all_rows=args.all_rows))
     return rep.exit_code
