@@ -5,7 +5,8 @@ GPU: between cases the runner asks the device which processes hold a context on 
 (:meth:`gpubench.telemetry.Telemetry.processes`: NVML's compute and graphics process lists, amdsmi's process
 list) and drops our own (this process and the other ranks of a run). Any other process seen just before or
 just after a case makes that case's rows ``contended``, naming it ("pid 4321 (python3)", the name from
-/proc/<pid>/comm). The device's utilisation is read before the first case too: with our own work not started,
+/proc/<pid>/comm; where the device lists pids of another pid namespace, as a container sees the host's, the
+others are counted instead). The device's utilisation is read before the first case too: with our own work not started,
 a busy device means someone is using it even when no process is visible (another container's processes may
 not be listed), and the run is contended from the start.
 
@@ -50,6 +51,7 @@ class Watch:
         self.own = set(own_pids or ()) | {os.getpid()}
         self.proc = proc
         self.others: dict[int, str] = {}  # every other process seen during the run
+        self.counted: list[str] = []  # others seen only as a count (pids of another namespace)
         self.busy: list[float] = []
         self.cases: dict[str, list[str]] = {}  # contended case ids by suite, for run.json
         self.known = _call(reader, "processes") is not None
@@ -65,6 +67,15 @@ class Watch:
             self.busy.append(u)
         if pids is None:
             return None
+        if pids and not (self.own & set(pids)) and not any((self.proc / str(p)).exists() for p in pids):
+            # The device lists pids of another pid namespace (a container sees the host's): ours is among them
+            # once we hold a context, but which one cannot be told. Count the others rather than name them.
+            k = len(pids) - 1
+            if not k:
+                return []
+            text = f"{k} other process{'es' if k > 1 else ''} (host pids {' '.join(map(str, pids))})"
+            self.counted.append(text)
+            return [text]
         named = []
         for pid in pids:
             if pid in self.own:
@@ -96,13 +107,13 @@ class Watch:
     def summary(self) -> dict[str, Any]:
         """run.json's ``contention``: ``contended`` (a line, "" none, None unknown), the contended ``cases`` by
         suite, the GPU and host readings."""
-        gpu_names = list(self.others.values())
+        gpu_names = [*self.others.values(), *dict.fromkeys(self.counted)]
         if self._idle_busy:
             gpu_names.append(f"device {self.busy_before:.0f}% busy before the run")
         contended = ", ".join(gpu_names) if (self.known or self._idle_busy) else None
         return {
             "contended": contended,
-            "gpu": {"others": list(self.others.values()), "busy_before_pct": self.busy_before,
+            "gpu": {"others": [*self.others.values(), *dict.fromkeys(self.counted)], "busy_before_pct": self.busy_before,
                     "busy_between_pct": float(statistics.median(self.busy)) if self.busy else None},
             "cases": self.cases,
             "host": self._host.summary(),

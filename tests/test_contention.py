@@ -107,3 +107,13 @@ def test_host_load_names_the_heaviest_process_outside_the_run(tmp_path, monkeypa
     assert s == {"load1": 9.0, "cpus": 16, "loaded": True, "heaviest": "pid 99 (stress) 180% CPU"}
     assert contention.host_line(s) == "load 9.0 of 16 CPUs (heaviest: pid 99 (stress) 180% CPU)"
     assert contention.host_line({**s, "loaded": False}) is None
+
+
+def test_pids_of_another_namespace_are_counted_not_named(tmp_path):
+    # A container: the device lists host pids, this /proc shows none of them, ours among them unrecognisable.
+    reader = Reader([123456])
+    w = contention.Watch(reader, proc=tmp_path)
+    assert w.check() == []  # only ourselves
+    reader.pids = [123456, 234567]
+    assert w.check() == ["1 other process (host pids 123456 234567)"]
+    assert w.summary()["contended"] == "1 other process (host pids 123456 234567)"
