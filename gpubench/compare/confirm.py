@@ -64,7 +64,7 @@ def _change(r: dict[str, Any]) -> str:
         v = float(ch)
     except (TypeError, ValueError):
         return ""
-    return f" {100 * v:+.1f}%" if math.isfinite(v) else ""
+    return f" {round(100 * v, 1) + 0.0:+.1f}%" if math.isfinite(v) else ""  # + 0.0: no "-0.0%"
 
 
 def apply(rows: pd.DataFrame, rerun: pd.DataFrame) -> pd.DataFrame:
