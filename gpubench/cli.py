@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("roofline", help="measured roofline chart of a run (elementwise and gemm rows)")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by gpubench run")
     p.add_argument("--out", default=None, metavar="FILE.png", help="chart file (default: RUN_DIR/roofline.png)")
-    from gpubench.compare.commands import add_commands; add_commands(sub)  # noqa: E702 — compare, calibrate, export
+    from gpubench.compare.commands import add_commands; add_commands(sub)  # noqa: E702 — compare, calibrate
+    from gpubench.export_cli import add_commands as add_export; add_export(sub)  # noqa: E702 — export
     from gpubench.nccltests.cli import add_commands as add_import; add_import(sub)  # noqa: E702 — import
     from gpubench.report.cli import add_commands as add_report; add_report(sub)  # noqa: E702 — report
     return parser
@@ -347,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "import":  # gpubench/nccltests/cli.py
             from gpubench.nccltests.cli import run_import
             return run_import(args, ["gpubench", *argv])
-        if getattr(args, "run_command", None):  # compare, calibrate, export (gpubench/compare/commands.py)
+        if getattr(args, "run_command", None):  # compare, calibrate (gpubench/compare/commands.py), export, ...
             return args.run_command(args)
         return cmd_run(args, ["gpubench", *argv])
     except UsageError as e:

@@ -178,10 +178,12 @@ def case_rows(
 
 
 def derived_rows(suite: Suite, derived: Sequence[Derived], base: dict[str, Any]) -> list[dict[str, Any]]:
-    """Rows for figures a suite derives across its cases (a fit, a ratio): a value, no samples of its own."""
+    """Rows for figures a suite derives across its cases (a fit, a ratio): its value, and the samples it
+    propagated from its parents' (:func:`gpubench.stats.propagate`) for their spread."""
     rows = []
     for d in derived:
-        st = summarize([])
+        samples = [float(v) for v in d.samples if math.isfinite(v)]
+        st = summarize(samples)
         rows.append({
             **base,
             "suite": suite.name,
@@ -193,12 +195,13 @@ def derived_rows(suite: Suite, derived: Sequence[Derived], base: dict[str, Any])
             "better": d.metric.better,
             "value": float(d.value),
             **{k: st[k] for k in ("mean", "min", "max", "stdev", "iqr", "cv")},
-            "n": 0,
-            "samples": [],
+            "n": st["n"],
+            "samples": samples,
             "noisy": False,
             "status": "ok" if math.isfinite(d.value) else "error",
             "message": d.message[:_MAX_MESSAGE],
             "stop": "derived",
+            **dict(d.extra),
         })
     return rows
 

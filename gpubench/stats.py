@@ -46,3 +46,83 @@ def summarize(samples: Sequence[float]) -> dict[str, float]:
 def cv(samples: Sequence[float]) -> float:
     """Coefficient of variation alone (the stop rule asks for it after every sample)."""
     return summarize(samples)["cv"]
+
+
+# --- evidence for compare: the rank test, the spread between runs, and samples of derived figures ----------
+#
+# compare (gpubench.compare.verdict) asks two questions of a figure: do the samples of two runs differ
+# (the rank test), and is that difference larger than the figure's level moves between processes anyway (the
+# spread of run medians)? Both are scipy's; only the choices live here.
+
+
+def mann_whitney(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """(U of ``x``, two-sided p-value) of the Mann-Whitney U test: ``scipy.stats.mannwhitneyu``, method "auto"
+    (exact for small untied samples, else the normal approximation with tie and continuity corrections).
+
+    NaN p-value when either sample is empty; 1.0 when every value is the same (nothing tells them apart).
+    A rank test needs no assumption about the shape of the distributions, which matters for timings (skewed,
+    with a long tail of slow samples). Small samples have a floor on the p-value they can reach:
+    :func:`best_p`.
+    """
+    from scipy.stats import mannwhitneyu
+
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) == 0 or len(y) == 0:
+        return math.nan, math.nan
+    both = np.concatenate([x, y])
+    if np.all(both == both[0]):
+        return float(len(x) * len(y) / 2.0), 1.0
+    res = mannwhitneyu(x, y, alternative="two-sided", method="auto")
+    return float(res.statistic), float(res.pvalue)
+
+
+def best_p(m: int, n: int) -> float:
+    """The smallest two-sided p the exact rank test can give ``m`` against ``n`` samples: 2 / C(m+n, m).
+
+    3 against 3 samples reach 0.1 at best, 5 against 5 0.008: below alpha, samples this few are no evidence.
+    """
+    if m < 1 or n < 1:
+        return 1.0
+    return min(1.0, 2.0 / math.comb(m + n, m))
+
+
+def run_spread(run_medians: Sequence[float]) -> float:
+    """How far the level of a figure moves between runs (processes) when nothing changed: the range of the
+    run medians, (max − min) / their median. NaN with fewer than two runs.
+
+    The range, not a standard deviation: a window holds a handful of runs, and the question is whether a new
+    run falls outside everything the window has seen.
+    """
+    x = np.asarray([v for v in run_medians if math.isfinite(v)], dtype=float)
+    if len(x) < 2:
+        return math.nan
+    center = float(np.median(x))
+    return float((x.max() - x.min()) / abs(center)) if center != 0 else math.nan
+
+
+def paired_draws(parents: Sequence[Sequence[float]], *, seed: int = 0) -> list[tuple[float, ...]]:
+    """Draws for :func:`propagate`: each a tuple of one sample per parent, drawn with replacement (fixed seed);
+    as many as the fewest samples any parent has. Empty when a parent has no samples."""
+    arrays = [np.asarray([v for v in p if math.isfinite(v)], dtype=float) for p in parents]
+    if not arrays or any(len(a) == 0 for a in arrays):
+        return []
+    n = min(len(a) for a in arrays)
+    rng = np.random.default_rng(seed)
+    draws = [a[rng.integers(0, len(a), size=n)] for a in arrays]
+    return [tuple(float(d[k]) for d in draws) for k in range(n)]
+
+
+def propagate(fn, parents: Sequence[Sequence[float]], *, seed: int = 0) -> list[float]:
+    """Samples of a figure derived from other figures' samples (a ratio, a fit), so that it carries their noise.
+
+    Paired resampling: each derived sample is ``fn(*draw)`` for one draw of :func:`paired_draws` (one sample of
+    each parent). As many derived samples as the fewest any parent has: the derived figure has no more
+    evidence than its thinnest parent, and its samples spread as the parents' do. Empty when a parent has no
+    samples (the figure then truly came from single numbers).
+    """
+    out = []
+    for draw in paired_draws(parents, seed=seed):
+        v = float(fn(*draw))
+        if math.isfinite(v):
+            out.append(v)
+    return out

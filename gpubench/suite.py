@@ -136,6 +136,12 @@ class Derived:
     metric: Metric
     value: float
     message: str = ""  # how it was derived, e.g. "least-squares fit over nodes=1,10,100,1000"
+    # The figure's samples, carrying its parents' noise: gpubench.stats.propagate(fn, parents' samples) (or a
+    # parent's own samples where the figure is one of them). Empty only for a figure from single numbers.
+    samples: tuple[float, ...] = ()
+    # Columns the row carries besides (e.g. timing_method: "host clock" when a parent was host-timed, so that
+    # compare knows the figure's level moves between processes as its parents' does).
+    extra: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

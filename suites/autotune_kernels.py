@@ -130,9 +130,11 @@ class AutotuneKernels(Suite):
         against torch's kernel on the same shape."""
         out = []
         groups: dict[tuple, dict[str, float]] = {}
+        samples: dict[tuple, list[float]] = {}
         for r in rows:
             if r["status"] == "ok" and r["metric"] == rate_metric(r["kernel"]).name and math.isfinite(r["value"]):
                 groups.setdefault((r["kernel"], r["dtype"], r["shape"]), {})[r["config"]] = r["value"]
+                samples[(r["kernel"], r["dtype"], r["shape"], r["config"])] = list(r.get("samples") or [])
         for (kernel, dtype, shape), values in groups.items():
             tuned = {c: v for c, v in values.items() if c != TORCH}
             if not tuned:
@@ -142,5 +144,6 @@ class AutotuneKernels(Suite):
             base = values.get(TORCH)
             vs = f"{tuned[best] / base:.3f}x torch's {base:.4g}" if base else "torch did not run"
             out.append(Derived(Case.of(kernel=kernel, dtype=dtype, shape=shape, config="best"), metric, tuned[best],
-                               f"{best}: {vs} {metric.unit}, best of {len(tuned)} configurations"))
+                               f"{best}: {vs} {metric.unit}, best of {len(tuned)} configurations",
+                               tuple(samples.get((kernel, dtype, shape, best), ()))))  # the best row's own samples
         return out

@@ -51,6 +51,7 @@ import torch
 
 from gpubench import engine
 from gpubench.peaks import peak_tflops
+from gpubench.stats import propagate
 from gpubench.suite import THROUGHPUT, TIME, Case, Check, Derived, GridContext, Metric, Skip, Suite, Workload
 
 PCT_PEAK = Metric("pct_peak", "%", "higher")
@@ -531,7 +532,7 @@ class Gemm(Suite):
         shapes (p10, median, p90) and the geometric mean, as mamf-finder reports them."""
         ok = [r for r in rows if r.get("shape") == "search" and r["status"] == "ok" and r.get("stop") != "derived"]
         tput = [r for r in ok if r["metric"] == THROUGHPUT.name and math.isfinite(r["value"])]
-        pct = {r["case"]: r["value"] for r in ok if r["metric"] == PCT_PEAK.name}
+        pct = {r["case"]: r for r in ok if r["metric"] == PCT_PEAK.name}
         groups: dict[tuple, list[dict[str, Any]]] = {}
         for r in tput:
             groups.setdefault((r["dtype"], r["layout"], r["impl"]), []).append(r)
@@ -543,17 +544,28 @@ class Gemm(Suite):
             about = f"{len(group)} shapes, M,N,K from {{{swept}}}"
             best_case = Case.of(shape="search_best", dtype=dtype, layout=layout, M=best["M"], N=best["N"],
                                 K=best["K"], impl=impl)
-            out.append(Derived(best_case, THROUGHPUT, best["value"], f"highest median TF/s of {about}"))
-            if math.isfinite(pct.get(best["case"], math.nan)):
-                out.append(Derived(best_case, PCT_PEAK, pct[best["case"]], f"the best shape's % of spec peak, {about}"))
+            # The best shape's figures are that row's own: its samples too. The spread figures carry the noise
+            # of every shape's samples (gpubench.stats.propagate).
+            out.append(Derived(best_case, THROUGHPUT, best["value"], f"highest median TF/s of {about}",
+                               tuple(best.get("samples") or ())))
+            best_pct = pct.get(best["case"])
+            if best_pct is not None and math.isfinite(best_pct["value"]):
+                out.append(Derived(best_case, PCT_PEAK, best_pct["value"], f"the best shape's % of spec peak, {about}",
+                                   tuple(best_pct.get("samples") or ())))
+            parents = [r.get("samples") or [] for r in group]
             stats = {
-                "search_p10": (np.percentile(values, 10), "10th percentile"),
-                "search_median": (np.median(values), "median"),
-                "search_p90": (np.percentile(values, 90), "90th percentile"),
-                "search_geomean": (float(np.exp(np.log(values[values > 0]).mean())) if (values > 0).any() else math.nan,
-                                   "geometric mean"),
+                "search_p10": (lambda v: np.percentile(v, 10), "10th percentile"),
+                "search_median": (np.median, "median"),
+                "search_p90": (lambda v: np.percentile(v, 90), "90th percentile"),
+                "search_geomean": (_geomean, "geometric mean"),
             }
-            for shape, (value, what) in stats.items():
+            for shape, (fn, what) in stats.items():
                 c = Case.of(shape=shape, dtype=dtype, layout=layout, M=0, N=0, K=0, impl=impl)
-                out.append(Derived(c, THROUGHPUT, float(value), f"{what} of the median TF/s of {about}"))
+                out.append(Derived(c, THROUGHPUT, float(fn(values)), f"{what} of the median TF/s of {about}",
+                                   tuple(propagate(lambda *v, fn=fn: fn(np.array(v)), parents))))
         return out
+
+
+def _geomean(values: np.ndarray) -> float:
+    values = np.asarray(values, dtype=float)
+    return float(np.exp(np.log(values[values > 0]).mean())) if (values > 0).any() else math.nan

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from gpubench.stats import paired_draws, propagate
 from gpubench.suite import TIME, Case, Check, Derived, GridContext, Metric, Skip, Suite, Workload
 
 APIS = ("raw", "triton", "torch")
@@ -30,6 +31,8 @@ CHAIN_KERNELS = 100
 SPEEDUP = Metric("speedup", "x", "higher")
 # Host-timed: what the CPU spends. The rest is device-timed: what the GPU spends.
 _HOST_TIMED = ("host_launch", "graph_launch", "sync_roundtrip", "event_roundtrip")
+# timing_method column: compare reads "host ..." as a figure whose level moves between processes.
+HOST_CLOCK, DEVICE_EVENTS = "host clock", "device events"
 
 _RAW_SOURCE = r'extern "C" __global__ void gpubench_inc(float* x) { x[0] += 1.0f; }'
 
@@ -201,26 +204,48 @@ class Launch(Suite):
             cache="warm",  # one float: there is nothing to rotate
             timing="host" if measure in _HOST_TIMED else "device",
             hold=measure in ("gpu_gap", "graph_replay"),
-            extra={"kernels_per_call": per_call},
+            extra={"kernels_per_call": per_call,
+                   "timing_method": HOST_CLOCK if measure in _HOST_TIMED else DEVICE_EVENTS},
         )
 
     def summarize(self, rows: list[dict[str, Any]]) -> list[Derived]:
+        """The fixed and per-node cost of a graph replay (a line fit over nodes) and the chain's graph-vs-eager
+        speedup; each with samples propagated from its parents' (gpubench.stats.propagate), so that it is
+        judged with their noise, and timed as its parents were (host clock if any of them was)."""
         out: list[Derived] = []
-        times = {(r["measure"], r["nodes"]): r["value"] for r in rows if r["metric"] == "time" and r["status"] == "ok"}
+        parents = {(r["measure"], r["nodes"]): r for r in rows
+                   if r["metric"] == "time" and r["status"] == "ok" and r.get("stop") != "derived"}
         for measure, what in (("graph_replay", "GPU"), ("graph_launch", "host")):
-            pts = [(n, times[(measure, n)]) for n in GRAPH_NODES if (measure, n) in times]
+            pts = [(n, parents[(measure, n)]) for n in GRAPH_NODES if (measure, n) in parents]
             if len(pts) >= 2:
-                fixed, per_node = fit_line(pts)
-                nodes_text = ",".join(str(n) for n, _ in pts)
+                nodes = [n for n, _ in pts]
+                fixed, per_node = fit_line([(n, r["value"]) for n, r in pts])
+                samples = [r.get("samples") or [] for _, r in pts]
+                nodes_text = ",".join(str(n) for n in nodes)
+                extra = _timing([r for _, r in pts])
+                # One fit per paired draw (one sample of every node count): intercept and slope samples.
+                fits = [fit_line(list(zip(nodes, ys))) for ys in paired_draws(samples)]
                 out.append(Derived(Case.of(measure=f"{measure}_fixed", api="torch", nodes=0), TIME, fixed,
-                                   f"{what} time per replay = fixed + nodes × per_node, least squares over nodes={nodes_text}"))
+                                   f"{what} time per replay = fixed + nodes × per_node, least squares over "
+                                   f"nodes={nodes_text}", tuple(f[0] for f in fits), extra))
                 out.append(Derived(Case.of(measure=f"{measure}_per_node", api="torch", nodes=0), TIME, per_node,
-                                   f"slope of the same fit over nodes={nodes_text}"))
-        eager, graph = times.get(("chain_eager", CHAIN_KERNELS)), times.get(("chain_graph", CHAIN_KERNELS))
-        if eager and graph:
+                                   f"slope of the same fit over nodes={nodes_text}", tuple(f[1] for f in fits), extra))
+        eager, graph = parents.get(("chain_eager", CHAIN_KERNELS)), parents.get(("chain_graph", CHAIN_KERNELS))
+        if eager and graph and eager["value"] and graph["value"]:
             out.append(Derived(Case.of(measure="chain_speedup", api="torch", nodes=CHAIN_KERNELS), SPEEDUP,
-                               eager / graph, f"chain of {CHAIN_KERNELS} kernels: eager time / graph replay time"))
+                               eager["value"] / graph["value"],
+                               f"chain of {CHAIN_KERNELS} kernels: eager time / graph replay time",
+                               tuple(propagate(lambda e, g: e / g, [eager.get("samples") or [],
+                                                                    graph.get("samples") or []])),
+                               _timing([eager, graph])))
         return out
+
+
+def _timing(parents: list[dict[str, Any]]) -> tuple[tuple[str, Any], ...]:
+    """A derived row's timing_method: the host clock's if any parent was host-timed or host-bound (its level
+    then moves between processes, and so does the derived figure's)."""
+    host = any(str(r.get("timing_method", "")).startswith("host") or r.get("host_bound") is True for r in parents)
+    return (("timing_method", HOST_CLOCK if host else DEVICE_EVENTS),)
 
 
 def fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:

@@ -239,9 +239,12 @@ def test_directory_of_runs_latest_and_baseline_window(capsys, base, tmp_path):
     copy_run(base, cluster, "20990104T000000Z-00000d",
              meta=lambda m: m.update(status="interrupted"))  # partial: never chosen
     (cluster / "baseline").symlink_to(cluster / "20990102T000000Z-00000b")  # not counted twice
-    # the same directory on both sides: the latest run against the ones before it
+    # the same directory on both sides: the latest run against the ones before it (up to the default window)
     code, doc = compare_json(capsys, cluster, cluster)
     assert doc["current"]["run_ids"] == ["20990103T000000Z-00000c"]
+    assert doc["baseline"]["run_ids"] == ["20990101T000000Z-00000a", "20990102T000000Z-00000b"]
+    assert not doc["notes"]  # a default window the directory cannot fill is no news
+    code, doc = compare_json(capsys, cluster, cluster, "--baseline-window", "1")
     assert doc["baseline"]["run_ids"] == ["20990102T000000Z-00000b"]
     code, doc = compare_json(capsys, cluster, cluster, "--baseline-window", "2")
     assert doc["baseline"]["run_ids"] == ["20990101T000000Z-00000a", "20990102T000000Z-00000b"]
@@ -270,7 +273,7 @@ def test_full_flow_through_main(capsys, tmp_path):
     th = tmp_path / "thresholds.toml"
     code, out_text, err = cli(capsys, "calibrate", first, second, "--out", th)
     assert code == 0, err
-    assert "[elementwise]" in th.read_text()
+    assert '[elementwise."op=' in th.read_text()  # a threshold per case
     slower = copy_run(second, out / "lab", "20990101T000000Z-0000ff", lambda df: scaled(df, worse_by(0.06)))
     md, xml = tmp_path / "summary.md", tmp_path / "junit.xml"
     code, out_text, err = cli(capsys, "compare", out / "lab" / first.name, out / "lab", "--thresholds", th,

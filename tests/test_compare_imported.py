@@ -1,5 +1,6 @@
 """compare on figures imported from nccl-tests logs: a real 2×H200 log against itself is SAME (exit 0); the
-same log with every bandwidth 10 % lower (time 1/0.9 longer) is WORSE (exit 1), row by row."""
+same log with every bandwidth 10 % lower (time 1/0.9 longer) is WORSE (exit 1), row by row; unless it was a
+graph run (-G) against an eager one: then no row is one figure, and none is judged."""
 
 import json
 import re
@@ -35,9 +36,8 @@ def _import(tmp_path, log: Path, name: str) -> Path:
 
 def test_imported_logs_busbw_10_percent_lower_is_worse_and_itself_is_same(tmp_path, capsys):
     slow_log = tmp_path / "slow.txt"
-    # The slow side also claims a build against NCCL 2.18 headers (cudaMalloc'd buffers) and a -G run.
-    slow_log.write_text(_slower(FIX.read_text(), 0.9).replace("nccl-headers=22809", "nccl-headers=21803")
-                        .replace("graph: 0", "graph: 1"))
+    # The slow side also claims a build against NCCL 2.18 headers (cudaMalloc'd buffers).
+    slow_log.write_text(_slower(FIX.read_text(), 0.9).replace("nccl-headers=22809", "nccl-headers=21803"))
     assert slow_log.read_text().count("\n") == FIX.read_text().count("\n")
     base, slow = _import(tmp_path, FIX, "base"), _import(tmp_path, slow_log, "slow")
     capsys.readouterr()
@@ -48,8 +48,21 @@ def test_imported_logs_busbw_10_percent_lower_is_worse_and_itself_is_same(tmp_pa
     report = json.loads(capsys.readouterr().out)
     rows = report["rows"]
     # What the logs tell of how each measured is listed among the settings that differ.
-    assert {"graph: False → True", "alloc: nccl → cudaMalloc"} <= set(report["setting_differences"])
+    assert {"alloc: nccl → cudaMalloc"} <= set(report["setting_differences"])
     busbw = [r for r in rows if r["metric"] == "busbw"]
     assert busbw and all(r["verdict"] == "WORSE" for r in busbw)
     assert all(abs(r["ratio"] - 0.9) < 0.002 for r in busbw)  # two printed decimals
     assert all(r["verdict"] == "WORSE" for r in rows if r["metric"] in ("time", "algbw"))
+
+
+def test_a_graph_run_against_an_eager_run_is_not_judged(tmp_path, capsys):
+    graph_log = tmp_path / "graph.txt"
+    graph_log.write_text(_slower(FIX.read_text(), 0.9).replace("graph: 0", "graph: 1"))
+    base, graph = _import(tmp_path, FIX, "base"), _import(tmp_path, graph_log, "graph")
+    capsys.readouterr()
+    assert main(["compare", str(base), str(graph), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert "graph: False → True" in report["setting_differences"]
+    compared = [r for r in report["rows"] if r["status"] == "compared"]
+    assert compared and {r["verdict"] for r in compared} == {"UNKNOWN"}
+    assert all("graph: False → True" in r["note"] for r in compared)

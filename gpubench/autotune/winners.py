@@ -17,7 +17,7 @@ import pandas as pd
 
 from gpubench import commtable
 from gpubench.autotune.knobs import DEFAULT
-from gpubench.compare.ranktest import mann_whitney
+from gpubench.stats import mann_whitney
 
 METRIC = "busbw"
 ALPHA = 0.01

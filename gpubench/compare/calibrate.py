@@ -1,10 +1,12 @@
 """Thresholds from the noise of one machine: several runs of the same build on it (A = A) show how far run
 medians wander when nothing changed.
 
-For each (suite, metric): the largest, over its cases, relative spread of the run medians,
-(max − min) / median, times a safety factor (default 2), and at least a floor (default 1 %). Gates are then
-tight where the hardware is quiet and loose where it is not; ``gpubench compare --thresholds FILE`` reads the
-file :func:`write` makes.
+For each case and metric its own threshold: the relative spread of its run medians, (max − min) / median
+(:func:`gpubench.stats.run_spread`), times a safety factor (default 2), and at least a floor (default 1 %).
+A case whose threshold would exceed ``max_threshold`` (default 25 %) is too noisy to gate at a useful level: it
+is written as "not gated (run-to-run spread 40%)" and compare never calls it WORSE, instead of one noisy case
+widening its whole suite (a per-suite maximum let one noisy case blind every other case of its suite).
+``gpubench compare --thresholds FILE`` reads the file :func:`write` makes.
 """
 
 from __future__ import annotations
@@ -19,20 +21,24 @@ import pandas as pd
 
 from gpubench.compare import cross
 from gpubench.compare.load import KEY, Side, is_run_dir, resolve, run_candidates
-from gpubench.compare.thresholds import DEFAULT_THRESHOLD, Thresholds, dumps
+from gpubench.compare.thresholds import DEFAULT_THRESHOLD, NOT_GATED, Thresholds, dumps
 from gpubench.errors import UsageError
+from gpubench.stats import run_spread
 
 DEFAULT_SAFETY = 2.0
 DEFAULT_FLOOR = 0.01
+DEFAULT_MAX_THRESHOLD = 0.25
 
 
 @dataclass
 class Calibration:
     thresholds: Thresholds
-    detail: pd.DataFrame  # per (suite, metric): threshold, spread, the case that set it, figures, runs
+    # per (suite, case, metric): threshold (NaN where not gated), spread, runs, gated
+    detail: pd.DataFrame
     runs: list[Side]
     safety: float
     floor: float
+    max_threshold: float = DEFAULT_MAX_THRESHOLD
 
 
 def expand(paths: Sequence[str | os.PathLike]) -> list[Side]:
@@ -60,12 +66,14 @@ def _run_medians(side: Side) -> pd.Series:
 
 
 def calibrate(sides: Sequence[Side], *, safety: float = DEFAULT_SAFETY, floor: float = DEFAULT_FLOOR,
-              default: float = DEFAULT_THRESHOLD) -> Calibration:
+              default: float = DEFAULT_THRESHOLD, max_threshold: float = DEFAULT_MAX_THRESHOLD) -> Calibration:
     if len(sides) < 2:
         raise UsageError("calibrate needs 2 or more runs of the same build on one machine (more is better: 5 "
                          "shows the noise far better than 2)")
     if not 0 < floor < 1:
         raise UsageError(f"--floor {floor}: give a fraction between 0 and 1, such as 0.01 for 1%")
+    if not floor <= max_threshold < 1:
+        raise UsageError(f"--max-threshold {max_threshold}: give a fraction between --floor ({floor:g}) and 1")
     if not safety >= 1:
         raise UsageError(f"--safety {safety}: give a factor of 1 or more")
     systems = [cross.system_of(s) for s in sides]
@@ -80,26 +88,23 @@ def calibrate(sides: Sequence[Side], *, safety: float = DEFAULT_SAFETY, floor: f
     if medians.empty:
         raise UsageError("the runs share no figure measured ok in 2 or more of them: calibrate from runs of the "
                          "same suites and options")
-    arr = medians.to_numpy(dtype=float)
-    center = np.nanmedian(arr, axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        spread = (np.nanmax(arr, axis=1) - np.nanmin(arr, axis=1)) / np.abs(center)
-    table = pd.DataFrame({"suite": medians.index.get_level_values("suite"),
-                          "case": medians.index.get_level_values("case"),
-                          "metric": medians.index.get_level_values("metric"),
-                          "spread": spread, "runs": medians.notna().sum(axis=1).to_numpy()})
-    table = table[np.isfinite(table["spread"])]
     th = Thresholds(default=default)
     detail = []
-    for (suite, metric), g in table.groupby(["suite", "metric"], sort=True):
-        worst = g.loc[g["spread"].idxmax()]
-        value = max(floor, float(worst["spread"]) * safety)
-        value = min(value, 0.99)  # a threshold file holds fractions below 1
-        th.suites.setdefault(str(suite), {})[str(metric)] = round(value, 4)
-        detail.append({"suite": suite, "metric": metric, "threshold": round(value, 4),
-                       "spread": float(worst["spread"]), "case": worst["case"], "figures": len(g),
-                       "runs": int(g["runs"].max())})
-    return Calibration(th, pd.DataFrame(detail), list(sides), safety, floor)
+    for key, row in medians.iterrows():
+        suite, case, metric = (str(x) for x in key)
+        spread = run_spread(row.dropna().to_list())
+        if not np.isfinite(spread):
+            continue
+        value = round(max(floor, spread * safety), 4)
+        gated = value <= max_threshold
+        if gated:
+            th.cases.setdefault((suite, case), {})[metric] = value
+        else:
+            th.ungated.setdefault((suite, case), {})[metric] = f"{NOT_GATED}: run-to-run spread {100 * spread:.0f}%"
+        detail.append({"suite": suite, "case": case, "metric": metric, "threshold": value if gated else np.nan,
+                       "spread": spread, "runs": int(row.notna().sum()), "gated": gated})
+    return Calibration(th, pd.DataFrame(detail, columns=["suite", "case", "metric", "threshold", "spread", "runs",
+                                                         "gated"]), list(sides), safety, floor, max_threshold)
 
 
 def write(cal: Calibration, out: str | os.PathLike) -> Path:
@@ -109,12 +114,13 @@ def write(cal: Calibration, out: str | os.PathLike) -> Path:
     ids = [i for s in cal.runs for i in s.run_ids]
     header = (f"gpubench compare thresholds, written by gpubench calibrate from {len(cal.runs)} runs "
               f"({ids[0] if ids else '?'} … {ids[-1] if ids else '?'}).\n"
-              f"Each: max over cases of the relative spread of run medians × {cal.safety:g}, at least {cal.floor:g}.\n"
+              f"Each case: the relative spread of its run medians × {cal.safety:g}, at least {cal.floor:g}; "
+              f"above {cal.max_threshold:g}, not gated.\n"
               "Use: gpubench compare BASELINE CURRENT --thresholds THIS_FILE")
-    notes = {(d["suite"], d["metric"]): f"spread {100 * d['spread']:.2f}% at {d['case']}"
-             for d in cal.detail.to_dict("records")}
+    notes = {(d["suite"], d["case"], d["metric"]): f"spread {100 * d['spread']:.2f}% over {d['runs']} runs"
+             for d in cal.detail.to_dict("records") if d["gated"]}
     out.write_text(dumps(cal.thresholds, header, notes))
     return out
 
 
-__all__ = ["Calibration", "calibrate", "expand", "write", "DEFAULT_SAFETY", "DEFAULT_FLOOR"]
+__all__ = ["Calibration", "calibrate", "expand", "write", "DEFAULT_SAFETY", "DEFAULT_FLOOR", "DEFAULT_MAX_THRESHOLD"]

@@ -1,8 +1,8 @@
-"""``gpubench compare | calibrate | export``: their arguments and what each does.
+"""``gpubench compare | calibrate``: their arguments and what each does.
 
 :func:`add_commands` registers them on the CLI's subparsers; each sets ``args.run_command``, which
 :func:`gpubench.cli.main` calls. Exit codes: compare 0 when nothing is WORSE (fleet: no device flagged), 1
-when something is; calibrate and export 0; all of them 2 (a UsageError) for input they cannot use.
+when something is; calibrate 0; both 2 (a UsageError) for input they cannot use.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from gpubench.errors import UsageError
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    from gpubench.compare.calibrate import DEFAULT_FLOOR, DEFAULT_SAFETY
+    from gpubench.compare.calibrate import DEFAULT_FLOOR, DEFAULT_MAX_THRESHOLD, DEFAULT_SAFETY
     from gpubench.compare.fleet import DEFAULT_K
     from gpubench.compare.formats import FORMATS
+    from gpubench.compare.load import DEFAULT_WINDOW
     from gpubench.compare.verdict import DEFAULT_ALPHA
 
     p = sub.add_parser("compare", help="compare a run with a baseline: BETTER/WORSE/SAME per figure; exit 1 if "
@@ -24,8 +25,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="BASELINE CURRENT: each a run directory, a .parquet table or a directory of runs "
                         "(results/<cluster>: its latest run); with --fleet, the run(s) of the fleet")
-    p.add_argument("--baseline-window", type=int, default=1, metavar="N",
-                   help="pool the N latest runs of a BASELINE directory of runs (samples concatenated)")
+    p.add_argument("--baseline-window", type=int, default=None, metavar="N",
+                   help=f"take the N latest runs of a BASELINE directory of runs of the current run's system "
+                        f"(default: {DEFAULT_WINDOW}); their run medians show how far each figure moves between "
+                        "runs")
     p.add_argument("--thresholds", default=None, metavar="FILE",
                    help="TOML of per-suite/per-metric thresholds ([default] threshold = 0.05, [comm] busbw = "
                         "0.03), e.g. from gpubench calibrate")
@@ -59,16 +62,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help=f"multiply the observed spread by X (default: {DEFAULT_SAFETY:g})")
     p.add_argument("--floor", type=float, default=DEFAULT_FLOOR, metavar="FRACTION",
                    help=f"no threshold below this (default: {DEFAULT_FLOOR:g})")
+    p.add_argument("--max-threshold", type=float, default=DEFAULT_MAX_THRESHOLD, metavar="FRACTION",
+                   help=f"a case whose threshold would exceed this is not gated (default: {DEFAULT_MAX_THRESHOLD:g})")
     p.set_defaults(run_command=cmd_calibrate)
-
-    p = sub.add_parser("export", help="a run's figures in another tool's format (pytest-benchmark JSON; the kernel "
-                                      "sweep's winners as a TunableOp-style CSV or Triton configs)")
-    p.add_argument("run", metavar="RUN", help="a run directory or .parquet table")
-    p.add_argument("--format", choices=("pytest-benchmark", "tunableop", "triton-configs"), default="pytest-benchmark",
-                   help="output format (default: pytest-benchmark; tunableop and triton-configs take an "
-                        "autotune-kernels run)")
-    p.add_argument("--out", required=True, metavar="FILE", help="file to write")
-    p.set_defaults(run_command=cmd_export)
 
 
 def _out_formats(args) -> list[tuple[Path, str]]:
@@ -104,7 +100,7 @@ def cmd_compare(args) -> int:
 
     _out_formats(args)  # a bad --out fails before anything is loaded
     if args.fleet:
-        given = {"--baseline-window": args.baseline_window != 1, "--thresholds": args.thresholds,
+        given = {"--baseline-window": args.baseline_window is not None, "--thresholds": args.thresholds,
                  "--confirm": args.confirm,
                  "--threshold": args.threshold is not None, "--cross-cluster": args.cross_cluster}
         extra = [flag for flag, on in given.items() if on]
@@ -121,16 +117,15 @@ def cmd_compare(args) -> int:
         th.default = thresholds.check_fraction(args.threshold, "--threshold")
     rep = report.build(args.paths[0], args.paths[1], window=args.baseline_window, thresholds=th, alpha=args.alpha,
                        cross_cluster=args.cross_cluster)
-    # A shared GPU's WORSE is UNKNOWN before any confirmation: a contended night is never a failed one.
-    rep.rows = contention.post_pass(rep.rows, rep.baseline.runs, rep.current.runs)
+    # build() ran the post-passes (a shared GPU's WORSE is UNKNOWN already: a contended night never fails).
     if args.confirm:
         from gpubench.compare import confirm
-        from gpubench.compare.verdict import compare_frames
+        from gpubench.compare.verdict import apply_post_passes, compare_frames
 
         rerun = _side(args.confirm)
-        again = compare_frames(rep.baseline.pooled(), rerun.pooled(), th, args.alpha)
-        again = contention.post_pass(again, rep.baseline.runs, rerun.runs)
-        rep.rows = confirm.apply(rep.rows, again)
+        again = compare_frames(rep.baseline.pooled(), rerun.pooled(), th, args.alpha,
+                               cross_cluster=bool(rep.system_differences))
+        rep.rows = confirm.apply(rep.rows, apply_post_passes(again, rep.baseline.runs, rerun.runs))
     contention.describe(rep)
     _emit(args, formats.terminal_table(rep, all_rows=args.all_rows),
           lambda fmt: formats.render(rep, fmt, all_rows=args.all_rows))
@@ -150,49 +145,20 @@ def cmd_calibrate(args) -> int:
     from gpubench.compare.formats import pct
     from gpubench.console import out_console
 
-    cal = calibrate.calibrate(calibrate.expand(args.paths), safety=args.safety, floor=args.floor)
+    cal = calibrate.calibrate(calibrate.expand(args.paths), safety=args.safety, floor=args.floor,
+                              max_threshold=args.max_threshold)
     out = calibrate.write(cal, args.out)
-    table = Table(title=f"thresholds from {len(cal.runs)} runs (spread × {cal.safety:g}, at least {cal.floor:g})",
-                  title_justify="left")
-    for col in ("suite", "metric", "threshold", "largest spread", "at case", "figures"):
-        table.add_column(col)
+    table = Table(title=f"thresholds from {len(cal.runs)} runs (each case's spread × {cal.safety:g}, at least "
+                        f"{cal.floor:g}; above {cal.max_threshold:g} not gated)", title_justify="left")
+    for col in ("suite", "case", "metric", "threshold", "run-to-run spread", "runs"):
+        table.add_column(col, overflow="fold")
     for d in cal.detail.to_dict("records"):
-        table.add_row(str(d["suite"]), str(d["metric"]), pct(d["threshold"]), pct(d["spread"]), str(d["case"]),
-                      str(d["figures"]))
+        th = pct(d["threshold"]) if d["gated"] else "not gated"
+        table.add_row(str(d["suite"]), str(d["case"]), str(d["metric"]), th, pct(d["spread"]), str(d["runs"]))
     console = out_console()
     console.print(table)
     console.print(f"thresholds: {out}", markup=False, highlight=False)
     return 0
 
 
-def cmd_export(args) -> int:
-    from gpubench.console import out_console
-    from gpubench.export import export
-
-    if args.format in ("tunableop", "triton-configs"):
-        return _export_kernel_winners(args)
-
-    written, left = export(args.run, args.out)
-    out_console().print(f"{written} time figure(s) written to {args.out} as pytest-benchmark JSON"
-                        + (f"; {left} row(s) left out (not ok, or not a time metric)" if left else ""),
-                        markup=False, highlight=False)
-    return 0
-
-
-def _export_kernel_winners(args) -> int:
-    from gpubench import results
-    from gpubench.autotune import kernel_export
-    from gpubench.console import out_console
-
-    df = results.load(args.run)
-    if "config" not in df.columns or not (df["suite"] == "autotune-kernels").any():
-        raise UsageError(f"{args.run} has no autotune-kernels rows: run gpubench run --suite autotune-kernels first")
-    meta = df.attrs.get("run") or {}
-    write = kernel_export.tunableop_csv if args.format == "tunableop" else kernel_export.triton_configs
-    Path(args.out).write_text(write(df, meta))
-    n = len(kernel_export.winners(df))
-    out_console().print(f"{n} winner(s) written to {args.out} ({args.format})", markup=False, highlight=False)
-    return 0
-
-
-__all__ = ["add_commands", "cmd_compare", "cmd_calibrate", "cmd_export"]
+__all__ = ["add_commands", "cmd_compare", "cmd_calibrate"]

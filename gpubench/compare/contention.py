@@ -3,8 +3,9 @@
 A run records the other processes it saw on its GPU (:mod:`gpubench.contention`): run.json's ``contention``
 names them (``contended``) and lists the cases measured while they were there (``cases``, by suite), and the
 rows carry the same in their ``contended`` column. A figure measured while someone else ran on the device says
-nothing about the code, so :func:`post_pass` turns a WORSE on a side whose case was contended into UNKNOWN,
-with a note naming the co-tenant, and :func:`describe` gives the lines that lead the report's summary.
+nothing about the code, so :func:`post_pass` (one of compare's post-passes, ``verdict.POST_PASSES``) turns a
+WORSE on a side whose case was contended into UNKNOWN, with a note naming the co-tenant, and :func:`describe`
+gives the lines that lead the report's summary.
 
 A loaded host (load average above half the CPUs) does not judge rows (host-side figures are the ones it moves,
 and the machine is one's own) but is listed among the settings that differ when one side was loaded and the
@@ -18,7 +19,6 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.compare.verdict import COMPARED, UNKNOWN, WORSE
 from gpubench.contention import host_line
 
 SIDES = ("baseline", "current")
@@ -47,6 +47,9 @@ def _cases(runs: Sequence[dict[str, Any]]) -> dict[tuple[str, str], str]:
 def post_pass(rows: pd.DataFrame, baseline_runs: Sequence[dict[str, Any]],
               current_runs: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """``rows`` with each WORSE figure of a case measured on a shared GPU (either side) made UNKNOWN."""
+    # Imported here: verdict.py registers this function in its POST_PASSES, so it imports this module first.
+    from gpubench.compare.verdict import COMPARED, UNKNOWN, WORSE
+
     shared = {"baseline": _cases(baseline_runs), "current": _cases(current_runs)}
     if not any(shared.values()) or rows.empty:
         return rows

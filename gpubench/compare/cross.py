@@ -21,14 +21,16 @@ SYSTEM_KEYS = ("backend", "gpu_model", "gpu_count", "memory_bytes", "compute_cap
 CPU_KEYS = ("cpu_model", "cpu_count")  # on the cpu backend the CPU is the device
 
 
+def system_of_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """The system facts of one run.json (empty where it has no fingerprint)."""
+    identity = (meta.get("fingerprint") or {}).get("identity") or {}
+    keys = SYSTEM_KEYS + (CPU_KEYS if identity.get("backend") == "cpu" else ())
+    return {k: identity.get(k) for k in keys if identity.get(k) is not None}
+
+
 def system_of(side: Any) -> dict[str, Any]:
     """The system facts of a side's runs; from its rows where no run.json is at hand (a bare table)."""
-    systems = []
-    for meta in side.runs:
-        identity = (meta.get("fingerprint") or {}).get("identity") or {}
-        if identity:
-            keys = SYSTEM_KEYS + (CPU_KEYS if identity.get("backend") == "cpu" else ())
-            systems.append({k: identity.get(k) for k in keys if identity.get(k) is not None})
+    systems = [s for s in (system_of_meta(meta) for meta in side.runs) if s]
     if not systems:
         raw = side.raw
         system = {}
@@ -93,4 +95,4 @@ def pct_of_peak(row: dict[str, Any], value: float) -> float | None:
     return 100.0 * value / peak
 
 
-__all__ = ["SYSTEM_KEYS", "system_of", "differences", "describe", "spec_peak", "pct_of_peak"]
+__all__ = ["SYSTEM_KEYS", "system_of", "system_of_meta", "differences", "describe", "spec_peak", "pct_of_peak"]

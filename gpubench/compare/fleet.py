@@ -40,9 +40,11 @@ def _device_key(df: pd.DataFrame) -> pd.Series:
 
 def robust_z(values: np.ndarray) -> tuple[float, np.ndarray]:
     """(fleet median, z of each value), as in the module docstring."""
+    from scipy.stats import median_abs_deviation
+
     median = float(np.median(values))
-    mad = float(np.median(np.abs(values - median)))
-    spread = max(MAD_SCALE * mad, MIN_SPREAD * abs(median))
+    # scale="normal": MAD × 1.4826..., an estimate of the standard deviation (MAD_SCALE)
+    spread = max(float(median_abs_deviation(values, scale="normal")), MIN_SPREAD * abs(median))
     dev = values - median
     if spread == 0:
         return median, np.where(dev == 0, 0.0, np.inf * np.sign(dev))

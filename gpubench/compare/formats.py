@@ -70,7 +70,7 @@ def _basis(r: dict) -> str:
     if r["status"] != COMPARED:
         return ""
     n = f"n={_int(r['n_baseline'])}/{_int(r['n_current'])}"
-    return f"samples {n}" if r["basis"] == "samples" else f"threshold-only {n}"
+    return f"{r['basis'] or 'samples'} {n}"  # samples, run-medians or threshold-only
 
 
 def _int(x: Any) -> str:
@@ -224,7 +224,8 @@ def to_markdown(report: Any, all_rows: bool = False) -> str:
     lines = [f"### {'❌' if worse else '✅'} gpubench compare: {_md_cell(headline(report))}", "",
              f"- baseline: {_md_cell(report.baseline_text)}",
              f"- current: {_md_cell(report.current_text)}",
-             f"- WORSE needs a change of at least the threshold and a Mann-Whitney p ≤ {report.alpha:g}"]
+             f"- WORSE needs a change of at least the threshold, beyond the spread of the baseline's run medians "
+             f"(with a window of runs), and a Mann-Whitney p ≤ {report.alpha:g}"]
     lines += [f"- {_md_cell(line)}" for line in context_lines(report)]
     if report.system_differences:
         lines.append(f"- different systems: {_md_cell('; '.join(report.system_differences))}")

@@ -3,14 +3,18 @@
 A path is
 - a run directory (``run.json`` and its tables),
 - a table file (``.parquet``; the ``run.json`` beside it, when there is one, gives its fingerprint),
-- a directory of runs, such as ``results/<cluster>/``: its latest complete run by run_id order (run_ids
-  start with the UTC start time), or its ``window`` latest runs pooled,
+- a directory of runs, such as ``results/<cluster>/``: its ``window`` latest complete runs by run_id order
+  (run_ids start with the UTC start time; default :data:`DEFAULT_WINDOW`), of the same system as the other side
+  where ``like`` names one,
 - or a small text file naming a run directory (the ``baseline`` pointer of ci/nightly.sh), relative to the
   file's own directory.
 
 Pooling joins all rows of one (suite, case, metric) on a side: their samples are concatenated and the figure
-is the median of them all. That is how a baseline window becomes one baseline, and how a run with rows from
-several devices is compared as one (``gpubench compare --fleet`` looks at its devices one by one instead).
+is the median of them all. That is how a run with rows from several devices is compared as one
+(``gpubench compare --fleet`` looks at its devices one by one instead). A window of runs is pooled too, but
+each run stays one piece of evidence: ``run_values`` keeps each run's own median (one process's samples share
+its level, so the runs, not the samples, say how far a figure moves when nothing changed), and ``run_n`` the
+fewest samples any of its runs has.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from gpubench.errors import UsageError
 from gpubench.stats import summarize
 
 KEY = ("suite", "case", "metric")
+DEFAULT_WINDOW = 5  # baseline runs taken from a directory of runs when --baseline-window is not given
 _POINTER_MAX_BYTES = 4096  # a pointer file holds one path; anything larger is not one
 
 
@@ -89,9 +94,20 @@ def _read_pointer(path: Path) -> Path | None:
     return target if target.is_dir() else None
 
 
-def resolve(path: str | os.PathLike, *, window: int = 1, exclude: Sequence[str] = ()) -> Side:
-    """The runs ``path`` names (see the module docstring); ``exclude`` drops run_ids from a directory of runs."""
+def _same_system(meta: dict[str, Any], like: dict[str, Any]) -> bool:
+    from gpubench.compare import cross
+
+    return not cross.differences(cross.system_of_meta(meta), like)
+
+
+def resolve(path: str | os.PathLike, *, window: int | None = 1, exclude: Sequence[str] = (),
+            like: dict[str, Any] | None = None) -> Side:
+    """The runs ``path`` names (see the module docstring); ``exclude`` drops run_ids from a directory of runs,
+    ``like`` (system facts, :func:`gpubench.compare.cross.system_of`) keeps its runs of that system where it
+    has any. ``window=None``: :data:`DEFAULT_WINDOW` runs of a directory of runs, else the one run."""
     label = str(path)
+    explicit = window is not None
+    window = window if explicit else 1
     p = Path(path)
     if p.is_file() and p.suffix != results.TABLE_SUFFIX:
         target = _read_pointer(p)
@@ -114,8 +130,12 @@ def resolve(path: str | os.PathLike, *, window: int = 1, exclude: Sequence[str] 
         df = results.load(p)
         meta = df.attrs.get("run") or {}
         return Side(label, [p], [meta] if meta else [], df)
+    window = window if explicit else DEFAULT_WINDOW
     every = run_candidates(p)
     candidates = [c for c in every if c[0] not in set(exclude)]
+    if like:
+        mine = [c for c in candidates if _same_system(c[2], like)]
+        candidates = mine or candidates  # none of that system: the latest runs, and compare says they differ
     if not candidates:
         if every:
             raise UsageError(f"{p} holds no complete run other than the current one ({', '.join(exclude)}): "
@@ -126,7 +146,7 @@ def resolve(path: str | os.PathLike, *, window: int = 1, exclude: Sequence[str] 
     frames = [results.load(c[1]) for c in chosen]
     side = Side(label, [c[1] for c in chosen], [c[2] for c in chosen],
                 pd.concat(frames, ignore_index=True), asked_window=window)
-    if len(chosen) < window:
+    if len(chosen) < window and explicit:
         side.notes.append(f"{label}: {len(chosen)} complete run(s), fewer than the window of {window}")
     return side
 
@@ -156,6 +176,7 @@ def pool(raw: pd.DataFrame) -> pd.DataFrame:
         ok = ok[ok["suite_version"] == ok["suite_version"].iloc[-1]]
         row = ok.iloc[-1].to_dict()
         samples = [float(s) for ss in ok["samples"] for s in (ss if ss is not None else [])]
+        row["run_values"], row["run_n"] = _per_run(ok)
         if len(ok) > 1:
             st = summarize(samples)
             values = [float(v) for v in ok["value"] if _finite(v)]
@@ -168,4 +189,23 @@ def pool(raw: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out).drop(columns=["_order"])
 
 
-__all__ = ["KEY", "Side", "resolve", "pool", "run_candidates", "is_run_dir"]
+def _per_run(ok: pd.DataFrame) -> tuple[list[float], int]:
+    """Each run's median of a figure (rows of several devices of one run: their median), oldest first, and the
+    fewest samples a run has."""
+    runs = ok["run_id"] if "run_id" in ok.columns else pd.Series(["?"] * len(ok), index=ok.index)
+    values, fewest = [], None
+    for _, g in ok.groupby(runs.fillna("?").astype(str), sort=False):
+        samples = [float(s) for ss in g["samples"] for s in (ss if ss is not None else [])]
+        finite = [float(v) for v in g["value"] if _finite(v)]
+        if len(g) == 1 and finite:
+            values.append(finite[0])
+        elif samples:
+            values.append(float(np.median(samples)))
+        elif finite:
+            values.append(float(np.median(finite)))
+        n = len(samples)
+        fewest = n if fewest is None else min(fewest, n)
+    return values, int(fewest or 0)
+
+
+__all__ = ["KEY", "DEFAULT_WINDOW", "Side", "resolve", "pool", "run_candidates", "is_run_dir"]

@@ -1,4 +1,5 @@
-"""A comparison of a baseline with a current result, from the paths the user gave to the verdict rows."""
+"""A comparison of a baseline with a current result, from the paths the user gave to the verdict rows; and
+the comparisons ``gpubench report`` shows for a list of runs (:func:`against_earlier`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pandas as pd
 from gpubench.compare import cross, settings
 from gpubench.compare.load import Side, resolve
 from gpubench.compare.thresholds import Thresholds
-from gpubench.compare.verdict import COMPARED, DEFAULT_ALPHA, WORSE, compare_frames
+from gpubench.compare.verdict import COMPARED, DEFAULT_ALPHA, WORSE, apply_post_passes, compare_frames
 from gpubench.errors import UsageError
 
 EXIT_OK, EXIT_WORSE = 0, 1
@@ -57,7 +58,11 @@ class Report:
 
     def title(self) -> str:
         kind = "cross-cluster comparison" if self.cross_cluster else "compare"
-        return f"gpubench {kind}\nbaseline: {self.baseline_text}\ncurrent:  {self.current_text}"
+        text = f"gpubench {kind}\nbaseline: {self.baseline_text}\ncurrent:  {self.current_text}"
+        if self.cross_cluster:
+            differ = "; ".join(self.system_differences) or "nothing the fingerprints name"
+            text += f"\ndiffers:  {differ} (judged on % of spec peak where known; other figures: ratio only)"
+        return text
 
     def summary(self) -> str:
         c = self.counts()
@@ -66,27 +71,29 @@ class Report:
         return text or "nothing compared"
 
 
-def build(baseline: str | os.PathLike, current: str | os.PathLike, *, window: int = 1,
+def build(baseline: str | os.PathLike, current: str | os.PathLike, *, window: int | None = None,
           thresholds: Thresholds | None = None, alpha: float = DEFAULT_ALPHA, cross_cluster: bool = False) -> Report:
     """Load both sides, check they are one system (unless ``cross_cluster``), and judge every shared figure.
 
     Raises UsageError (exit 2) for inputs that cannot be compared; WORSE rows are the caller's exit 1.
     """
-    if window < 1:
+    if window is not None and window < 1:
         raise UsageError(f"--baseline-window {window}: give 1 or more runs")
     if not 0 < alpha < 1:
         raise UsageError(f"--alpha {alpha}: give a significance level between 0 and 1, such as 0.01")
     thresholds = thresholds or Thresholds()
     cur = resolve(current)
-    # From a directory of runs the baseline is the latest runs other than the current one, so that
-    # `compare results/A results/A --baseline-window 5` compares the newest run with the five before it.
-    base = resolve(baseline, window=window, exclude=cur.run_ids)
+    # From a directory of runs the baseline is the latest runs (DEFAULT_WINDOW unless --baseline-window) of the
+    # current run's system other than the current one, so that `compare results/A results/A` compares the
+    # newest run with the ones before it: each a run of evidence on how far a figure moves between processes.
+    base = resolve(baseline, window=window, exclude=cur.run_ids, like=cross.system_of(cur))
     b_sys, c_sys = cross.system_of(base), cross.system_of(cur)
     diff = cross.differences(b_sys, c_sys)
     if diff and not cross_cluster:
         raise UsageError(f"{baseline} and {current} ran on different systems ({'; '.join(diff)}): pass "
                          "--cross-cluster to compare them anyway (ratios and % of spec peak)")
-    rows = compare_frames(base.pooled(), cur.pooled(), thresholds, alpha)
+    rows = compare_frames(base.pooled(), cur.pooled(), thresholds, alpha, cross_cluster=bool(diff))
+    rows = apply_post_passes(rows, base.runs, cur.runs)
     report = Report(base, cur, b_sys, c_sys, cross_cluster, thresholds, alpha, rows, [*base.notes, *cur.notes],
                     settings.differences(settings.of_side(base), settings.of_side(cur)))
     _check_comparable(report, baseline, current)
@@ -106,4 +113,35 @@ def _check_comparable(report: Report, baseline: Any, current: Any) -> None:
                          "baseline after a suite version change")
 
 
-__all__ = ["Report", "build", "EXIT_OK", "EXIT_WORSE"]
+@dataclass
+class CompareTable:
+    baseline: Any  # a run with .path and .df (gpubench.report.runs.Run)
+    current: Any
+    report: Report | None = None  # None with a note saying why not
+    note: str = ""
+
+
+def _suites(run: Any) -> set[str]:
+    return set(run.df["suite"].dropna().astype(str)) if "suite" in run.df.columns else set()
+
+
+def against_earlier(runs: list[Any]) -> list[CompareTable]:
+    """The report page's comparisons: the first run as the baseline of each later run, across clusters where the
+    systems differ. Runs of different suites have nothing to compare: a later run is judged against the first
+    earlier run that shares a suite with it, and gets a note if none does."""
+    out = []
+    for k, cur in enumerate(runs[1:], start=1):
+        base = next((b for b in runs[:k] if _suites(b) & _suites(cur)), None)
+        if base is None:
+            out.append(CompareTable(runs[0], cur, note=f"no earlier run in the report has its suites "
+                                                       f"({', '.join(sorted(_suites(cur))) or 'no rows'})"))
+            continue
+        try:
+            differ = bool(cross.differences(cross.system_of(resolve(base.path)), cross.system_of(resolve(cur.path))))
+            out.append(CompareTable(base, cur, build(base.path, cur.path, cross_cluster=differ)))
+        except UsageError as e:  # not comparable (e.g. only failed rows shared): say so on the page
+            out.append(CompareTable(base, cur, note=str(e)))
+    return out
+
+
+__all__ = ["Report", "build", "CompareTable", "against_earlier", "EXIT_OK", "EXIT_WORSE"]

@@ -1,61 +1,119 @@
 """The verdict on one figure, and on every figure two sides share.
 
-A figure is WORSE (or BETTER) when both
+Runs are the unit of evidence. One process's samples share its level (clocks, placement, the host's state), so
+samples of two runs differ by the runs' levels as well as by any change; a rank test on them calls a 30 %
+between-run shift "p = 1e-50". A figure is WORSE (or BETTER) only when
 1. its median moved, in the direction its ``better`` column calls a regression (or an improvement), by at
-   least its threshold (:mod:`gpubench.compare.thresholds`; default 5 %), and
-2. the raw samples say the move is beyond noise: the two-sided Mann-Whitney U test
-   (:mod:`gpubench.compare.ranktest`) gives p ≤ alpha (default 0.01).
+   least its threshold (:mod:`gpubench.compare.thresholds`; default 5 %; a case calibrated as "not gated" is
+   never WORSE);
+2. where the baseline is a window of runs (a directory of runs; :data:`MIN_RUNS` or more with the figure):
+   the move is beyond the spread *between* their run medians (:func:`gpubench.stats.run_spread` ×
+   :func:`spread_factor`, which grows as the window shrinks), and
+3. the raw samples say the move is beyond noise: the two-sided Mann-Whitney U test
+   (:func:`gpubench.stats.mann_whitney`) gives p ≤ alpha (default 0.01). Where a run has too few samples for
+   the test to ever reach alpha (``--quick`` CPU rows, n = 3) and the window is large enough, the run medians
+   alone decide (basis ``run-medians``).
 
-A move at least the threshold without that evidence is UNKNOWN; a smaller move is SAME. Where either side has
-fewer than two samples (imported logs, derived figures) there is no spread to test: the threshold alone
-decides, and the row's ``basis`` says ``threshold-only`` instead of ``samples``.
+A move of at least the threshold without that evidence is UNKNOWN; a smaller move is SAME. Figures whose level
+is known to move between processes (:func:`moves_between_runs`: host-timed, host-bound, pageable copies) are
+UNKNOWN, never WORSE, until the baseline has :data:`MIN_RUNS` runs of them. Between two single runs a
+GPU-timed figure is judged as before, on its samples; where either side has fewer than two samples and no
+window (imported logs) the threshold alone decides (basis ``threshold-only``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from gpubench.compare.cross import pct_of_peak
+from gpubench.compare.cross import pct_of_peak, spec_peak
 from gpubench.compare.load import KEY
-from gpubench.compare.ranktest import mann_whitney
 from gpubench.compare.thresholds import Thresholds
+from gpubench.stats import best_p, mann_whitney, run_spread
 
 WORSE, BETTER, SAME, UNKNOWN = "WORSE", "BETTER", "SAME", "UNKNOWN"
 INCOMPARABLE = "incomparable"
 # status: whether a figure was compared, and if not, why
 COMPARED, ONLY_BASELINE, ONLY_CURRENT, NOT_OK = "compared", "only-baseline", "only-current", "not-ok"
 DEFAULT_ALPHA = 0.01
+MIN_RUNS = 3  # baseline runs of a figure before its run-to-run spread is known at all
 # Changes are compared with thresholds at this precision, so that a 5 % shift meets a 5 % threshold despite
 # binary rounding (0.95 × x / x − 1 is not exactly −0.05).
 _PRECISION = 9
+# How many times the window's range of run medians a new run must lie from their median before it is more
+# than run-to-run noise: the 99th percentile of |new − median(window)| / range(window) for k runs drawn from
+# one distribution, simulated (400 000 draws each, normal and Student-t with 3 degrees of freedom; taken
+# between the two). A window of k runs then calls an unchanged figure WORSE about 0.5 % of the time.
+_SPREAD_FACTOR = {3: 7.0, 4: 3.5, 5: 2.5, 6: 2.0, 7: 1.8, 8: 1.6, 9: 1.5}
+_SPREAD_FACTOR_MANY = 1.4  # 10 runs or more
 
 COLUMNS = (
     "verdict", "status", "suite", "case", "metric", "unit", "better", "baseline", "current", "change", "ratio",
     "threshold", "p_value", "basis", "n_baseline", "n_current", "cv_baseline", "cv_current",
     "suite_version_baseline", "suite_version_current", "baseline_pct_peak", "current_pct_peak", "note",
+    # added with runs as the unit of evidence (older readers ignore them):
+    "runs_baseline", "run_spread", "judged_on",
 )
 # Worst first: regressions, then what could not be decided or compared, then the rest.
 _ORDER = {WORSE: 0, UNKNOWN: 1, NOT_OK: 2, INCOMPARABLE: 3, ONLY_BASELINE: 4, ONLY_CURRENT: 5, SAME: 6, BETTER: 7}
 
 
+def spread_factor(runs: int) -> float:
+    """The multiple of the window's run spread a change must exceed (see _SPREAD_FACTOR); inf below MIN_RUNS."""
+    if runs < MIN_RUNS:
+        return math.inf
+    return _SPREAD_FACTOR.get(runs, _SPREAD_FACTOR_MANY)
+
+
+def moves_between_runs(row: dict[str, Any] | None) -> str:
+    """Why a row's level is known to move between processes, or "" when nothing says so.
+
+    Host clocks time what the CPU spends, and that moves with the host's state from one process to the next;
+    so do figures the device waited on the host for
+    (``host_bound``) and pageable copies (staged by the host). Rows say so in ``timing_method`` (a suite's
+    column: copy, launch and their derived rows), ``host_bound`` (the engine's) and copy's ``memory``.
+    """
+    if row is None:
+        return ""
+    method = row.get("timing_method")
+    if isinstance(method, str) and method.startswith("host"):
+        return "host-timed"
+    host_bound = row.get("host_bound")
+    if isinstance(host_bound, (bool, np.bool_)) and bool(host_bound):
+        return "host-bound"
+    if row.get("memory") == "pageable":
+        return "pageable copy"
+    return ""
+
+
 def judge(
     baseline: Sequence[float], current: Sequence[float], better: str, threshold: float,
     alpha: float = DEFAULT_ALPHA, *, baseline_value: float | None = None, current_value: float | None = None,
+    baseline_runs: Sequence[float] = (), per_run_n: int | None = None, moves: str = "",
 ) -> dict[str, Any]:
     """Verdict, change, p_value, basis and note for one figure.
 
-    ``baseline``/``current`` are the raw samples; ``*_value`` the figure where there are no samples (a
-    derived row). The figure is the median of the samples otherwise.
+    ``baseline``/``current`` are the raw samples (a window's runs pooled); ``*_value`` the figure where there
+    are no samples. ``baseline_runs``: each baseline run's median (empty or one: no window). ``per_run_n``:
+    the fewest samples a baseline run has (default: all of ``baseline``). ``moves``: why the figure's level
+    moves between processes (:func:`moves_between_runs`), "" if nothing says it does.
     """
-    b = float(np.median(baseline)) if len(baseline) else _num(baseline_value)
+    runs = [float(v) for v in baseline_runs if _finite(v)]
+    k = len(runs)
+    if k >= 2:
+        b = float(np.median(runs))
+    else:
+        b = float(np.median(baseline)) if len(baseline) else _num(baseline_value)
     c = float(np.median(current)) if len(current) else _num(current_value)
+    spread = run_spread(runs) if k >= 2 else math.nan
     out: dict[str, Any] = {"baseline": b, "current": c, "change": math.nan, "ratio": math.nan,
-                           "p_value": math.nan, "basis": "samples", "note": ""}
+                           "p_value": math.nan, "basis": "samples", "note": "", "runs_baseline": k,
+                           "run_spread": spread}
+    n_base_run = len(baseline) if per_run_n is None else per_run_n
     if len(baseline) < 2 or len(current) < 2:
         out["basis"] = "threshold-only"
     if not (math.isfinite(b) and math.isfinite(c)) or b == 0:
@@ -71,14 +129,40 @@ def judge(
         note = "significant, but within the threshold" if out["p_value"] <= alpha else ""
         return {**out, "verdict": SAME, "note": note}
     direction = WORSE if worse_by > 0 else BETTER
+    n_text = f"n={len(baseline)} vs {len(current)}"
+    if k >= MIN_RUNS:
+        factor = spread_factor(k)
+        if not abs(change) > factor * spread:
+            return {**out, "verdict": UNKNOWN,
+                    "note": f"{direction.lower()} by the threshold or more, but within the run-to-run spread "
+                            f"({100 * spread:.1f}% over {k} runs × {factor:g})"}
+        few = out["basis"] != "samples" or min(len(current), n_base_run) < 2 or \
+            best_p(len(current), max(1, n_base_run)) > alpha
+        if few:
+            return {**out, "verdict": direction, "basis": "run-medians",
+                    "note": f"beyond the run-to-run spread ({100 * spread:.1f}% over {k} runs × {factor:g}); "
+                            f"{n_text}: too few samples per run for the rank test, the run medians decide"}
+        if out["p_value"] <= alpha:
+            return {**out, "verdict": direction}
+        return {**out, "verdict": UNKNOWN,
+                "note": f"{direction.lower()} by the threshold or more, beyond the run-to-run spread, but within "
+                        f"noise (p={out['p_value']:.2g} > {alpha:g}; {n_text})"}
+    if moves:
+        return {**out, "verdict": UNKNOWN,
+                "note": f"{moves}: its level moves between processes; judging it needs {MIN_RUNS} or more "
+                        f"baseline runs (has {max(k, 1)}): compare against a directory of runs"}
     if out["basis"] == "threshold-only":
-        n = f"n={len(baseline)} vs {len(current)}"
-        return {**out, "verdict": direction, "note": f"{n}: no spread to test; the threshold alone decides"}
+        return {**out, "verdict": direction, "note": f"{n_text}: no spread to test; the threshold alone decides"}
     if out["p_value"] <= alpha:
         return {**out, "verdict": direction}
     return {**out, "verdict": UNKNOWN,
             "note": f"{direction.lower()} by the threshold or more, but within noise "
-                    f"(p={out['p_value']:.2g} > {alpha:g}; n={len(baseline)} vs {len(current)})"}
+                    f"(p={out['p_value']:.2g} > {alpha:g}; {n_text})"}
+
+
+def _finite(x: Any) -> bool:
+    v = _num(x)
+    return math.isfinite(v)
 
 
 def _num(x: Any) -> float:
@@ -97,10 +181,39 @@ def _has_figure(row: dict[str, Any] | None) -> bool:
     return row is not None and (any(math.isfinite(v) for v in _samples(row)) or math.isfinite(_num(row.get("value"))))
 
 
+def _differing_settings(b: dict[str, Any], c: dict[str, Any]) -> list[str]:
+    """Row columns that make two rows of one key different figures (a graph replay against eager calls)."""
+    out = []
+    for col in FIGURE_SETTINGS:
+        bv, cv = b.get(col), c.get(col)
+        if _given(bv) and _given(cv) and bv != cv:
+            out.append(f"{col}: {bv} → {cv}")
+    return out
+
+
+def _given(x: Any) -> bool:
+    return x is not None and not (isinstance(x, float) and math.isnan(x))
+
+
+# Columns outside the case id that change what a row measures: rows that differ in one are not one figure.
+FIGURE_SETTINGS = ("graph",)
+
+
+def _efficiency(b: dict[str, Any], c: dict[str, Any]) -> tuple[float, float] | None:
+    """Each side's spec peak, where both rows have one (the cross-cluster verdict is then on % of peak)."""
+    pb, pc = spec_peak(b), spec_peak(c)
+    return (pb, pc) if pb and pc else None
+
+
 def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, thresholds: Thresholds,
-                   alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
+                   alpha: float = DEFAULT_ALPHA, *, cross_cluster: bool = False) -> pd.DataFrame:
     """One row per (suite, case, metric) of either pooled side (:func:`gpubench.compare.load.pool`), worst
-    first, with the columns in COLUMNS. Figures neither side has a number for (a copy's TFLOP/s) are left out."""
+    first, with the columns in COLUMNS. Figures neither side has a number for (a copy's TFLOP/s) are left out.
+
+    ``cross_cluster``: the sides are different hardware. A figure with a spec peak on both sides is judged on
+    each side's fraction of its own peak (efficiency, ``judged_on`` = "% of peak"); any other figure has its
+    ratio reported and is not judged (UNKNOWN).
+    """
     b_rows = {tuple(r[k] for k in KEY): r for r in base.to_dict("records")}
     c_rows = {tuple(r[k] for k in KEY): r for r in cur.to_dict("records")}
     keys = list(dict.fromkeys([*b_rows, *c_rows]))
@@ -110,11 +223,12 @@ def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, thresholds: Thresholds
         if not (_has_figure(b) or _has_figure(c)) and all(r is None or r.get("status") == "ok" for r in (b, c)):
             continue
         ref = c if c is not None else b
+        suite, case, metric = (str(x) for x in key)
         row: dict[str, Any] = {col: None for col in COLUMNS}
         row.update(suite=key[0], case=key[1], metric=key[2], unit=ref.get("unit"), better=ref.get("better"),
-                   threshold=thresholds.for_row(str(key[0]), str(key[2])),
+                   threshold=thresholds.for_row(suite, metric, case),
                    suite_version_baseline=b.get("suite_version") if b else None,
-                   suite_version_current=c.get("suite_version") if c else None, note="")
+                   suite_version_current=c.get("suite_version") if c else None, note="", judged_on="figure")
         for name, r in (("baseline", b), ("current", c)):
             if r is not None:
                 row[name] = _num(r.get("value"))
@@ -131,22 +245,74 @@ def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, thresholds: Thresholds
                 f"{name} {r.get('status')}: {r.get('message') or ''}".rstrip(": ")
                 for name, r in (("baseline", b), ("current", c)) if r.get("status") != "ok"))
         else:
-            row.update(judge(_samples(b), _samples(c), str(ref.get("better")), row["threshold"], alpha,
-                             baseline_value=b.get("value"), current_value=c.get("value")))
             row["status"] = COMPARED
+            row.update(_judge_pair(b, c, str(ref.get("better")), row["threshold"], alpha, cross_cluster))
+            differ = _differing_settings(b, c)
+            not_gated = thresholds.not_gated(suite, metric, case)
+            if differ:
+                row.update(verdict=UNKNOWN, note=f"not one figure ({'; '.join(differ)}): not judged")
+            elif not_gated and row["verdict"] in (WORSE, BETTER):
+                row.update(verdict=UNKNOWN, note=f"not gated ({not_gated})")
         if b is not None and row["baseline"] is not None:
             row["baseline_pct_peak"] = pct_of_peak(b, row["baseline"])
         if c is not None and row["current"] is not None:
             row["current_pct_peak"] = pct_of_peak(c, row["current"])
         out.append(row)
-    df = pd.DataFrame(out, columns=list(COLUMNS))
-    if df.empty:
-        return df
-    group = [(_ORDER.get(v, 9) if s == COMPARED else _ORDER.get(s, 9)) for v, s in zip(df["verdict"], df["status"])]
-    worse_by = [_worse_by(ch, bt) for ch, bt in zip(df["change"], df["better"])]
-    df["_g"], df["_w"] = group, worse_by
-    return df.sort_values(["_g", "_w"], ascending=[True, False], kind="mergesort").drop(columns=["_g", "_w"]) \
-        .reset_index(drop=True)
+    return worst_first(pd.DataFrame(out, columns=list(COLUMNS)))
+
+
+def worst_first(rows: pd.DataFrame) -> pd.DataFrame:
+    """Verdict rows sorted: WORSE first (largest regression first), then what could not be decided, then the rest."""
+    if rows.empty:
+        return rows
+    group = [(_ORDER.get(v, 9) if s == COMPARED else _ORDER.get(s, 9)) for v, s in zip(rows["verdict"], rows["status"])]
+    worse_by = [_worse_by(ch, bt) for ch, bt in zip(rows["change"], rows["better"])]
+    return rows.assign(_g=group, _w=worse_by).sort_values(["_g", "_w"], ascending=[True, False], kind="mergesort") \
+        .drop(columns=["_g", "_w"]).reset_index(drop=True)
+
+
+def _judge_pair(b: dict[str, Any], c: dict[str, Any], better: str, threshold: float, alpha: float,
+                cross_cluster: bool) -> dict[str, Any]:
+    bs, cs = _samples(b), _samples(c)
+    runs = list(b.get("run_values") or [])
+    per_run_n = int(b["run_n"]) if _finite(b.get("run_n")) else None
+    moves = moves_between_runs(b) or moves_between_runs(c)
+    if not cross_cluster:
+        return judge(bs, cs, better, threshold, alpha, baseline_value=b.get("value"), current_value=c.get("value"),
+                     baseline_runs=runs, per_run_n=per_run_n, moves=moves)
+    peaks = _efficiency(b, c)
+    if peaks is None:
+        r = judge(bs, cs, better, math.inf, alpha, baseline_value=b.get("value"), current_value=c.get("value"))
+        return {**r, "verdict": UNKNOWN, "judged_on": "not judged",
+                "note": "different hardware and no spec peak for this figure: the ratio is shown, not judged"}
+    pb, pc = peaks
+    # Efficiency: each side's figure as a fraction of its own hardware's peak, then the usual rule.
+    r = judge([v / pb for v in bs], [v / pc for v in cs], better, threshold, alpha,
+              baseline_value=_num(b.get("value")) / pb, current_value=_num(c.get("value")) / pc,
+              baseline_runs=[v / pb for v in runs], per_run_n=per_run_n, moves=moves)
+    # The figures themselves stay in baseline/current (and their ratio); change is the efficiency's.
+    r.update(baseline=r["baseline"] * pb, current=r["current"] * pc, ratio=(r["current"] * pc) / (r["baseline"] * pb)
+             if r["baseline"] else math.nan, judged_on="% of peak")
+    r["note"] = "; ".join(x for x in ("on % of each side's spec peak", r["note"]) if x)
+    return r
+
+
+# Post-passes: functions (rows, baseline run.json list, current run.json list) -> rows that revise verdicts
+# with what the run metadata knows (e.g. a side measured while the GPU was shared). build() runs them in order
+# after compare_frames; append one to POST_PASSES to add a rule. Each must keep COLUMNS and may only turn a
+# verdict into UNKNOWN with a note saying why (it knows less than the samples, never more).
+PostPass = Callable[[pd.DataFrame, Sequence[dict[str, Any]], Sequence[dict[str, Any]]], pd.DataFrame]
+from gpubench.compare.contention import post_pass as _shared_gpu  # noqa: E402 — a rule over run.json's contention
+
+POST_PASSES: list[PostPass] = [_shared_gpu]
+
+
+def apply_post_passes(rows: pd.DataFrame, baseline_runs: Sequence[dict[str, Any]],
+                      current_runs: Sequence[dict[str, Any]], passes: Sequence[PostPass] | None = None) -> pd.DataFrame:
+    """The verdict rows after every post-pass (POST_PASSES unless ``passes`` is given), re-sorted worst first."""
+    for fn in (POST_PASSES if passes is None else passes):
+        rows = fn(rows, baseline_runs, current_runs)
+    return worst_first(rows)
 
 
 def _worse_by(change: Any, better: Any) -> float:
@@ -156,5 +322,6 @@ def _worse_by(change: Any, better: Any) -> float:
     return -ch if better == "higher" else ch
 
 
-__all__ = ["judge", "compare_frames", "COLUMNS", "WORSE", "BETTER", "SAME", "UNKNOWN", "INCOMPARABLE",
+__all__ = ["judge", "compare_frames", "apply_post_passes", "POST_PASSES", "moves_between_runs", "spread_factor",
+           "MIN_RUNS", "worst_first", "COLUMNS", "WORSE", "BETTER", "SAME", "UNKNOWN", "INCOMPARABLE",
            "COMPARED", "ONLY_BASELINE", "ONLY_CURRENT", "NOT_OK", "DEFAULT_ALPHA"]

@@ -16,7 +16,8 @@ from gpubench.report.plotting import Chart
 
 def write(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> tuple[Path, list[Chart]]:
     """Load ``paths`` (run directories), write the PNGs and the page into ``out``; (page, charts)."""
-    from gpubench.report import charts_autotune, charts_comm, charts_compute, charts_gemm, charts_system, compare, page
+    from gpubench.compare.report import against_earlier
+    from gpubench.report import charts_autotune, charts_comm, charts_compute, charts_gemm, charts_system, page
     from gpubench.report.runs import load_runs
 
     runs = load_runs(paths)
@@ -26,7 +27,7 @@ def write(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> tuple[P
                  charts_system.copy, charts_system.peer, charts_comm.comm, charts_autotune.autotune,
                  charts_autotune.kernels):
         charts.extend(draw(runs, out))
-    tables = compare.tables(runs)
+    tables = against_earlier(runs)
     return page.write(runs, charts, tables, out), charts
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpubench.report.compare import CompareTable
+from gpubench.compare.report import CompareTable
 from gpubench.report.plotting import Chart
 from gpubench.report.runs import Run
 

@@ -1,0 +1,54 @@
+"""``gpubench export RUN``: a run's figures in another tool's format (:mod:`gpubench.export`: pytest-benchmark
+JSON; :mod:`gpubench.autotune.kernel_export`: the kernel sweep's winners). Exit 0, or 2 for input it cannot use.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from gpubench.errors import UsageError
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="a run's figures in another tool's format (pytest-benchmark JSON; the kernel "
+                                      "sweep's winners as a TunableOp-style CSV or Triton configs)")
+    p.add_argument("run", metavar="RUN", help="a run directory or .parquet table")
+    p.add_argument("--format", choices=("pytest-benchmark", "tunableop", "triton-configs"), default="pytest-benchmark",
+                   help="output format (default: pytest-benchmark; tunableop and triton-configs take an "
+                        "autotune-kernels run)")
+    p.add_argument("--out", required=True, metavar="FILE", help="file to write")
+    p.set_defaults(run_command=cmd_export)
+
+
+def cmd_export(args) -> int:
+    from gpubench.console import out_console
+    from gpubench.export import export
+
+    if args.format in ("tunableop", "triton-configs"):
+        return _export_kernel_winners(args)
+
+    written, left = export(args.run, args.out)
+    out_console().print(f"{written} time figure(s) written to {args.out} as pytest-benchmark JSON"
+                        + (f"; {left} row(s) left out (not ok, or not a time metric)" if left else ""),
+                        markup=False, highlight=False)
+    return 0
+
+
+def _export_kernel_winners(args) -> int:
+    from gpubench import results
+    from gpubench.autotune import kernel_export
+    from gpubench.console import out_console
+
+    df = results.load(args.run)
+    if "config" not in df.columns or not (df["suite"] == "autotune-kernels").any():
+        raise UsageError(f"{args.run} has no autotune-kernels rows: run gpubench run --suite autotune-kernels first")
+    meta = df.attrs.get("run") or {}
+    write = kernel_export.tunableop_csv if args.format == "tunableop" else kernel_export.triton_configs
+    Path(args.out).write_text(write(df, meta))
+    n = len(kernel_export.winners(df))
+    out_console().print(f"{n} winner(s) written to {args.out} ({args.format})", markup=False, highlight=False)
+    return 0
+
+
+__all__ = ["add_commands", "cmd_export"]
