@@ -64,7 +64,13 @@ night_dir=$run_dir
 
 compare=(gpubench compare)
 if [[ -n "${BASELINE_WINDOW:-}" ]]; then
-  # The directory of runs: compare takes the N latest complete runs other than this one.
+  # The directory of runs: compare takes the N latest complete runs other than this one. The first night has
+  # none: it is the start of the history, not a failure.
+  earlier=$(find "$dir" -mindepth 2 -maxdepth 2 -name run.json -not -path "$night_dir/*" | head -n 1)
+  if [[ -z "$earlier" ]]; then
+    echo "nightly: no earlier run of $cluster yet: $night_dir starts the baseline window"
+    exit "$night_rc"
+  fi
   compare+=("$dir" "$night_dir" --baseline-window "$BASELINE_WINDOW")
 elif [[ -e "$dir/baseline" ]]; then
   compare+=("$dir/baseline" "$night_dir")

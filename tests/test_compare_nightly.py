@@ -95,3 +95,12 @@ def test_a_worse_that_does_not_repeat_is_dropped_and_one_that_repeats_fails(tmp_
     run_json = json.loads(next(iter(sorted((tmp_path / "results" / "lab").glob("2*/run.json"))[-1:])).read_text())
     assert run_json["contention"]["contended"].startswith(f"pid {os.getpid()} (")
     assert len(run_json["contention"]["cases"]["elementwise"]) == 1  # the one case, op=copy at one size
+
+
+def test_a_baseline_window_starts_with_the_first_night(tmp_path):
+    first = nightly(tmp_path, BASELINE_WINDOW="3")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "starts the baseline window" in first.stdout
+    second = nightly(tmp_path, BASELINE_WINDOW="3")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert (tmp_path / "summary.md").read_text().startswith("### ✅ gpubench compare: ")

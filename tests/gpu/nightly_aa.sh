@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The nightly gate on one GPU (issue 26):  bash tests/gpu/nightly_aa.sh OUT_DIR [N]
+# The nightly gate on one GPU (issue 26):  bash tests/gpu/nightly_aa.sh OUT_DIR [N] [aa]
 # Night 0 sets the baseline; nights 1..N change nothing (A=A), with ci/nightly.sh's default settings and the
 # quick set (SUITES=elementwise,gemm,launch,copy RUN_ARGS=--quick); then one night whose runs force
 # elementwise's Triton kernels to one warp per program (a real slowdown: WORSE on those rows only), then one
 # night with a second process doing bf16 matmuls in a loop on the same GPU (the run must say it was shared
 # and name it). Prints each night's exit code, seconds and counts, and the rows that are not SAME or BETTER;
-# OUT_DIR gets nights.txt, the tables (parquet + run.json) and each night's verdicts and summary.
+# OUT_DIR gets nights.txt, the tables (parquet + run.json) and each night's verdicts and summary. A third
+# argument "aa" runs the A=A nights only; ci/nightly.sh's variables (BASELINE_WINDOW=5) pass through.
 set -u -o pipefail
-out=${1:?OUT_DIR}; n=${2:-5}
+out=${1:?OUT_DIR}; n=${2:-5}; only=${3:-}
 root=$PWD
 work=$(mktemp -d)
 res="$work/results"
@@ -45,6 +46,7 @@ EOF
 {
   night night0
   for i in $(seq "$n"); do night "aa$i"; done
+  [[ "$only" == aa ]] && exit 0
   night slow RUN_ARGS="--quick --triton-warps 1"
   python3 -c "
 import torch, time
