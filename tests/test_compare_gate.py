@@ -162,3 +162,15 @@ def test_confirm_plan_reruns_exactly_the_worse_cases_and_a_derived_row_s_suite()
     picked = [c for c in current["case"] if re.search(regex, c)]
     assert picked == ["op=add,n=1", "measure=graph,nodes=1", "measure=graph,nodes=10"]
     assert confirm.plan({"rows": doc["rows"][-1:]}, current) is None
+
+
+def test_unknown_rows_sharing_a_reason_are_said_in_one_line():
+    from gpubench.compare.formats import _collapse
+
+    young = "host-timed: judging it needs 3 or more baseline runs (has 1)"
+    rows = [{"status": "compared", "verdict": "UNKNOWN", "note": young, "case": f"c{i}"} for i in range(4)]
+    rows += [{"status": "compared", "verdict": "UNKNOWN", "note": "within noise (p=0.2)", "case": "x"},
+             {"status": "compared", "verdict": "WORSE", "note": young, "case": "w"}]
+    kept, said = _collapse(rows)
+    assert [r["case"] for r in kept] == ["x", "w"]  # a WORSE is always listed
+    assert said == [f"4 UNKNOWN figure(s) not listed: {young}"]

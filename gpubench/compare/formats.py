@@ -165,17 +165,36 @@ def short_cases(cases: Sequence[str]) -> tuple[list[str], list[str]]:
     return short, [text([kv]) for kv in shared.items()]
 
 
+# UNKNOWN rows sharing one note (e.g. every host-timed figure of a young baseline) are said in one line when
+# there are this many: the reason is the news, not each figure.
+_COLLAPSE = 3
+
+
+def _collapse(rows: list[dict]) -> tuple[list[dict], list[str]]:
+    notes: dict[str, int] = {}
+    for r in rows:
+        if _verdict(r) == "UNKNOWN" and r["note"]:
+            notes[str(r["note"])] = notes.get(str(r["note"]), 0) + 1
+    common = {n for n, k in notes.items() if k >= _COLLAPSE}
+    kept = [r for r in rows if not (_verdict(r) == "UNKNOWN" and str(r["note"]) in common)]
+    return kept, [f"{notes[n]} UNKNOWN figure(s) not listed: {n}" for n in sorted(common, key=lambda n: -notes[n])]
+
+
 def _listing(report: Any, all_rows: bool) -> tuple[list[dict], list[str], list[str]]:
     """(rows to list, their short case ids, the lines under the table: shared parameters, what is hidden)."""
     rows = shown_rows(report, all_rows)
+    said: list[str] = []
+    if not all_rows:
+        rows, said = _collapse(rows)
     short, shared = short_cases([r["case"] for r in rows])
-    foot = []
+    foot = list(said)
     if shared:
         foot.append(f"every case listed has {', '.join(shared)}")
-    hidden = len(report.rows) - len(rows)
-    if hidden:
-        foot.append(f"{hidden} SAME figure(s) not listed (--all lists them; the JSON and JUnit outputs hold every "
-                    "figure)")
+    same = sum(1 for r in report.rows.to_dict("records") if r["status"] == COMPARED and r["verdict"] == SAME)
+    if same and not all_rows:
+        foot.append(f"{same} SAME figure(s) not listed")
+    if not all_rows and (same or said):
+        foot.append("--all lists every figure; the JSON and JUnit outputs hold them all")
     return rows, short, foot
 
 
@@ -193,7 +212,8 @@ def terminal_table(report: Any, all_rows: bool = False) -> Group:
         h = head[i]
         justify = "right" if h in ("baseline", "current", "change", "ratio", "p") else "left"
         # A case id is never cut (it would name another case); shortened, it fits on a line or two.
-        table.add_column(h, justify=justify, overflow="fold", min_width=min(width, 48) if h == "case" else None)
+        table.add_column(h, justify=justify, overflow="fold", min_width=min(width, 64) if h == "case" else None,
+                         max_width=60 if h == "note" else None)
     for r, case in zip(rows, short):
         cells = row_cells(r, report.cross_cluster)
         cells[2] = case
