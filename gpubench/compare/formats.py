@@ -221,7 +221,7 @@ def terminal_table(report: Any, all_rows: bool = False) -> Group:
         table.add_row(*(cells[i] for i in keep), style=style or None)
     # Text, not markup: a "[" in a value is no markup.
     parts: list[Any] = [Text(headline(report), style="bold"),
-                        Text(f"baseline: {report.baseline_text}\ncurrent:  {report.current_text}")]
+                        Text(report.title())]  # what was compared (and, across clusters, what differs)
     parts.append(table if rows else Text("no figure moved by its threshold or more"))
     tail = [*foot, *context_lines(report)]
     if tail:
