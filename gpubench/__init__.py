@@ -7,6 +7,9 @@ The package version is separate from the result-table schema version, which live
 from pathlib import Path as _Path
 
 __version__ = "0.1.0"
+# The name to pip-install (pyproject's [project] name): `gpubench` on the package index is another project. The
+# command and the import are `gpubench`.
+DISTRIBUTION = "gpubench-suite"
 
 # Installed, the built-in suites are gpubench/suites (pyproject maps the top-level suites/ there). Run from
 # a source checkout (python -m pytest, python -m gpubench), this directory shadows the installed package and

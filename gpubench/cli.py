@@ -82,7 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--op", default=None, metavar="LIST", help="reduction ops: sum,prod,min,max,avg (default sum)")
     c.add_argument("--collectives", default=None, metavar="LIST",
                    help="all_reduce,all_gather,reduce_scatter,alltoall,broadcast,reduce,sendrecv (default all)")
-    c.add_argument("--graph", action="store_true", help="capture the timed calls in a CUDA/HIP graph (nccl-tests -G)")
+    c.add_argument("--graph", action="store_true",
+                   help="capture the timed calls in a CUDA/HIP graph (nccl-tests -G): the default on GPUs, kept "
+                        "as a name for it (refused on CPUs)")
+    c.add_argument("--eager", action="store_true",
+                   help="time torch.distributed calls issued one by one from Python instead of a captured graph "
+                        "(what a training loop's host gets; host-bound below tens of MiB)")
     c.add_argument("--alloc", default=None, choices=("torch", "nccl"),
                    help="where the buffers come from: torch's caching allocator (default, as training jobs) or "
                         "NCCL/RCCL's ncclMemAlloc (as nccl-tests allocates them)")
@@ -122,18 +127,21 @@ def _default_cluster() -> str:
 
 
 def cmd_list(args) -> int:
-    from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from gpubench.registry import all_suites
 
+    from gpubench.console import out_console, unit_text
+
     table = Table(title="gpubench suites")
     for col in ("suite", "version", "backends", "metrics", "description"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for name, cls in all_suites().items():
-        metrics = ", ".join(f"{m.name} [{m.unit}, {'↑' if m.better == 'higher' else '↓'}]" for m in cls.metrics)
-        table.add_row(name, str(cls.version), ",".join(sorted(cls.backends)), metrics, cls.description)
-    Console().print(table)
+        metrics = ", ".join(f"{m.name} [{unit_text(m.unit)}, {'↑' if m.better == 'higher' else '↓'}]"
+                            for m in cls.metrics)
+        table.add_row(name, str(cls.version), ",".join(sorted(cls.backends)), escape(metrics), escape(cls.description))
+    out_console().print(table)
     return EXIT_OK
 
 
@@ -163,8 +171,10 @@ def cmd_info(args) -> int:
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return EXIT_OK
-    from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
+
+    from gpubench.console import out_console
 
     table = Table(title=f"gpubench info — fingerprint {info['fingerprint']}", show_header=False)
     table.add_column("key", style="bold")
@@ -172,10 +182,25 @@ def cmd_info(args) -> int:
     for section in ("identity", "device", "volatile"):
         for key, value in info[section].items():
             if isinstance(value, dict):
-                value = ", ".join(f"{k}={v}" for k, v in value.items()) or "—"
-            table.add_row(f"{section}.{key}", "—" if value is None else str(value))
-    Console().print(table)
+                # What this machine cannot tell (no GPU, no telemetry) is left out, not printed as None.
+                value = ", ".join(f"{k}={_info_text(k, v)}" for k, v in value.items() if v is not None) or None
+            if value is None or value == []:
+                continue
+            table.add_row(f"{section}.{key}", escape(_info_text(key, value)))
+    out_console().print(table)
     return EXIT_OK
+
+
+def _info_text(key: str, value) -> str:
+    """A value as people read it: bytes in KiB/MiB/GiB, clocks with their unit."""
+    from gpubench.units import format_bytes
+
+    if key.endswith("_bytes") and isinstance(value, int):
+        return format_bytes(value)
+    for suffix, unit in (("_mhz", "MHz"), ("_w", "W"), ("_c", "°C")):
+        if key.endswith(suffix) and isinstance(value, (int, float)):
+            return f"{value:g} {unit}"
+    return str(value)
 
 
 def cmd_run(args, argv: Sequence[str]) -> int:
@@ -225,6 +250,9 @@ def cmd_run(args, argv: Sequence[str]) -> int:
         backend, group = ranks.join(args, renv)
     else:
         backend = open_backend(args.backend, args.device)
+        if args.backend == "auto":  # say what auto chose before anything is measured on it
+            print(f"backend: {backend.name}, device {backend.device_index} ({backend.device_name()}) "
+                  "(--backend auto)", file=sys.stderr, flush=True)
     try:
         return _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, group, fleet)
     finally:
@@ -258,6 +286,7 @@ def _suite_options(args) -> dict:
         "ops": names(args.op),
         "collectives": names(args.collectives),
         "graph": args.graph,
+        "eager": args.eager,
         "triton_warps": args.triton_warps,
     }
 
@@ -265,7 +294,7 @@ def _suite_options(args) -> dict:
 def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, group, fleet=False) -> int:
     from gpubench import runner
     from gpubench.console import RunProgress, out_console, summary_tables
-    from gpubench.rundir import ensure_writable
+    from gpubench.rundir import ensure_writable, saved
 
     p = runner.plan(suites, backend, quick=args.quick, sizes=sizes, dtypes=dtypes, case_filter=args.filter,
                     search=args.search, options=options, group=None if fleet else group)
@@ -287,9 +316,14 @@ def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, grou
     for table in summary_tables(outcome.frame, {s.name: s.params for s in suites},
                                 {s.name: s.shown for s in suites}):
         console.print(table)
+    for s in suites:  # what a suite did not measure, or measured otherwise than asked: a line each
+        for line in getattr(s, "notes", ()):
+            console.print(f"{s.name}: {line}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"run directory: {outcome.run_dir.path}", markup=False, highlight=False)
     if outcome.status == "interrupted":
-        console.print("interrupted: the cases above were measured and saved", markup=False)
+        # Read back from the run directory: what was measured before the Ctrl-C, none if none.
+        left = f"; {outcome.abandoned} was abandoned" if outcome.abandoned else ""
+        console.print(f"interrupted{left}; {saved(outcome.run_dir.path)}", markup=False, highlight=False)
         return EXIT_INTERRUPTED
     if outcome.failures:
         console.print(f"{outcome.failures} case(s) failed (status error or invalid); see the table", markup=False)

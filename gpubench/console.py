@@ -7,12 +7,14 @@ long sweep shows progress there too.
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 from typing import Any
 
 import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.markup import escape
 from rich.table import Table
 
 _STATUS_STYLE = {"ok": "green", "invalid": "bold red", "error": "red", "skipped": "yellow"}
@@ -23,12 +25,29 @@ def err_console() -> Console:
 
 
 def fmt_value(value: Any) -> str:
+    """Four significant digits, never an exponent: 12,439 and 0.00001234, not 1.244e+04 and 1.234e-05."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
     v = float(value)
     if v == 0:
         return "0"
-    return f"{v:.4g}" if abs(v) < 1e5 else f"{v:,.0f}"
+    if not math.isfinite(v):
+        return str(v)
+    if abs(v) >= 1e4:
+        return f"{v:,.0f}"
+    if abs(v) >= 1e-4:
+        return f"{v:.4g}"
+    return f"{v:.{3 - math.floor(math.log10(abs(v)))}f}".rstrip("0")
+
+
+# Units as people read them (the tables store plain ASCII: "us").
+_UNIT_TEXT = {"us": "µs"}
+# One dtype vocabulary on screen: comm's tables store torch's names (their case ids), the other suites short ones.
+_DTYPE_TEXT = {"float64": "fp64", "float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def unit_text(unit: Any) -> str:
+    return _UNIT_TEXT.get(str(unit), str(unit))
 
 
 def _headline(rows: list[dict]) -> str:
@@ -37,7 +56,7 @@ def _headline(rows: list[dict]) -> str:
         return f"{r['status']}: {r['message']}"
     cv = r["cv"]
     cv_text = "" if cv is None or math.isnan(cv) else f" ±{100 * cv:.2g}%"
-    return f"{fmt_value(r['value'])} {r['unit']}{cv_text}"
+    return f"{fmt_value(r['value'])} {unit_text(r['unit'])}{cv_text}"
 
 
 class RunProgress:
@@ -88,7 +107,8 @@ def summary_tables(
 ) -> list[Table]:
     """One table per suite, one line per case: its parameters, its first metric's median and spread (and the
     medians of any further metrics the suite shows, e.g. comm's algbw and busbw), the SM clock seen while it
-    ran, and its status."""
+    ran, and its status. Parameters with one value over the whole table go into a line above it; cases skipped
+    for the same reason collapse into one line below it ("37 cases skipped: needs a GPU")."""
     tables = []
     for suite, rows in df.groupby("suite", sort=False):
         rows = rows.assign(_gpu=_gpu_labels(rows))
@@ -99,26 +119,46 @@ def summary_tables(
         units = {m: rows.loc[rows["metric"] == m, "unit"].iloc[0] for m in more if (rows["metric"] == m).any()}
         values = {m: rows[rows["metric"] == m].set_index(["_gpu", "case"])["value"] for m in units}
         params = [p for p in params_of.get(suite, ()) if p in first.columns]
-        table = Table(title=f"{suite} (v{first['suite_version'].iloc[0]})", title_justify="left")
+        skipped = first[first["status"] == "skipped"].groupby("message", sort=False).size()
+        collapsed = [(msg, count) for msg, count in skipped.items() if count > 1]
+        shown = first[~((first["status"] == "skipped") & first["message"].isin([m for m, _ in collapsed]))]
+        constant = [p for p in params if len(shown) > 1 and shown[p].astype(str).nunique() == 1]
+        params = [p for p in params if p not in constant]
+        title = f"{suite} (v{first['suite_version'].iloc[0]})"
+        if constant:
+            title += "\n" + ", ".join(f"{p}={_param_text(p, shown[p].iloc[0])}" for p in constant)
+        caption = "\n".join(f"{count} cases skipped: {msg}" for msg, count in collapsed) or None
+        if shown.empty:  # every case skipped for a reason shared with others: the reasons are the table
+            table = Table(title=escape(title), title_justify="left", show_header=False)
+            table.add_column("skipped")
+            for line in (caption or "").splitlines():
+                table.add_row(escape(line))
+            tables.append(table)
+            continue
+        clocks = "sm_clock_mhz" in shown.columns and shown["sm_clock_mhz"].notna().any()
+        table = Table(title=escape(title), title_justify="left", caption=escape(caption) if caption else None,
+                      caption_justify="left")
         if many:
             table.add_column("gpu")
         for p in params:
             table.add_column(p)
-        for col in (f"{metric} [{unit}]", "cv", *(f"{m} [{u}]" for m, u in units.items()), "n", "SM MHz"):
-            table.add_column(col, justify="right")
+        heads = (f"{metric} [{unit_text(unit)}]", "cv [%]", *(f"{m} [{unit_text(u)}]" for m, u in units.items()),
+                 "n", *(["SM clock [MHz]"] if clocks else []))
+        for col in heads:
+            table.add_column(escape(col), justify="right")
         table.add_column("status")
-        for _, r in first.iterrows():
+        for _, r in shown.iterrows():
             cv = r["cv"]
-            cv_text = "—" if cv is None or (isinstance(cv, float) and math.isnan(cv)) else f"{100 * cv:.2f}%"
+            cv_text = "—" if cv is None or (isinstance(cv, float) and math.isnan(cv)) else f"{100 * cv:.2f}"
             status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r['message']}"
             if r["status"] == "ok":
                 flags = [name for name, col in (("noisy", "noisy"), ("host-bound", "host_bound")) if _set(r.get(col))]
                 status = f"ok ({', '.join(flags)})" if flags else "ok"
             table.add_row(
-                *([r["_gpu"]] if many else []), *[_param_text(p, r[p]) for p in params],
+                *([r["_gpu"]] if many else []), *[escape(_param_text(p, r[p])) for p in params],
                 fmt_value(r["value"]), cv_text, *(fmt_value(values[m].get((r["_gpu"], r["case"]))) for m in units),
-                str(int(r["n"])), fmt_value(r["sm_clock_mhz"]),
-                f"[{_STATUS_STYLE.get(r['status'], '')}]{status}[/]",
+                str(int(r["n"])), *([fmt_value(r["sm_clock_mhz"])] if clocks else []),
+                f"[{_STATUS_STYLE.get(r['status'], '')}]{escape(status)}[/]",
             )
         tables.append(table)
     return tables
@@ -137,7 +177,9 @@ def _gpu_labels(rows: pd.DataFrame) -> pd.Series:
 
 
 def _param_text(name: str, value: Any) -> str:
-    if "bytes" in name and isinstance(value, (int, float)) and not math.isnan(value):
+    if name == "dtype":
+        return _DTYPE_TEXT.get(str(value), str(value))
+    if "bytes" in name and isinstance(value, numbers.Real) and not math.isnan(value):
         from gpubench.units import format_bytes
 
         return format_bytes(value)
@@ -147,6 +189,6 @@ def _param_text(name: str, value: Any) -> str:
 
 
 def out_console() -> Console:
-    # In a log (not a terminal) rich would wrap tables at 80 columns; a log has room.
+    # In a log or a pipe (not a terminal) rich would wrap and cut tables at 80 columns; a log has room.
     c = Console()
-    return c if c.is_terminal else Console(width=200)
+    return c if c.is_terminal else Console(width=240)

@@ -21,6 +21,7 @@ its whole batch is enqueued (``hold=True``); docs/method.md says how each is don
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,10 @@ from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, TIME_SCALE, Check, Metri
 # docs/measurements.md), so on 2 × H200 an eager 1 MiB collective is timed at that rate.
 HOST_PROBE_CALLS = 16
 HOST_BOUND = 0.8
+
+
+class Interrupted(Exception):
+    """The measurement was abandoned at a check of ``measure``'s ``interrupted`` (a Ctrl-C): nothing measured."""
 
 
 @dataclass(frozen=True)
@@ -95,14 +100,22 @@ class Measurement:
         return self.check is None or self.check.ok
 
 
-def check(workload: Workload, backend: Any, inputs: Any = None) -> Check | None:
-    """Run once on fresh inputs (``inputs``, or a set made here) and compare with the suite's reference."""
+def check(workload: Workload, backend: Any, inputs: Any = None,
+          between: Callable[[], None] | None = None) -> Check | None:
+    """Run once on fresh inputs (``inputs``, or a set made here) and compare with the suite's reference.
+
+    ``between`` is called between the steps (the call, the reference), each of which may take seconds on a
+    large case, and may raise to abandon the check."""
     if workload.check is None:
         return None
     if inputs is None:
         inputs = workload.make_inputs()
+    if between is not None:
+        between()
     out = backend.call(workload, inputs)
     backend.synchronize()
+    if between is not None:
+        between()
     result = workload.check(inputs, out)
     del inputs, out
     return result
@@ -146,11 +159,18 @@ def measure(
     telemetry: Any = None,
     group: Any = None,
     tick: Callable[[], None] | None = None,
+    interrupted: Callable[[], bool] | None = None,
 ) -> Measurement:
     """Time ``workload`` on ``backend``; see the module docstring for the method.
 
     ``tick`` is called after every batch: a watchdog that ends a stalled process (the ``--devices`` ranks')
     sees the measurement progress.
+
+    ``interrupted`` is asked between the steps of the check (inputs, call, reference), between input sets and
+    after every batch; once it says yes, the measurement is abandoned (:class:`Interrupted`). A Ctrl-C then
+    acts within one such step (a single long operation, which Python cannot interrupt, runs to its end), not
+    after a whole case.
+    Not with a ``group``: one rank leaving a case would leave the others waiting in its collectives.
 
     ``group`` (a :class:`gpubench.dist.group.Group`) makes every rank of a collective take the same path:
     after each batch the ranks agree on the slowest per-call time and the longest elapsed time, and every
@@ -158,15 +178,26 @@ def measure(
     call the collective the same number of times.
     """
     result = Measurement(samples_s=[])
+    if workload.sampling:
+        config = dataclasses.replace(config, **workload.sampling)
     if group is not None and workload.hold:
         # A rank that retries an unheld batch would call the collective more often than the others.
         raise ValueError("a held stream cannot be combined with a group of ranks")
+    if group is not None and interrupted is not None:
+        raise ValueError("the ranks of a group cannot abandon a measurement one by one")
+
+    def stop_here() -> None:
+        if interrupted is not None and interrupted():
+            raise Interrupted("interrupted")
+
+    stop_here()
     fresh = _together(group, workload.make_inputs) if workload.check is not None else None
-    result.check = check(workload, backend, fresh)
+    result.check = check(workload, backend, fresh, between=stop_here)
     del fresh
     if result.check is not None and not result.check.ok:
         result.stop = "check"
         return result
+    stop_here()
 
     flush = workload.cache == "flush"
     host = workload.timing == "host"
@@ -174,7 +205,15 @@ def measure(
     watch_host = backend.is_gpu and not host and not flush and not workload.hold
     issued: list[float] = []  # the host's seconds per call, a value per batch
     result.sets = sets = rotation_sets(workload, backend.cache_bytes(), config)
-    inputs = _together(group, lambda: [workload.make_inputs() for _ in range(sets)])
+
+    def make_sets() -> list:
+        made = []
+        for _ in range(sets):
+            stop_here()  # a set of a large case takes the CPU seconds to fill
+            made.append(workload.make_inputs())
+        return made
+
+    inputs = _together(group, make_sets)
     turn = 0
     # A held batch of calls waits ≥ 5 ms; flushed samples take ~tens of µs each to enqueue (FLUSH_HOLD_S).
     base_hold_s = max(2 * config.min_sample_s, 0.005)
@@ -217,6 +256,7 @@ def measure(
             elapsed = [t.elapsed_s() for t in timers]
             if tick is not None:
                 tick()
+            stop_here()
             if host:
                 backend.synchronize()
             if held:
@@ -372,4 +412,4 @@ def metric_samples(workload: Workload, metrics: Sequence[Metric], samples_s: Seq
     return out
 
 
-__all__ = ["EngineConfig", "FULL", "QUICK", "HOST_BOUND", "Measurement", "measure", "check", "metric_samples", "rotation_sets", "sets_spanning"]
+__all__ = ["Interrupted", "EngineConfig", "FULL", "QUICK", "HOST_BOUND", "Measurement", "measure", "check", "metric_samples", "rotation_sets", "sets_spanning"]

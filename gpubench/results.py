@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from gpubench import DISTRIBUTION
 from gpubench.errors import UsageError
 
 SCHEMA_VERSION = 4
@@ -179,7 +180,7 @@ def check_version(version: int, where: Path | str) -> None:
     if version > SCHEMA_VERSION:
         raise SchemaError(
             f"{where} has result schema {version}, newer than this gpubench reads ({SCHEMA_VERSION}): "
-            "upgrade gpubench (pip install -U gpubench)"
+            f"upgrade gpubench (pip install -U {DISTRIBUTION}, or reinstall from a newer checkout)"
         )
     if version < 1:
         raise SchemaError(f"{where}: invalid result schema version {version}")
@@ -203,10 +204,22 @@ def _normalize(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _read_whole(path: Path) -> pa.Table:
+    """The table as one open file saw it.
+
+    A runner rewrites a live run's tables (written beside, then renamed over: :func:`save`). Given a path,
+    pyarrow opens the file more than once (footer, then pages); a rename between two opens pairs one
+    version's footer with another's pages, a torn read. One handle keeps the version it opened, whole, even
+    after a newer one replaced its name.
+    """
+    with open(path, "rb") as f:
+        return pq.read_table(f)
+
+
 def load_table(path: str | os.PathLike) -> pd.DataFrame:
     path = Path(path)
     try:
-        table = pq.read_table(path)
+        table = _read_whole(path)
     except (OSError, pa.ArrowInvalid) as e:
         raise SchemaError(f"cannot read {path} as a parquet table: {e}") from e
     version = _version_of(table.schema.metadata, path)

@@ -18,8 +18,11 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench import __version__, results
+from gpubench import DISTRIBUTION, __version__, results
 from gpubench.errors import UsageError
+
+# The message of a case's rows when a Ctrl-C abandoned it (status skipped): it was never measured.
+ABANDONED = "interrupted (Ctrl-C): abandoned before it was measured"
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -41,7 +44,7 @@ def git_sha() -> str | None:
     # Installed into site-packages, the parent may sit inside some other project's git tree: only a
     # gpubench checkout's own commit means anything.
     try:
-        if 'name = "gpubench"' not in (here / "pyproject.toml").read_text():
+        if f'name = "{DISTRIBUTION}"' not in (here / "pyproject.toml").read_text():
             return None
     except OSError:
         return None
@@ -69,11 +72,31 @@ def ensure_writable(out: str | os.PathLike, cluster: str) -> Path:
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=False, default=str)
-        f.write("\n")
-    results.share(tmp)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2, sort_keys=False, default=str)
+            f.write("\n")
+        results.share(tmp)
+        os.replace(tmp, path)  # readers see the old file or the new one whole, never a part
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def saved(path: str | os.PathLike | None) -> str:
+    """What a run directory holds, read back from it, in words true whatever it holds: "3 cases were saved in
+    DIR", or that none was (a case a Ctrl-C abandoned, or a figure derived from others, is no case saved)."""
+    if path is None:
+        return "no case was saved"
+    try:
+        df = results.load(path)
+        kept = (df["stop"] != "derived") & (df["message"] != ABANDONED)
+        n = int(df.loc[kept, "case"].nunique()) if len(df) else 0
+    except (UsageError, OSError):
+        n = 0
+    if n == 0:
+        return f"no case was saved (run directory: {path})"
+    return f"{n} case{'s were' if n > 1 else ' was'} saved in {path}"
 
 
 class RunDir:

@@ -2,8 +2,9 @@
 
 Faults stay local: a case that raises becomes an ``error`` row and the run goes on; a case that fails its
 check becomes an ``invalid`` row and is never timed. Each suite's table is rewritten (atomically) after every
-case, so Ctrl-C or a crash keeps everything measured so far. The first Ctrl-C stops after the current case;
-a second one stops at once.
+case, so Ctrl-C or a crash keeps everything measured so far. The first Ctrl-C abandons the case in progress at
+the engine's next check (within a batch: a ``skipped`` row says it was interrupted) and stops; the ranks of a
+collective, which must call it together, stop after the case instead. A second Ctrl-C stops at once.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import pandas as pd
 
 from gpubench import contention, engine, results
 from gpubench.errors import UsageError
-from gpubench.rundir import RunDir
+from gpubench.rundir import ABANDONED, RunDir
 from gpubench.stats import summarize
 from gpubench.suite import Case, Derived, GridContext, Skip, Suite
 
@@ -37,6 +38,7 @@ class Plan:
 
     suites: list[Suite]
     cases: dict[str, list[Case]]
+    notes: list[str] = field(default_factory=list)  # what the suites said about their grids (shrunk to fit)
 
     @property
     def total(self) -> int:
@@ -46,8 +48,9 @@ class Plan:
 @dataclass
 class Outcome:
     run_dir: RunDir
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # as written to the run directory
     status: str = "complete"
+    abandoned: str | None = None  # "suite case" of the case a Ctrl-C interrupted, if any
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -74,11 +77,14 @@ def plan(
     options: dict[str, Any] | None = None,
     group: Any = None,
 ) -> Plan:
+    from gpubench.memory import budget
+
     ctx = GridContext(
         backend=backend.name,
         quick=quick,
         cache_bytes=backend.cache_bytes(),
         memory_bytes=backend.memory_bytes(),
+        budget_bytes=budget(backend),
         sizes=tuple(sizes) if sizes else None,
         dtypes=tuple(dtypes) if dtypes else None,
         search=search,
@@ -102,7 +108,7 @@ def plan(
         if pattern:
             grid = [c for c in grid if pattern.search(c.id)]
         cases[suite.name] = grid
-    p = Plan(list(suites), cases)
+    p = Plan(list(suites), cases, list(ctx.notes))
     if p.total == 0:
         raise UsageError("no case matches: loosen --filter/--dtype/--sizes (gpubench list shows the suites)")
     return p
@@ -237,7 +243,10 @@ def run_case(
     telemetry: Any,
     group: Any = None,
     tick: Callable[[], None] | None = None,
+    interrupted: Callable[[], bool] | None = None,
 ) -> list[dict[str, Any]]:
+    """The case's rows; with ``interrupted`` (see :func:`engine.measure`), a case abandoned on the way is one
+    ``skipped`` row per metric whose message says so."""
     from gpubench.dist.group import GroupError
 
     workload = None
@@ -245,9 +254,12 @@ def run_case(
         getattr(backend, "begin_case", lambda case_id: None)(case.id)  # test stand-ins may lack it
         workload = _prepare(suite, case, backend, group)
         with workload.context() if workload.context else contextlib.nullcontext():
-            meas = engine.measure(workload, backend, config, telemetry, group=group, tick=tick)
+            meas = engine.measure(workload, backend, config, telemetry, group=group, tick=tick,
+                                  interrupted=interrupted)
     except GroupError:
         raise  # the ranks can no longer agree: the run ends (the caller names the ranks)
+    except engine.Interrupted:
+        return case_rows(suite, case, base, status="skipped", message=ABANDONED, workload=workload)
     except Skip as e:
         return case_rows(suite, case, base, status="skipped", message=str(e)[:_MAX_MESSAGE], workload=workload)
     except KeyboardInterrupt:
@@ -314,7 +326,7 @@ class _Unwritten:
 
 
 class _StopFlag:
-    """First SIGINT: finish the current case, then stop. Second: the default handler (KeyboardInterrupt)."""
+    """First SIGINT: stop (the runner and the engine look at ``set``). Second: KeyboardInterrupt, at once."""
 
     def __init__(self, on_first: Callable[[], None] | None = None):
         self.set = False
@@ -386,6 +398,7 @@ def execute(
         "quick": quick,
         "engine": {k: getattr(config, k) for k in config.__dataclass_fields__},
         "suites": {s.name: {"version": s.version, "cases": len(p.cases[s.name])} for s in p.suites},
+        "notes": list(p.notes),
         "telemetry": getattr(reader, "source", "none") if telemetry else "off",
         "fingerprint": fingerprint,
     }
@@ -415,14 +428,23 @@ def execute(
             group.publish_run_dir(str(rd.path))
     base["run_id"] = group.gather_objects(rd.run_id)[0] if fleet else rd.run_id
     # Other ranks' processes may hold contexts on this device (peer access): they are ours, not a co-tenant.
-    own = set(group.gather_objects(os.getpid())) if group is not None else set()
-    watch = contention.Watch(reader if telemetry else None, own)
+    own_pids = set(group.gather_objects(os.getpid())) if group is not None else set()
+    watch = contention.Watch(reader if telemetry else None, own_pids)
     outcome = Outcome(rd)
     if progress:
+        for line in p.notes:
+            progress.note(line)
         progress.start(p.total)
     status = "complete"
+    # Alone (or each rank of --devices on its own device) a case can be left at any batch; the ranks of a
+    # collective finish it together, then stop.
+    abandon = group is None or fleet
+    note = ("stopping: the case in progress is abandoned (Ctrl-C again to stop at once)" if abandon
+            else "stopping after this case (Ctrl-C again to stop now)")
+    current = None
     try:
-        with _StopFlag(lambda: progress and progress.note("stopping after this case (Ctrl-C again to stop now)")) as stop:
+        with _StopFlag(lambda: progress and progress.note(note)) as stop:
+            interrupted = (lambda: stop.set) if abandon else None
             for suite in p.suites:
                 rows: list[dict[str, Any]] = []  # every rank's, on rank 0
                 mine: list[dict[str, Any]] = []  # this rank's
@@ -433,19 +455,25 @@ def execute(
                         stop.set = group.any(stop.set)
                     if stop.set:
                         break
+                    current = f"{suite.name} {case.id}"
                     before = watch.check()
                     if fleet:
-                        own_rows = run_case(suite, case, backend, base, config, sampler_source, tick=group.step)
-                        _mark(own_rows, watch.note(before, watch.check(), suite.name, case.id))
-                        mine.extend(own_rows)
-                        new = _everyones(group, own_rows)
+                        own = run_case(suite, case, backend, base, config, sampler_source, tick=group.step,
+                                       interrupted=interrupted)
+                        _mark(own, watch.note(before, watch.check(), suite.name, case.id))
+                        mine.extend(own)
+                        new = _everyones(group, own)
                     else:
-                        new = run_case(suite, case, backend, base, config, sampler_source, group)
+                        new = run_case(suite, case, backend, base, config, sampler_source, group,
+                                       interrupted=interrupted)
                         _mark(new, watch.note(before, watch.check(), suite.name, case.id))
+                    if any(r["message"] == ABANDONED for r in new):
+                        outcome.abandoned = current
                     rows.extend(new)
                     df = results.frame(rows, suite.params)
-                    outcome.tables[suite.name] = df
                     rd.write_table(suite.name, df)
+                    outcome.tables[suite.name] = df
+                    current = None
                     if progress:
                         progress.advance(suite, case, new)
                 # Interrupted, the suite still summarizes the cases it measured (a search's best so far), and
@@ -461,13 +489,15 @@ def execute(
                     derived = _everyones(group, derived)
                 if derived:
                     rows.extend(derived)
-                    outcome.tables[suite.name] = df = results.frame(rows, suite.params)
+                    df = results.frame(rows, suite.params)
                     rd.write_table(suite.name, df)
+                    outcome.tables[suite.name] = df
                 if stop.set:
                     status = "interrupted"
                     break
     except KeyboardInterrupt:
         status = "interrupted"
+        outcome.abandoned = outcome.abandoned or current  # a second Ctrl-C left this case unwritten
     except BaseException as e:
         rd.finish("failed", error=_first_line(e))
         raise
@@ -477,5 +507,10 @@ def execute(
         except Exception:  # noqa: BLE001
             pass
     outcome.status = status
-    rd.finish(status, contention=watch.summary(), cases_done=sum(len(df["case"].unique()) for df in outcome.tables.values()))
+    # What the suites said about their grids (shrunk to fit) and about what they did not measure (comm: a world
+    # of one, cases no world size allows), one "suite: line" list; a Ctrl-C-abandoned case has a row but was
+    # not done.
+    notes = list(p.notes) + [f"{s.name}: {line}" for s in p.suites for line in (getattr(s, "notes", None) or [])]
+    rd.finish(status, contention=watch.summary(), cases_done=sum(df.loc[df["message"] != ABANDONED, "case"].nunique()
+                                     for df in outcome.tables.values()), notes=notes)
     return outcome

@@ -126,6 +126,10 @@ class Workload:
     before_batch: Callable[[], None] | None = None
     # Operations one ``run`` performs (a captured graph of several collectives): per-call figures divide by it.
     calls: int = 1
+    # Changes to the engine's configuration for this workload (EngineConfig field -> value), over the run's own
+    # (--quick or not): a suite whose cases are many and short asks for fewer samples and a shorter warm-up
+    # (comm: nccl-tests' per-size iteration count, the stop rule extending only noisy rows).
+    sampling: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,8 @@ class GridContext:
     quick: bool
     cache_bytes: int
     memory_bytes: int
+    # Memory a case may take now (gpubench.memory.budget: a share of what is available); None: memory_bytes.
+    budget_bytes: int | None = None
     sizes: tuple[int, ...] | None = None  # --sizes, in bytes, where the suite has a size axis
     dtypes: tuple[str, ...] | None = None  # --dtype
     search: bool = False  # --search: a suite with a search mode (gemm) sweeps its shapes; others ignore it
@@ -160,6 +166,17 @@ class GridContext:
     # Suite-specific options from the command line (comm: min_bytes, max_bytes, step_factor, ops, graph...).
     options: tuple[tuple[str, Any], ...] = ()
     group: Any = None  # the ranks of a multi-process suite (gpubench.dist.group.Group), else None
+    # Lines a suite has to say about its grid (it shrank to fit memory): the run prints them and keeps them.
+    notes: list[str] = field(default_factory=list, compare=False, hash=False)
+
+    @property
+    def budget(self) -> int:
+        return self.memory_bytes if self.budget_bytes is None else self.budget_bytes
+
+    def note(self, suite: str, text: str) -> None:
+        line = f"{suite}: {text}"
+        if line not in self.notes:
+            self.notes.append(line)
 
     def pick_dtypes(self, suite: str, known: Iterable[str], default: Iterable[str]) -> list[str]:
         """--dtype if given (each must be one of ``known``: else a UsageError naming them), else ``default``."""

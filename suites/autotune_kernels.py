@@ -1,6 +1,7 @@
-"""``autotune-kernels``: the autotune issue's kernel-config sweep. Every launch shape of gpubench's Triton bf16
-GEMM (BLOCK_M × BLOCK_N × num_warps × num_stages; BLOCK_K spans the kernel's 128-byte rows) and of its triad
-(warps × bytes per thread) is a case, timed and checked like the gemm and elementwise suites' own cases (their
+"""``autotune-kernels``: the autotune issue's kernel-config sweep. Every launch shape of gpubench's Triton GEMM —
+the tiled variant in bf16 (BLOCK_M × BLOCK_N × num_warps × num_stages), the persistent-TMA variant in bf16 and
+fp8 (tile, stages, warps, split epilogue ``es``, warp specialisation ``ws``; on GPUs without TMA these cases are
+skip rows); BLOCK_K spans the kernel's 128-byte rows — and of its triad (warps × bytes per thread) is a case, timed and checked like the gemm and elementwise suites' own cases (their
 workloads, with the launch shape forced), beside torch's kernel as the baseline (``config = torch``). After the
 last case, one derived row per (kernel, shape) names the best configuration and its speed against torch.
 ``gpubench export RUN --format tunableop`` (or ``triton-configs``) writes the winners for reuse.
@@ -20,9 +21,16 @@ from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Derived, GridConte
 
 GPU = ("cuda", "hip")
 TORCH = "torch"
-GEMM_DTYPE = "bf16"
+GEMM_DTYPE = "bf16"  # the tiled variant's sweep
+GEMM_DTYPES = ("bf16", "fp8")  # the persistent variant's
 GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16, 8192, 8192))
 GEMM_QUICK = ((4096, 4096, 4096),)
+PERSISTENT = "ptma"  # a config name's variant token: the persistent-TMA kernel
+# The persistent variant's launch shapes: (BLOCK_M, BLOCK_N, num_stages, num_warps, split epilogue). H100,
+# 2026-11-25 (tests/gpu/sweep_triton_roofs.py): 128×256 tiles with 8 warps led in bf16 and fp8 at 4096³ and
+# 8192³; 256×128 and 128×128 trailed by 2-7 %. Each runs with and without warp specialisation.
+PERSISTENT_SHAPES = ((128, 256, 3, 8, 0), (128, 256, 4, 8, 1), (256, 128, 3, 8, 0), (128, 128, 4, 4, 0))
+PERSISTENT_QUICK = ((128, 256, 3, 8, 0), (128, 256, 4, 8, 1))
 TRIAD_DTYPES = ("fp32", "bf16")
 # The tiles of Triton's matmul tutorial and wider: what the autotuner list in matmul_triton.py samples from.
 BLOCK_M, BLOCK_N, WARPS, STAGES = (16, 64, 128, 256), (64, 128, 256), (4, 8), (3, 4)
@@ -38,6 +46,14 @@ def gemm_configs(m: int, quick: bool) -> list[str]:
     return out
 
 
+def persistent_configs(m: int, quick: bool) -> list[str]:
+    """``ptma_bm128_bn256_w8_s3_es0_ws1``: none for decode-like M (a 128-row tile would be mostly empty)."""
+    if m <= 64:
+        return []
+    return [f"{PERSISTENT}_bm{bm}_bn{bn}_w{w}_s{s}_es{es}_ws{ws}"
+            for bm, bn, s, w, es in (PERSISTENT_QUICK if quick else PERSISTENT_SHAPES) for ws in (0, 1)]
+
+
 def triad_configs(quick: bool) -> list[str]:
     warps = (2, 4, 8) if quick else TRIAD_WARPS
     return [f"w{w}_v{v}" for w, v in itertools.product(warps, TRIAD_VECTOR)]
@@ -48,17 +64,30 @@ def rate_metric(kernel: str):
     return THROUGHPUT if kernel == "gemm" else BANDWIDTH
 
 
-_NAMES = {"bm": "BLOCK_M", "bn": "BLOCK_N", "w": "num_warps", "s": "num_stages", "v": "vector_bytes"}
+_NAMES = {"bm": "BLOCK_M", "bn": "BLOCK_N", "w": "num_warps", "s": "num_stages", "v": "vector_bytes",
+          "es": "EPILOGUE_SPLIT", "ws": "WARP_SPECIALIZE"}
 
 
-def parse(config: str) -> dict[str, int]:
+def parse(config: str) -> dict[str, Any]:
     """``bm128_bn256_w8_s3`` → {"BLOCK_M": 128, "BLOCK_N": 256, "num_warps": 8, "num_stages": 3} (case ids are
-    comma-separated, so configurations are written without commas)."""
-    out = {}
+    comma-separated, so configurations are written without commas); a leading ``ptma_`` adds
+    {"variant": "persistent-tma"}."""
+    out: dict[str, Any] = {}
     for item in config.split("_"):
+        if item == PERSISTENT:
+            out["variant"] = "persistent-tma"
+            continue
         key = item.rstrip("0123456789")
         out[_NAMES[key]] = int(item[len(key):])
     return out
+
+
+def gemm_kernel_config(config: str, dtype: str) -> dict[str, Any]:
+    """The whole ``config=`` of matmul_triton.matmul for a GEMM config name: variant, BLOCK_K from the element
+    size (128-byte rows), GROUP_M 8."""
+    cfg = parse(config)
+    row_bytes, size = 128, 1 if dtype == "fp8" else 2  # matmul_triton.ROW_BYTES, without importing triton
+    return {"variant": cfg.pop("variant", "tiled"), **cfg, "BLOCK_K": row_bytes // size, "GROUP_M": 8}
 
 
 class AutotuneKernels(Suite):
@@ -72,9 +101,12 @@ class AutotuneKernels(Suite):
     def cases(self, ctx: GridContext):
         from gpubench.suites.elementwise import _array_sizes
 
-        for m, n, k in GEMM_QUICK if ctx.quick else GEMM_SHAPES:
-            for config in (TORCH, *gemm_configs(m, ctx.quick)):
-                yield Case.of(kernel="gemm", dtype=GEMM_DTYPE, shape=f"{m}x{n}x{k}", config=config)
+        for dtype in GEMM_DTYPES:
+            for m, n, k in GEMM_QUICK if ctx.quick else GEMM_SHAPES:
+                tiled = gemm_configs(m, ctx.quick) if dtype == GEMM_DTYPE else []
+                configs = tiled + persistent_configs(m, ctx.quick)
+                for config in (TORCH, *configs) if configs else ():
+                    yield Case.of(kernel="gemm", dtype=dtype, shape=f"{m}x{n}x{k}", config=config)
         size = _array_sizes(ctx)[0]
         for dtype in TRIAD_DTYPES[:1] if ctx.quick else TRIAD_DTYPES:
             for config in (TORCH, *triad_configs(ctx.quick)):
@@ -99,14 +131,17 @@ class AutotuneKernels(Suite):
             return w
         from gpubench.kernels import matmul_triton as kt
 
-        cfg = parse(case["config"])
-        cfg.update(BLOCK_K=kt.ROW_BYTES // 2, GROUP_M=8)  # bf16: 2-byte elements
+        cfg = gemm_kernel_config(case["config"], case["dtype"])
+        if cfg["variant"] == kt.PERSISTENT_TMA:
+            why_not = kt.tma_available(backend.torch_device)
+            if why_not:
+                raise Skip(f"the persistent-tma variant cannot run here: {why_not}")
 
         def run(x):
-            return kt.matmul(x.a, x.b, x.c, config=cfg)
+            return kt.matmul(x.a, x.b, x.c, scale_a=x.scale_a, scale_b=x.scale_b, config=cfg)
 
         return dataclasses.replace(w, run=run, check=G._checker(case["dtype"], m, k),
-                                   extra={**w.extra, "impl_config": case["config"]})
+                                   extra={**w.extra, "impl_config": kt.describe(cfg)})
 
     def _triad(self, case: Case, backend: Any):
         from gpubench.suites import elementwise as E

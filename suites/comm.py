@@ -10,8 +10,12 @@ rank can regenerate any rank's input: sums, products, minima and maxima of such 
 dtype, so the check counts wrong elements exactly (avg, a division, gets a tolerance of a few ulps).
 
 torch.distributed has in-place and out-of-place forms of all_gather and reduce_scatter; all_reduce, broadcast
-and reduce are in-place only in its API, alltoall and sendrecv out-of-place only. ``--graph`` captures the
-calls of one sample in a CUDA/HIP graph (nccl-tests' ``-G``), taking Python and launch cost out of small sizes.
+and reduce are in-place only in its API, alltoall and sendrecv out-of-place only. Where the backend can capture
+graphs (CUDA, HIP) the timed calls are captured in one (nccl-tests' ``-G``), taking Python and launch cost out
+of small sizes; ``--eager`` times the host issuing torch.distributed calls instead, and a case whose capture
+fails is timed eager with the reason in its row. A sweep costs about what nccl-tests' does: after the run's
+first case, a case warms up for a batch or two (nccl-tests' ``-w``) and takes a few samples (its ``-n``), the
+stop rule extending only rows whose spread stays high.
 Buffers come from torch's caching allocator, as in a training job; ``--alloc nccl`` takes them from
 ``ncclMemAlloc`` as nccl-tests does, and ``--register`` also registers them with the communicator (nccl-tests
 ``-R 1``; gpubench/dist/ncclmem.py).
@@ -20,6 +24,7 @@ Buffers come from torch's caching allocator, as in a training job; ``--alloc ncc
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +33,7 @@ from gpubench import commtable
 from gpubench.commtable import busbw_factor, element_count
 from gpubench.dist import ncclmem
 from gpubench.errors import UsageError
+from gpubench.memory import too_big
 from gpubench.suite import Case, Check, GridContext, Skip, Suite, Workload
 
 DTYPES = ("float32", "bfloat16", "float16", "float64", "int32")
@@ -44,8 +50,30 @@ MIN_SAMPLE_S = 0.02
 _CHUNK = 1 << 24  # elements generated per (seed, rank, chunk): bounds the memory of the check
 # Calls per captured graph: nccl-tests -G captures its -n iterations (default 20) in one graph. The length
 # matters: on 2×H200 a 1 MiB all_reduce took 14.0 µs per call in graphs of 4, 17.8 in graphs of 20 and 27.0 in
-# graphs of 64 (tests/gpu/diag_comm_graph.py; 11.8-12.0 at any length with NCCL_GRAPH_MIXING_SUPPORT=0).
+# graphs of 64 (tests/gpu/diag_comm_graph.py; 11.8-12.0 at any length with NCCL_GRAPH_MIXING_SUPPORT=0). A call
+# of a millisecond or more, where launch cost no longer matters, gets a shorter graph (a graph of 20 calls of
+# 10 ms, 4 GiB on 2×H200, would make each sample last 0.2 s): enough calls to last _GRAPH_SPAN_S. The line is
+# far from the small sizes on purpose: the eager call that estimates a call's time is host-timed (tens of µs
+# of sync around it), and a 1 KiB case got 16-20 calls from a finer rule (one H100, 2026-11-25). The rows say
+# how many (graph_calls).
 _GRAPH_CALLS = 20
+_LONG_CALL_S = 1e-3
+_GRAPH_SPAN_S = 4e-3
+# Samples of a graph's replays: the ranks' streams are lined up before each batch, so a few ms suffice.
+GRAPH_SAMPLE_S = 5e-3
+# How a case after the run's first is sampled (EngineConfig fields): a batch or two of warm-up, as nccl-tests'
+# -w (the device is warm from the cases before), and a few samples, as its -n, extended up to the budget only
+# while their spread stays above the target. The run's first case warms up as the engine does (clocks ramp),
+# then samples the same way. On one H100 (2026-11-25) 12 all_gather cases took 1.5 s this way, graphs by
+# default, where the engine's own sampling took 28.1 s eager and 10.4 s with --graph (docs/comm.md).
+SAMPLING = {"min_samples": 5, "budget_s": 0.2, "min_warmup_s": 0.0, "max_warmup_s": 0.05, "settle_window": 2,
+            "settle_tol": 0.05}
+QUICK_SAMPLING = dict(SAMPLING, budget_s=0.1, max_warmup_s=0.02)
+_WARMUP = ("min_warmup_s", "max_warmup_s", "settle_window", "settle_tol")
+# What a world of one measures by default: the library's local copy (a collective of one rank moves no data
+# over a bus; in place it moves none at all).
+WORLD_OF_ONE = ("all_gather", (False,))
+_LIBRARY = {"cuda": "NCCL", "hip": "RCCL", "cpu": "gloo", "fake": "the fake device"}
 
 
 def canonical_dtype(name: str) -> str:
@@ -239,7 +267,11 @@ class Comm(Suite):
 
     def __init__(self):
         self.group = None
-        self.graph = False
+        self.graph = False  # capture graphs where the backend can (the default on GPUs; --eager: never)
+        self.quick = False
+        self._warm = False  # the run's first case has warmed the device up
+        self._plan_notes: list[str] = []
+        self._fallbacks: dict[str, int] = {}  # graph capture failures: reason -> cases timed eager instead
         self.alloc, self.register = "torch", False
         self._nccl = None  # NCCL's library, for --alloc nccl
         self.world_size = 1
@@ -252,7 +284,15 @@ class Comm(Suite):
         self.group = ctx.group
         self.world_size = ctx.group.world_size if ctx.group else int(opts.get("world_size", 1))
         self.nnodes = ctx.group.renv.nnodes if ctx.group else 1
-        self.graph = bool(opts.get("graph"))
+        if opts.get("graph") and opts.get("eager"):
+            raise UsageError("--graph and --eager ask for opposite things: give one (graphs are the default on GPUs)")
+        if opts.get("graph") and ctx.backend == "cpu":
+            # Captured graphs exist only on GPUs; say so once here rather than skip every case.
+            raise UsageError("--graph captures CUDA/HIP graphs: it needs a GPU backend (cuda or hip); gloo on CPUs "
+                             "is timed eager")
+        self.graph = ctx.backend != "cpu" and not opts.get("eager")
+        self.quick = ctx.quick
+        self._plan_notes, self._fallbacks = [], {}
         self.register = bool(opts.get("register"))
         self.alloc = "nccl" if self.register else (opts.get("alloc") or "torch")
         dtypes = [canonical_dtype(d) for d in (ctx.dtypes or ("float32",))]
@@ -268,21 +308,51 @@ class Comm(Suite):
         if bad:
             raise UsageError(f"unknown collective {', '.join(bad)}: choose from {', '.join(COLLECTIVES)}")
         sizes = self._sizes(ctx, opts)
-        if self.graph and ctx.backend not in ("cuda", "hip"):
-            # Captured graphs exist only on GPUs; say so once here rather than skip every case.
-            raise UsageError("--graph captures CUDA/HIP graphs: it needs a GPU backend (cuda or hip)")
+        placements = {name: COLLECTIVES[name].placements for name in names}
+        if self.world_size == 1:
+            lib = _LIBRARY.get(ctx.backend, ctx.backend)
+            if not opts.get("collectives"):
+                name, only = WORLD_OF_ONE
+                names, placements = [name], {name: only}
+                what = f"{lib}'s local copy ({name}, out of place); name others with --collectives"
+            else:
+                what = f"{lib}'s local copy (out of place) or a call that moves nothing (in place)"
+            self._plan_notes.append(f"world of one: bus bandwidth needs 2 or more ranks (a machine with 2+ GPUs, "
+                                    f"--nproc, or a launcher), busbw is 0 here; measured instead: {what}")
         if self.alloc == "nccl":
             if ctx.backend not in ("cuda", "hip"):
                 raise UsageError("--alloc nccl and --register use NCCL/RCCL's allocator: they need a GPU backend "
                                  "(cuda or hip)")
             self._nccl = ncclmem.library()  # an NCCL without ncclMemAlloc is named once here, not in every row
+        planned = []
         for name in names:
             coll = COLLECTIVES[name]
+            if name == "sendrecv" and self.world_size < 2:
+                self._plan_notes.append(f"sendrecv needs 2 or more ranks: not run ({len(sizes)} sizes)")
+                continue
+            small = []  # requests under one element per rank: one line, not a skipped row each
             for dtype in dtypes:
                 for op in (ops if coll.reduces else ["none"]):
-                    for inplace in coll.placements:
+                    for inplace in placements[name]:
                         for nbytes in sizes:
-                            yield commtable.case(name, self._bytes(coll, nbytes, dtype), dtype, op, inplace)
+                            nb = self._bytes(coll, nbytes, dtype)
+                            if nb == 0:
+                                small.append(nbytes)
+                                continue
+                            planned.append(commtable.case(name, nb, dtype, op, inplace))
+            if small:
+                self._plan_notes.append(f"{name}: {len(small)} case(s) of {min(small)}-{max(small)} B not run: less "
+                                        f"than one element per rank among {self.world_size} ranks")
+        return planned
+
+    @property
+    def notes(self) -> list[str]:
+        """One line each about what the run did not measure, or measured otherwise than asked (the CLI prints
+        them under the table; run.json keeps them)."""
+        out = list(self._plan_notes)
+        for reason, n in self._fallbacks.items():
+            out.append(f"graph capture failed for {n} case(s), timed eager instead (rows: graph False): {reason}")
+        return out
 
     def _sizes(self, ctx: GridContext, opts: dict) -> list[int]:
         gpu = ctx.backend in ("cuda", "hip")
@@ -329,8 +399,11 @@ class Comm(Suite):
         inplace, op = bool(case["inplace"]), case["op"]
         device = backend.torch_device
         footprint = (max(send_n, recv_n) if inplace else send_n + recv_n) * size
-        if footprint * 3 > backend.memory_bytes():
-            raise Skip(f"{footprint} B of buffers (plus the check's) does not fit in this device's memory")
+        message = too_big(footprint * 3, backend, "(buffers and the check's copies)")
+        skip = Skip(message) if message else None
+        graphs = backend.graphs() if self.graph else None
+        if skip is not None and graphs is None:
+            raise skip  # (with graphs, every rank first learns whether any rank skips: _trial_capture)
         group = self.group.data
         call = coll.call
         arena = None
@@ -404,66 +477,123 @@ class Comm(Suite):
             algbw = nbytes / per_call_s / 1e9
             return {"algbw": algbw, "busbw": algbw * factor}
 
-        if not self.graph:
-            w = Workload(run=run_one, make_inputs=buffers, bytes=nbytes, check=check, footprint=footprint,
-                         derive=derive, extra=extra, before_batch=line_up, min_sample_s=MIN_SAMPLE_S)
-        else:
+        sampling = dict(QUICK_SAMPLING if self.quick else SAMPLING)
+        if not self._warm:  # the run's first case warms the device up as the engine does (clocks ramp)
+            sampling = {k: v for k, v in sampling.items() if k not in _WARMUP}
+        self._warm = True
+        trial = None
+        if graphs is not None:
             idempotent = not inplace or coll.name in ("broadcast", "all_gather")
-            w = self._graph_workload(torch, backend, buffers, fill, run_one, check, derive, extra, nbytes,
+            trial, reason = self._trial_capture(torch, backend, graphs, buffers, fill, run_one, skip)
+            if trial is None:
+                self._fallbacks[reason] = self._fallbacks.get(reason, 0) + 1
+                extra["message"] = f"graph capture failed, timed eager: {reason}"[:200]
+        if trial is None:
+            extra["graph"] = False
+            # CPUs (gloo): one buffer set, as nccl-tests keeps one; rotating sets past an L3 meant the host
+            # generating up to 64 sets per case (4 of a 1 MiB all_reduce's 9 s under gloo, 2 ranks).
+            w = Workload(run=run_one, make_inputs=buffers, bytes=nbytes, check=check, footprint=footprint,
+                         derive=derive, extra=extra, before_batch=line_up, min_sample_s=MIN_SAMPLE_S,
+                         cache="warm" if backend.name == "cpu" else "rotate", sampling=sampling)
+        else:
+            w = self._graph_workload(backend, graphs, trial, buffers, fill, run_one, check, derive, extra, nbytes,
                                      footprint, idempotent)
-            w.before_batch, w.min_sample_s = line_up, MIN_SAMPLE_S
+            w.before_batch, w.min_sample_s, w.sampling = line_up, GRAPH_SAMPLE_S, sampling
         if arena is not None:  # NCCL's buffers are the case's: released when its measurement ends
             w.context = _within(lambda: contextlib.closing(arena), w.context)
         return w
 
-    def _graph_workload(self, torch, backend, buffers, fill, run_one, check, derive, extra, nbytes, footprint,
-                        idempotent):
+    def _agree(self, error: BaseException | None, value: float = 0.0) -> tuple[list, float]:
+        """Every rank's outcome of a step: (rank, skipped?, first line) where it raised, and the largest value."""
+        mine = None if error is None else (isinstance(error, Skip), f"{type(error).__name__}: {error}".splitlines()[0])
+        seen = self.group.gather_objects((mine, float(value)))
+        return [(r, o[0], o[1]) for r, (o, _) in enumerate(seen) if o is not None], max(v for _, v in seen)
+
+    def _trial_capture(self, torch, backend, graphs, buffers, fill, run_one, skip):
+        """Capture this case's graph, in step with every rank: ``(entry, "")``, or ``(None, reason)`` where the
+        capture failed on some rank (every rank then times the case eager: calls must match across ranks).
+
+        A case that cannot run (it does not fit on some rank) raises on every rank. The graph's length follows
+        the slowest rank's time for one eager call (NCCL's first call on a buffer connects; the second is
+        timed), so that a sample of the replays lasts a few ms whatever the size."""
+        b, error, per_call = None, skip, 0.0
+        if error is None:
+            try:
+                b = buffers()
+                run_one(b)  # NCCL connects lazily: its first call on this buffer must not be captured
+                backend.synchronize()
+                t0 = backend.host_now()
+                run_one(b)
+                backend.synchronize()
+                per_call = backend.host_now() - t0
+                fill(b)  # the calls changed an in-place input: restore it from its seed
+            except Exception as e:  # noqa: BLE001 — shared with every rank just below
+                error = e
+        failed, slowest = self._agree(error, per_call)
+        if failed:
+            rank, skipped, message = failed[0]
+            if error is not None:
+                raise error
+            raise Skip(message.split(": ", 1)[-1]) if skipped else RuntimeError(f"rank {rank}: {message}")
+        k = _GRAPH_CALLS if slowest < _LONG_CALL_S else max(1, min(_GRAPH_CALLS, math.ceil(_GRAPH_SPAN_S / slowest)))
+        entry, error = None, None
+        try:
+            entry = self._capture(graphs, b, run_one, k)
+        except Exception as e:  # noqa: BLE001 — a case that cannot be captured is timed eager
+            error = e
+        failed, _ = self._agree(error)
+        if failed:
+            rank, _, message = failed[0]
+            return None, f"rank {rank}: {message}"
+        return entry, ""
+
+    @staticmethod
+    def _capture(graphs, b: Buffers, run_one, k: int) -> dict:
+        def calls():
+            for _ in range(k):
+                run_one(b)
+
+        return {"replay": graphs.capture(calls), "set": b, "calls": k}
+
+    def _graph_workload(self, backend, graphs, trial, buffers, fill, run_one, check, derive, extra, nbytes,
+                        footprint, idempotent):
         """One sample replays a graph of K calls on one buffer set, as nccl-tests -G captures its -n calls.
 
         One set, not one per call: on 2×H200 a graph of 20 all_reduces over 20 buffers took 18.6 µs per call,
         over one buffer 17.8 (tests/gpu/diag_comm_graph.py). The check reads the replay's output where calling
         the collective again on its own output gives the same result (out of place, broadcast, all_gather);
-        elsewhere (an in-place sum of sums) it refills the set and checks one call outside the graph."""
-        k = _GRAPH_CALLS
+        elsewhere (an in-place sum of sums) it refills the set and checks one call outside the graph. The trial
+        capture is the first set (the check's); the timed set is captured the same way, with the same K."""
+        k = trial["calls"]
+        made = [trial]
 
         def make() -> dict:
+            if made:
+                return made.pop()
             b = buffers()
             run_one(b)  # NCCL connects lazily: its first call on this buffer must not be captured
-            torch.cuda.synchronize()
+            backend.synchronize()
             fill(b)  # the warm-up call changed an in-place input: restore it from its seed
-            g = torch.cuda.CUDAGraph()
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                with torch.cuda.graph(g, stream=side):
-                    for _ in range(k):
-                        run_one(b)
-            torch.cuda.current_stream().wait_stream(side)
-            torch.cuda.synchronize()
-            return {"graph": g, "set": b}
+            return self._capture(graphs, b, run_one, k)
 
         def check_graph(x: dict, out: Any) -> Check:
             if idempotent:
                 return check(x["set"], out)
             b = fill(x["set"])
             out = run_one(b)
-            torch.cuda.synchronize()
+            backend.synchronize()
             return check(b, out)
 
         # The same dict, updated in place: check() writes each case's valid/wrong into it, and the row takes
-        # the workload's extra (a copy here left every --graph row's valid and wrong empty).
+        # the workload's extra (a copy here left every graph row's valid and wrong empty).
         extra.update(graph=True, graph_calls=k)
-        # Replayed (and timed) on a stream of its own, as nccl-tests launches on non-blocking streams: the
-        # same graph of 20 1 MiB all_reduces on 2×H200 read 18.4 µs per call replayed on the legacy default
-        # stream and 13.1 on a non-blocking one (13.1 too captured straight through NCCL, without torch;
-        # tests/gpu/diag_comm_graph.py, docs/measurements.md).
-        stream = torch.cuda.Stream()
-        return Workload(
-            run=lambda x: x["graph"].replay() or x["set"].recv,
-            make_inputs=make, bytes=nbytes, check=check_graph,
-            footprint=footprint, cache="warm", derive=derive, extra=extra, calls=k,
-            context=lambda: torch.cuda.stream(stream),
-        )
+
+        def replay(x: dict) -> Any:
+            x["replay"]()
+            return x["set"].recv
+
+        return Workload(run=replay, make_inputs=make, bytes=nbytes, check=check_graph, footprint=footprint,
+                        cache="warm", derive=derive, extra=extra, calls=k, context=graphs.stream)
 
 
 def _within(outer: Callable[[], Any], inner: Callable[[], Any] | None) -> Callable[[], Any]:

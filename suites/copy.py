@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from gpubench import topology
+from gpubench.memory import too_big
 from gpubench.suite import BANDWIDTH, TIME, Case, Check, GridContext, Skip, Suite, Workload
 from gpubench.units import format_bytes
 
@@ -82,8 +83,9 @@ class Copy(Suite):
         on_gpu = backend.name in ("cuda", "hip")
         # Every size except bidir's has one source and one destination of `size` on the device side.
         device_bytes = size * (2 if direction in ("bidir", "d2d") else 1)
-        if device_bytes > backend.memory_bytes() // 2:
-            raise Skip(f"{format_bytes(device_bytes)} of device buffers is over half of this GPU's memory")
+        message = too_big(device_bytes, backend, "of device buffers")
+        if message:
+            raise Skip(message)
         me = backend.device_index
         gpu_numa = topology.pci_numa_node(backend.pci_bus_id())
         extra: dict[str, Any] = {"gpu_numa": gpu_numa, "host_numa": None, "numa_bound": False,

@@ -3,7 +3,8 @@
 Bytes are counted as BabelStream counts them: every array read or written once per element, no
 write-allocate traffic. copy and mul move 2 arrays, add and triad 3, dot 2 (two reads), fill 1 (one write).
 Arrays are sized from the device's last-level cache (4× and 16× its size, rounded up to a power of two),
-never a fixed 256 MB, so every call streams from device memory. Each op runs through torch and, on GPUs,
+never a fixed 256 MB, so every call streams from device memory; where memory available now is short, they
+are halved until a case fits (the run says so). Each op runs through torch and, on GPUs,
 through a Triton kernel (``impl`` column): the faster is what a user can get.
 
 On GPUs the suite also sweeps arithmetic intensity (ops ``fma0`` … ``fma512``, Triton only, see FMA_STEPS):
@@ -18,8 +19,11 @@ from typing import Any
 
 import torch
 
+from gpubench import engine
 from gpubench.errors import UsageError
+from gpubench.memory import HEADROOM, too_big
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Check, GridContext, Skip, Suite, Workload
+from gpubench.units import format_bytes
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "fp64": torch.float64}
 # Exact in every dtype above (BabelStream's 0.4 is not; a Triton float argument arrives as fp32, and the
@@ -118,10 +122,13 @@ def _triton_config(op: str, warps: int | None = None) -> str:
         return f"block={k.DOT_BLOCK},warps={warps or k.DOT_WARPS}"
     if op in FMA_OPS:
         return f"vector_bytes={k.VECTOR_BYTES},warps={warps or k.NUM_WARPS},unrolled"
+    if op == "fill":
+        return f"vector_bytes={k.FILL_VECTOR_BYTES},warps={warps or k.FILL_WARPS}"
     return f"vector_bytes={k.VECTOR_BYTES},warps={warps or k.NUM_WARPS}"
 
 
 def _reference(op: str, x: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The exact result in fp64 of ``x``'s elements (a chunk of the arrays: see _checker)."""
     d = {k: v.double() for k, v in x.items() if k in _op(op).reads}
     if op in FMA_OPS:
         y = d["a"]
@@ -141,34 +148,97 @@ def _reference(op: str, x: dict[str, torch.Tensor]) -> torch.Tensor:
     return torch.full_like(x["a"], SCALAR, dtype=torch.float64)
 
 
+# The check never makes full-size fp64 copies (they were 2-4× the case's own buffers): the error against the
+# fp64 reference is taken over a strided sample of about CHECK_SAMPLE elements, and every element's finiteness
+# over the whole output in its own dtype (an element left unwritten is NaN poison). The stride is odd, so the
+# sample visits every position within any power-of-two block of a kernel's tiling. dot's one number needs every
+# product: its reference is summed in fp64 a chunk at a time. Scratch stays under CHECK_SCRATCH.
+CHECK_CHUNK = 1 << 22
+CHECK_SAMPLE = 1 << 18
+CHECK_SCRATCH = 2 * 8 * CHECK_CHUNK + 6 * 8 * CHECK_SAMPLE
+
+
+def _stride(n: int) -> int:
+    step = max(1, n // CHECK_SAMPLE)
+    return step if step % 2 or step == 1 else step + 1
+
+
+def _not_finite(out: torch.Tensor) -> int:
+    """Elements of ``out`` that are NaN or ±inf."""
+    # A NaN or an inf anywhere makes the sum non-finite, so a finite sum (one fast pass, no scratch) proves
+    # every element finite; only a non-finite sum (or a half-precision sum that overflowed) counts, by chunks.
+    if torch.isfinite(out.sum()):
+        return 0
+    return sum(int((~torch.isfinite(out[i : i + CHECK_CHUNK])).sum()) for i in range(0, out.numel(), CHECK_CHUNK))
+
+
 def _checker(op: str, dtype: str):
     u = _UNIT_ROUNDOFF[dtype]
 
     def check(x: dict[str, torch.Tensor], out: torch.Tensor) -> Check:
-        ref = _reference(op, x)
-        got = out.double()
+        reads = _op(op).reads
+        n = next(iter(x.values())).numel()
+        step = _stride(n)
         if op == "dot":
-            # Relative to sum|a·b|, not to the dot itself: a random dot can be near zero by cancellation.
-            scale = (x["a"].double() * x["b"].double()).abs().sum().item()
-            err = abs(got.item() - ref.item()) / scale if scale else abs(got.item())
+            ref = sum(float(torch.dot(x["a"][i : i + CHECK_CHUNK].double(), x["b"][i : i + CHECK_CHUNK].double()))
+                      for i in range(0, n, CHECK_CHUNK))
+            # Relative to sum|a·b| (estimated from the sample), not to the dot itself: a random dot can be near
+            # zero by cancellation.
+            sample = x["a"][::step].double() * x["b"][::step].double()
+            scale = float(sample.abs().mean()) * n
+            got = float(out.double())
+            err = abs(got - ref) / scale if scale else abs(got)
             tol = _TOL_FACTOR["dot"] * u
         else:
-            if not torch.isfinite(got).all():
-                bad = int((~torch.isfinite(got)).sum())
+            bad = _not_finite(out)
+            if bad:
                 return Check(False, math.inf, 0.0, f"{bad} elements not finite: unwritten output or overflow")
-            err = (torch.linalg.vector_norm(got - ref) / torch.linalg.vector_norm(ref)).item()
+            ref = _reference(op, {k: x[k][::step] for k in reads} if reads else {"a": out[::step]})
+            got = out[::step].double()
+            norm = torch.linalg.vector_norm(ref).item()
+            diff = torch.linalg.vector_norm(got - ref).item()
+            err = diff / norm if norm else diff
             tol = _TOL_FACTOR["fma" if op in FMA_OPS else "elementwise"] * u
         ok = math.isfinite(err) and err <= tol
-        return Check(ok, err, tol, "" if ok else f"relative error {err:.3g} > {tol:.3g} against fp64 reference")
+        where = "" if op == "dot" or step == 1 else f" (every {step}th element)"
+        detail = f"relative error {err:.3g} > {tol:.3g} against fp64 reference{where}"
+        return Check(ok, err, tol, "" if ok else detail)
 
     return check
 
 
+# The op with the most arrays (add, triad: 3) sets the largest need of a size.
+_MAX_ARRAYS = max(o.arrays for o in OPS.values())
+
+
+def case_bytes(arrays: int, size: int, cache_bytes: int) -> int:
+    """Peak bytes one case holds, the one place that says it (the grid's shrinking and the skip message both
+    use it): the engine's rotating input sets (one set of ``arrays`` arrays of ``size`` bytes, or more where
+    one set does not span the cache), or the check's set plus its fp64 scratch, whichever is larger (the check
+    set is freed before the timing sets are made)."""
+    footprint = arrays * size
+    sets = engine.sets_spanning(footprint, cache_bytes, engine.FULL)
+    return max(sets * footprint, footprint + CHECK_SCRATCH)
+
+
 def _array_sizes(ctx: GridContext) -> list[int]:
+    """4× and 16× the cache (rounded up to a power of two), each halved until its largest case fits the
+    memory budget; a size halved says so in a note. --sizes are taken as given (a case too big skips)."""
     if ctx.sizes:
         return list(ctx.sizes)
     mults = (4,) if ctx.quick else (4, 16)
-    return [1 << math.ceil(math.log2(m * ctx.cache_bytes)) for m in mults]
+    sizes = []
+    for m in mults:
+        want = size = 1 << math.ceil(math.log2(m * ctx.cache_bytes))
+        while ctx.budget > 0 and size > 1 << 20 and case_bytes(_MAX_ARRAYS, size, ctx.cache_bytes) > ctx.budget:
+            size //= 2
+        if size != want:
+            ctx.note("elementwise", f"arrays of {format_bytes(size)} instead of {format_bytes(want)} ({m}× the "
+                     f"{format_bytes(ctx.cache_bytes)} cache): {format_bytes(ctx.budget)} of memory may be used "
+                     f"({int(100 * HEADROOM)} % of what is available)")
+        if size not in sizes:
+            sizes.append(size)
+    return sizes
 
 
 class Elementwise(Suite):
@@ -204,10 +274,9 @@ class Elementwise(Suite):
         op, dtype, size, impl = case["op"], case["dtype"], case["array_bytes"], case["impl"]
         spec, tdtype, device = _op(op), DTYPES[dtype], backend.torch_device
         n = size // tdtype.itemsize
-        # The check set, one timing set, and the fp64 reference (2-3 arrays of n doubles) must fit.
-        need = 2 * spec.arrays * size + 3 * n * 8
-        if need > 0.9 * backend.memory_bytes():
-            raise Skip(f"needs ~{need / 2**30:.1f} GiB, device has {backend.memory_bytes() / 2**30:.1f} GiB")
+        message = too_big(case_bytes(spec.arrays, size, backend.cache_bytes()), backend)
+        if message:
+            raise Skip(message)
         run = _triton_run(op, self.warps) if impl == "triton" else _torch_run(op)
         config = _triton_config(op, self.warps) if impl == "triton" else ""
 

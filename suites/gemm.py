@@ -9,7 +9,9 @@ dtypes: fp64, fp32 (TF32 off), tf32 (fp32 operands, TF32 tensor cores), fp16, bf
 bf16 output, per-tensor scales, through ``torch._scaled_mm``). Layouts: ``NN`` (B stored K×N) and ``NT``
 (B stored N×K and used transposed, as an ``nn.Linear`` weight; ``_scaled_mm`` wants this). Implementations
 (``impl``): ``torch`` (torch.matmul → cuBLAS/hipBLASLt), ``torch_fast_accum`` (fp8 only: ``_scaled_mm`` with
-``use_fast_accum=True``, see FAST_ACCUM), ``triton`` (gpubench/kernels/matmul_triton.py, autotuned) and ``cupy``
+``use_fast_accum=True``, see FAST_ACCUM), ``triton`` (gpubench/kernels/matmul_triton.py: persistent TMA on
+Hopper with the launch configuration the autotune-kernels sweep exported, a tiled fallback elsewhere; column
+``impl_config`` names the variant and configuration each row ran) and ``cupy``
 (cupy.matmul on views of the same memory). Shape families (``shape``):
 
 - ``square``: M=N=K from 1024 to 16384;
@@ -50,6 +52,7 @@ import numpy as np
 import torch
 
 from gpubench import engine
+from gpubench.memory import too_big
 from gpubench.peaks import peak_tflops
 from gpubench.stats import propagate
 from gpubench.suite import THROUGHPUT, TIME, Case, Check, Derived, GridContext, Metric, Skip, Suite, Workload
@@ -416,8 +419,10 @@ class Gemm(Suite):
     name = "gemm"
     # 1: first release. 2 (2026-11-23): search samples queued in batches behind a stream hold (their figures no
     # longer include the host's time to issue the product: up to 35 % on small shapes); fp8's fast accumulation as
-    # its own impl. The rest of the grid is measured as in 1, but compare matches versions whole.
-    version = 2
+    # its own impl. The rest of the grid is measured as in 1, but compare matches versions whole. 3 (2026-11-25): the
+    # Triton impl runs the persistent-TMA kernel on Hopper with the exported launch configurations (impl_config
+    # names variant and configuration); torch and cupy rows are measured as in 2.
+    version = 3
     backends = frozenset({"cuda", "hip", "cpu", "fake"})
     metrics = (THROUGHPUT, TIME, PCT_PEAK)
     description = "dense GEMM TF/s per dtype (fp64…fp8), layout, shape and library; % of spec peak; --search"
@@ -454,8 +459,9 @@ class Gemm(Suite):
         osize, csize = operand.itemsize, spec.output.itemsize
         nbytes = gemm_bytes(m, n, k, osize, csize)
         need = _memory_need(nbytes, backend.cache_bytes(), m, n, k, fp8)
-        if need > 0.8 * backend.memory_bytes():
-            raise Skip(f"needs ~{need / 2**30:.1f} GiB, device has {backend.memory_bytes() / 2**30:.1f} GiB")
+        message = too_big(need, backend)
+        if message:
+            raise Skip(message)
 
         if impl in ("torch", FAST_ACCUM):
             run = _torch_run(dtype, layout, backend, m, operand, fast_accum=impl == FAST_ACCUM)

@@ -29,18 +29,27 @@ def _ctx(quick):
 def test_grid_tiles_fit_and_16_row_tiles_are_for_decode_like_m_only():
     full = list(K.AutotuneKernels().cases(_ctx(False)))
     gemm = [c for c in full if c["kernel"] == "gemm"]
-    assert {c["shape"] for c in gemm} == {"4096x4096x4096", "8192x8192x8192", "16x8192x8192"}
+    assert {c["shape"] for c in gemm if c["dtype"] == "bf16"} == {"4096x4096x4096", "8192x8192x8192", "16x8192x8192"}
+    # fp8 runs the persistent variant only, which has no decode-like tiles
+    assert {c["shape"] for c in gemm if c["dtype"] == "fp8"} == {"4096x4096x4096", "8192x8192x8192"}
     for c in gemm:
         if c["config"] == "torch":
             continue
         cfg = K.parse(c["config"])
         assert cfg["BLOCK_M"] * cfg["BLOCK_N"] <= 128 * 256
         assert (cfg["BLOCK_M"] == 16) == c["shape"].startswith("16x")
-    assert sum(c["config"] == "torch" for c in full) == 3 + 2  # a baseline per gemm shape and triad dtype
+        assert (cfg.get("variant") == "persistent-tma") == c["config"].startswith("ptma_")
+        assert c["dtype"] == "bf16" or "variant" in cfg
+    ptma = [c for c in gemm if c["config"].startswith("ptma_")]
+    assert {c["dtype"] for c in ptma} == {"bf16", "fp8"} and {K.parse(c["config"])["WARP_SPECIALIZE"] for c in ptma} == {0, 1}
+    assert sum(c["config"] == "torch" for c in full) == 3 + 2 + 2  # a baseline per gemm shape and triad dtype
     quick = list(K.AutotuneKernels().cases(_ctx(True)))
     assert len(quick) < len(full) and {c["kernel"] for c in quick} == {"gemm", "triad"}
     assert K.parse("bm128_bn256_w8_s3") == {"BLOCK_M": 128, "BLOCK_N": 256, "num_warps": 8, "num_stages": 3}
     assert K.parse("w2_v32") == {"num_warps": 2, "vector_bytes": 32}
+    assert K.gemm_kernel_config("ptma_bm128_bn256_w8_s4_es1_ws1", "fp8") == {
+        "variant": "persistent-tma", "BLOCK_M": 128, "BLOCK_N": 256, "num_warps": 8, "num_stages": 4,
+        "EPILOGUE_SPLIT": 1, "WARP_SPECIALIZE": 1, "BLOCK_K": 128, "GROUP_M": 8}
 
 
 class _Cuda(FakeBackend):
@@ -69,8 +78,9 @@ def test_a_gemm_config_reaches_the_kernel_and_is_checked(monkeypatch):
     w = suite.prepare(case, _Cuda(memory_bytes=1 << 34))
     chk = engine.check(w, FakeBackend())
     assert chk.ok, chk
-    assert seen[0] == {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "BLOCK_K": 64, "GROUP_M": 8}
-    assert w.extra["impl_config"] == "bm64_bn64_w4_s3"
+    assert seen[0] == {"variant": "tiled", "BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3,
+                       "BLOCK_K": 64, "GROUP_M": 8}
+    assert w.extra["impl_config"] == "variant=tiled BLOCK_M=64 BLOCK_N=64 BLOCK_K=64 GROUP_M=8 stages=3 warps=4"
 
 
 def test_a_wrong_config_result_fails_the_check(monkeypatch):
@@ -81,6 +91,37 @@ def test_a_wrong_config_result_fails_the_check(monkeypatch):
     w = K.AutotuneKernels().prepare(Case.of(kernel="gemm", dtype="bf16", shape="64x64x128", config="bm64_bn64_w4_s3"),
                                     _Cuda(memory_bytes=1 << 34))
     assert not engine.check(w, FakeBackend()).ok
+
+
+def test_a_persistent_fp8_config_reaches_the_kernel_with_its_scales(monkeypatch):
+    pytest.importorskip("triton")
+    from gpubench.kernels import matmul_triton as kt
+
+    seen = []
+
+    def matmul(a, b, c, *, config=None, scale_a=None, scale_b=None, **kw):
+        seen.append((config, float(scale_a) * float(scale_b)))
+        c.copy_((a.double() @ b.double() * float(scale_a) * float(scale_b)).to(c.dtype))
+        return c
+
+    monkeypatch.setattr(kt, "matmul", matmul)
+    monkeypatch.setattr(kt, "tma_available", lambda device: "")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))  # fp8: a Hopper stand-in
+    case = Case.of(kernel="gemm", dtype="fp8", shape="64x64x128", config="ptma_bm128_bn256_w8_s3_es0_ws1")
+    w = K.AutotuneKernels().prepare(case, _Cuda(memory_bytes=1 << 34))
+    chk = engine.check(w, FakeBackend())
+    assert chk.ok, chk
+    assert seen[0][0]["variant"] == "persistent-tma" and seen[0][0]["BLOCK_K"] == 128 and seen[0][1] == 2.0**-16
+    assert w.extra["impl_config"].startswith("variant=persistent-tma BLOCK_M=128 BLOCK_N=256 BLOCK_K=128 GROUP_M=8")
+
+
+def test_a_persistent_config_is_a_skip_row_where_tma_is_missing():
+    pytest.importorskip("triton")
+    from gpubench.suite import Skip
+
+    case = Case.of(kernel="gemm", dtype="bf16", shape="64x64x128", config="ptma_bm128_bn256_w8_s3_es0_ws0")
+    with pytest.raises(Skip, match="persistent-tma variant cannot run here"):
+        K.AutotuneKernels().prepare(case, _Cuda(memory_bytes=1 << 34))  # CPU tensors: no TMA
 
 
 def test_a_triad_config_reaches_the_kernel(monkeypatch):
@@ -144,7 +185,9 @@ def test_exports_of_the_winners():
     assert csv[5].startswith("TritonTriad_Float,bytes_268435456,Triton_w4_v16,")
     doc = json.loads(kernel_export.triton_configs(df, meta))
     g = doc["kernels"]["gemm"]["bf16"]["4096x4096x4096"]
-    assert g["config"] == {"BLOCK_M": 128, "BLOCK_N": 256, "num_warps": 8, "num_stages": 3, "BLOCK_K": 64, "GROUP_M": 8}
+    assert g["config"] == {"variant": "tiled", "BLOCK_M": 128, "BLOCK_N": 256, "num_warps": 8, "num_stages": 3,
+                           "BLOCK_K": 64, "GROUP_M": 8}
+    assert doc["gpu"] == "NVIDIA H200"
     assert g["speedup_vs_torch"] == pytest.approx(1.1)
 
 

@@ -3,10 +3,12 @@
 import json
 import os
 import signal
+import threading
+import time
 
 import pytest
 
-from gpubench import registry, results
+from gpubench import registry, results, rundir
 from gpubench.cli import main
 from gpubench.suite import TIME, Case, Check, Derived, Suite, Workload
 
@@ -25,7 +27,8 @@ def one_line_error(err):
 
 
 class Scripted(Suite):
-    """Four cases whose behaviour a test scripts: ok, raise, wrong answer, or Ctrl-C while preparing."""
+    """Four cases whose behaviour a test scripts: ok, raise, wrong answer, Ctrl-C while preparing, or slow calls
+    (each 0.3 s of wall time) with a Ctrl-C a second into the case."""
 
     name = "scripted"
     version = 3
@@ -33,6 +36,7 @@ class Scripted(Suite):
     metrics = (TIME,)
     params = ("i",)
     script: dict = {}
+    sent = None  # when the slow case's Ctrl-C was sent
 
     def cases(self, ctx):
         return [Case.of(i=i) for i in range(4)]
@@ -46,8 +50,19 @@ class Scripted(Suite):
         if what == "sigint2":
             os.kill(os.getpid(), signal.SIGINT)
             os.kill(os.getpid(), signal.SIGINT)
+        run = lambda x: x  # noqa: E731
+        if what == "slow":
+            def run(x):
+                time.sleep(0.3)
+                return x
+
+            def ctrl_c():
+                Scripted.sent = time.monotonic()
+                os.kill(os.getpid(), signal.SIGINT)
+
+            threading.Timer(1.0, ctrl_c).start()
         ok = what != "wrong"
-        return Workload(run=lambda x: x, make_inputs=lambda: 1, bytes=100,
+        return Workload(run=run, make_inputs=lambda: 1, bytes=100,
                         check=lambda x, out: Check(ok, 0.0 if ok else 0.5, 0.1))
 
 
@@ -60,6 +75,7 @@ def scripted(monkeypatch):
 
     monkeypatch.setattr(registry, "all_suites", with_scripted)
     Scripted.script = {}
+    Scripted.sent = None
     return Scripted
 
 
@@ -153,15 +169,31 @@ def test_a_case_that_raises_becomes_an_error_row_and_the_run_goes_on(capsys, tmp
     assert df.loc[0, "n"] >= 5 and df.loc[0, "suite_version"] == 3
 
 
-def test_ctrl_c_stops_after_the_current_case_and_keeps_it(capsys, tmp_path, scripted):
+def test_ctrl_c_abandons_the_case_in_progress_and_keeps_those_before(capsys, tmp_path, scripted):
     scripted.script = {1: "sigint"}
     code, out, err = run(capsys, "run", "--suite", "scripted", "--backend", "fake", "--out", str(tmp_path), "--cluster", "t")
     assert code == 130
     rd = only_run_dir(tmp_path)
-    assert json.loads((rd / "run.json").read_text())["status"] == "interrupted"
-    df = results.load(rd)
-    assert list(df["i"]) == [0, 1] and (df["status"] == "ok").all()
-    assert "stopping after this case" in err
+    meta = json.loads((rd / "run.json").read_text())
+    assert meta["status"] == "interrupted" and meta["cases_done"] == 1  # the abandoned case was not done
+    df = results.load(rd).set_index("i")
+    assert list(df.index) == [0, 1] and df.loc[0, "status"] == "ok"
+    assert df.loc[1, "status"] == "skipped" and df.loc[1, "message"] == rundir.ABANDONED and df.loc[1, "n"] == 0
+    assert "stopping: the case in progress is abandoned" in err
+    assert f"interrupted; scripted i=1 was abandoned; 1 case was saved in {rd}" in " ".join(out.split())
+
+
+def test_ctrl_c_in_the_middle_of_a_long_case_acts_within_a_batch(capsys, tmp_path, scripted, monkeypatch):
+    # Case 1's calls take 0.3 s each (10 ms on the fake clock: one call a batch); measured to the end it would
+    # take ~10 s more. A Ctrl-C a second in leaves it at the next batch.
+    monkeypatch.setenv("GPUBENCH_FAKE_CALL_S", "0.01")
+    scripted.script = {1: "slow"}
+    code, out, _ = run(capsys, "run", "--suite", "scripted", "--backend", "fake", "--out", str(tmp_path), "--cluster", "t")
+    took = time.monotonic() - scripted.sent
+    assert code == 130 and took < 2.0, took
+    df = results.load(only_run_dir(tmp_path)).set_index("i")
+    assert list(df.index) == [0, 1] and df.loc[0, "status"] == "ok" and df.loc[1, "message"] == rundir.ABANDONED
+    assert "scripted i=1 was abandoned; 1 case was saved" in " ".join(out.split())
 
 
 def test_ctrl_c_still_summarizes_the_cases_measured(capsys, tmp_path, scripted, monkeypatch):
@@ -180,11 +212,20 @@ def test_ctrl_c_still_summarizes_the_cases_measured(capsys, tmp_path, scripted, 
 
 def test_second_ctrl_c_stops_at_once_and_keeps_earlier_cases(capsys, tmp_path, scripted):
     scripted.script = {2: "sigint2"}
-    code, _, _ = run(capsys, "run", "--suite", "scripted", "--backend", "fake", "--out", str(tmp_path), "--cluster", "t")
+    code, out, _ = run(capsys, "run", "--suite", "scripted", "--backend", "fake", "--out", str(tmp_path), "--cluster", "t")
     assert code == 130
     rd = only_run_dir(tmp_path)
     assert json.loads((rd / "run.json").read_text())["status"] == "interrupted"
     assert list(results.load(rd)["i"]) == [0, 1]
+    assert "interrupted; scripted i=2 was abandoned; 2 cases were saved" in " ".join(out.split())
+
+
+def test_a_double_ctrl_c_in_the_first_case_says_none_was_saved(capsys, tmp_path, scripted):
+    scripted.script = {0: "sigint2"}
+    code, out, _ = run(capsys, "run", "--suite", "scripted", "--backend", "fake", "--out", str(tmp_path), "--cluster", "t")
+    assert code == 130
+    assert not list(only_run_dir(tmp_path).glob("*.parquet"))
+    assert "interrupted; scripted i=0 was abandoned; no case was saved" in " ".join(out.split())
 
 
 def test_suite_on_a_backend_it_does_not_support(capsys, tmp_path, scripted):

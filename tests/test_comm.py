@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -133,9 +134,9 @@ def _only_run(out: Path) -> Path:
     return runs[0]
 
 
-@pytest.mark.parametrize("nproc", [2, 3])
+@pytest.mark.parametrize("nproc", [2, 4])
 def test_cpu_quick_runs_gloo_collectives_among_processes(tmp_path, nproc):
-    extra = [] if nproc == 2 else ["--nproc", "3"]
+    extra = [] if nproc == 2 else ["--nproc", "4"]
     proc = _gpubench("run", "--suite", "comm", "--backend", "cpu", "--quick", "--out", tmp_path, "--cluster", "t",
                      *extra)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -145,6 +146,8 @@ def test_cpu_quick_runs_gloo_collectives_among_processes(tmp_path, nproc):
     assert set(df["collective"]) == set(commtable.COLLECTIVES)
     assert (df["world_size"] == nproc).all() and (df["engine"] == "torch").all()
     assert df["valid"].all() and (df["wrong"] == 0).all()
+    assert not df["graph"].any()  # gloo on CPUs is timed eager, without being asked
+    assert "comm:" not in proc.stdout  # nothing left out, nothing to say
     wide = df.pivot_table(index=["case", "collective"], columns="metric", values="value").reset_index()
     for _, r in wide.iterrows():
         assert r["busbw"] == pytest.approx(r["algbw"] * commtable.busbw_factor(r["collective"], nproc))
@@ -186,6 +189,73 @@ def test_a_collective_the_host_cannot_issue_fast_enough_is_flagged_host_bound(tm
     assert f.loc["time", "host_us"] == 0.0 and f["host_bound"].eq(False).all() and "host-bound" not in fast.stdout
 
 
+def _rows(out: Path):
+    df = results.load(_only_run(out))
+    return df[df.metric == "time"].set_index(["collective", "inplace"])
+
+
+def test_graphs_are_the_default_where_the_backend_captures_them(tmp_path):
+    # A fake device that captures graphs (its replays make the calls again, really, over gloo): by default every
+    # case is a captured graph, checked; --eager asks for the host's calls; a capture that fails is timed eager
+    # with the reason in its row, and one line under the table says so. Each fake call lasts 1 ms.
+    common = ("run", "--suite", "comm", "--backend", "fake", "--quick", "--cluster", "t", "--collectives",
+              "all_reduce,all_gather", "--sizes", "64K")
+    env = {"GPUBENCH_FAKE_CALL_S": "1e-3"}
+    runs = {mode: _gpubench(*common, *flags, "--out", tmp_path / mode, env={**env, "GPUBENCH_FAKE_GRAPHS": graphs})
+            for mode, flags, graphs in (("default", (), "1"), ("eager", ("--eager",), "1"),
+                                        ("fail", (), "fail"), ("incapable", (), ""))}
+    for proc in runs.values():
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    t = 1e-3 + (64 << 10) / 100e9
+    for mode, proc in runs.items():
+        rows = _rows(tmp_path / mode)
+        assert len(rows) == 3 and rows["valid"].all() and (rows["wrong"] == 0).all(), rows
+        assert rows["value"].tolist() == pytest.approx([t * 1e6] * 3)  # a graph of K calls: K calls' time
+        graphed = mode == "default"
+        assert rows["graph"].eq(graphed).all(), (mode, rows["graph"])
+        if graphed:
+            assert rows["graph_calls"].between(1, 20).all()
+        failed = rows["message"].str.contains("graph capture failed, timed eager: rank 0: RuntimeError: fake graph")
+        assert failed.all() if mode == "fail" else not failed.any(), (mode, rows["message"])
+        notes = [line for line in proc.stdout.splitlines() if line.startswith("comm:")]
+        assert notes == (["comm: graph capture failed for 3 case(s), timed eager instead (rows: graph False): rank "
+                          "0: RuntimeError: fake graph capture failed: operation not permitted when stream is "
+                          "capturing"] if mode == "fail" else []), (mode, proc.stdout[-2000:])
+    meta = json.loads((_only_run(tmp_path / "fail") / "run.json").read_text())
+    assert len([n for n in meta["notes"] if n.startswith("comm: ")]) == 1
+
+
+def test_a_world_of_one_says_so_in_one_line_and_runs_what_has_meaning(tmp_path):
+    # One rank has no bus: the default measures the library's local copy (all_gather out of place) and says so
+    # in one line; a collective no world of one can run is one line too, not a skipped row per size.
+    one = _gpubench("run", "--suite", "comm", "--backend", "cpu", "--quick", "--nproc", "1", "--out", tmp_path / "a",
+                    "--cluster", "t")
+    asked = _gpubench("run", "--suite", "comm", "--backend", "cpu", "--quick", "--nproc", "1", "--out",
+                      tmp_path / "b", "--cluster", "t", "--collectives", "sendrecv,all_reduce")
+    for proc in (one, asked):
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = _rows(tmp_path / "a")
+    assert set(rows.index) == {("all_gather", False)} and len(rows) == 3 and rows["valid"].all()
+    notes = [line for line in one.stdout.splitlines() if line.startswith("comm:")]
+    assert len(notes) == 1 and "bus bandwidth needs 2 or more ranks" in notes[0] and "local copy" in notes[0]
+    rows = _rows(tmp_path / "b")
+    assert set(rows.index) == {("all_reduce", True)} and "skipped" not in asked.stdout
+    notes = [line for line in asked.stdout.splitlines() if line.startswith("comm:")]
+    assert len(notes) == 2 and notes[1] == "comm: sendrecv needs 2 or more ranks: not run (3 sizes)", notes
+
+
+def test_sizes_under_one_element_per_rank_are_one_line(tmp_path):
+    # 4 B among 2 ranks: no rank gets a whole float32 of a gathered or scattered buffer.
+    proc = _gpubench("run", "--suite", "comm", "--backend", "cpu", "--quick", "--out", tmp_path, "--cluster", "t",
+                     "--collectives", "all_gather,all_reduce", "--sizes", "4,1K")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = _rows(tmp_path)
+    assert sorted(rows.reset_index()[["collective", "bytes"]].itertuples(index=False, name=None)) == [
+        ("all_gather", 1024), ("all_gather", 1024), ("all_reduce", 4), ("all_reduce", 1024)]
+    notes = [line for line in proc.stdout.splitlines() if line.startswith("comm:")]
+    assert notes == ["comm: all_gather: 2 case(s) of 4-4 B not run: less than one element per rank among 2 ranks"]
+
+
 def test_bad_comm_options_exit_2_before_anything_starts(tmp_path):
     for args, needle in ((["--collectives", "allreduce"], "unknown collective"),
                          (["--op", "mean"], "unknown --op"),
@@ -195,7 +265,9 @@ def test_bad_comm_options_exit_2_before_anything_starts(tmp_path):
                          (["--alloc", "nccl"], "need a GPU backend"),
                          (["--register"], "need a GPU backend"),
                          (["--alloc", "torch", "--register"], "use it with --alloc nccl"),
-                         (["--engine", "nccl-tests", "--alloc", "torch"], "leave --alloc out")):
+                         (["--engine", "nccl-tests", "--alloc", "torch"], "leave --alloc out"),
+                         (["--graph"], "gloo on CPUs is timed eager"),
+                         (["--backend", "fake", "--graph", "--eager"], "opposite")):
         proc = _gpubench("run", "--suite", "comm", "--backend", "cpu", "--out", tmp_path, *args, timeout=120)
         assert proc.returncode == 2 and needle in proc.stderr, (args, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1
@@ -217,13 +289,26 @@ def _start_long_run(tmp_path, timeout_s, own_group=False):
 def _wait_for_rows(tmp_path, proc, cases=2, limit=180):
     end = time.monotonic() + limit
     while time.monotonic() < end:
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        if proc.poll() is not None:
+            err = proc.communicate()[1]  # every rank's own word on why, then the end of the tracebacks
+            raise AssertionError("\n".join([ln for ln in err.splitlines() if "gpubench: error" in ln] + [err[-2000:]]))
         runs = list((tmp_path / "t").glob("*/comm.parquet"))
         if runs and results.load(runs[0])["case"].nunique() >= cases:
             run = runs[0].parent
             return run, json.loads((run / "run.json").read_text())["dist"]["ranks"]
         time.sleep(0.2)
     raise AssertionError("the run measured nothing in time")
+
+
+def _clean_up(proc, ranks, group=False):
+    """Nothing of the run is left behind, whatever happened; never raises (the test's own failure shows)."""
+    with contextlib.suppress(OSError):
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL) if group else proc.kill()
+    for r in ranks:
+        with contextlib.suppress(OSError):
+            if not _gone(r["pid"]):
+                os.kill(r["pid"], signal.SIGKILL)
 
 
 def _gone(pid: int) -> bool:
@@ -242,6 +327,7 @@ def _gone(pid: int) -> bool:
 def test_a_dead_or_stopped_rank_ends_the_run_naming_it_and_keeping_rows(tmp_path, how):
     timeout_s = 8
     proc = _start_long_run(tmp_path, timeout_s)
+    ranks = []
     try:
         run, ranks = _wait_for_rows(tmp_path, proc)
         before = results.load(run)["case"].nunique()
@@ -251,8 +337,8 @@ def test_a_dead_or_stopped_rank_ends_the_run_naming_it_and_keeping_rows(tmp_path
         _, err = proc.communicate(timeout=timeout_s + 30)
         took = time.monotonic() - t0
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        alive = [r for r in ranks if not _gone(r["pid"])]
+        _clean_up(proc, ranks)
     assert proc.returncode not in (0, None)
     assert took < timeout_s + 15, took  # within the timeout (plus the parent's grace and process exits)
     assert "rank 1" in err, err[-3000:]
@@ -264,7 +350,7 @@ def test_a_dead_or_stopped_rank_ends_the_run_naming_it_and_keeping_rows(tmp_path
     assert (df[df["case"].isin(cases[:before])]["status"] == "ok").all()
     meta = json.loads((run / "run.json").read_text())
     assert meta["status"] == "failed" and "rank 1" in meta["error"]
-    assert all(_gone(r["pid"]) for r in ranks)  # no orphans
+    assert not alive  # no orphans
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
@@ -273,6 +359,7 @@ def test_the_ranks_never_outlive_the_spawner(tmp_path, sig):
     # SIGKILL gives it no say: the ranks notice their store is gone and end themselves, rank 0 marking the run.
     timeout_s = 60  # far longer than either path may take: neither waits for the stall timeout
     proc = _start_long_run(tmp_path, timeout_s)
+    ranks = []  # known once the run has rows; the clean-up below must not depend on getting that far
     try:
         run, ranks = _wait_for_rows(tmp_path, proc)
         before = results.load(run)["case"].nunique()
@@ -284,12 +371,9 @@ def test_the_ranks_never_outlive_the_spawner(tmp_path, sig):
             time.sleep(0.2)
         took = time.monotonic() - t0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for r in ranks:
-            if not _gone(r["pid"]):
-                os.kill(r["pid"], signal.SIGKILL)
-    assert all(_gone(r["pid"]) for r in ranks), f"orphaned ranks after {sig}"
+        alive = [r for r in ranks if not _gone(r["pid"])]  # what the spawner left behind, before clean-up
+        _clean_up(proc, ranks)
+    assert not alive, f"orphaned ranks after {sig}"
     assert took < 15, took
     meta = json.loads((run / "run.json").read_text())
     if sig == "SIGTERM":
@@ -308,6 +392,7 @@ def test_ctrl_c_stops_every_rank_after_the_case_once(tmp_path, to):
     # (a CI runner cancelling a job). Either way the ranks finish their case and stop, the run is marked
     # interrupted with what was measured, exit 130; a Ctrl-C counted twice would end a rank mid-case.
     proc = _start_long_run(tmp_path, 60, own_group=True)
+    ranks = []
     try:
         run, ranks = _wait_for_rows(tmp_path, proc)
         if to == "terminal":
@@ -316,13 +401,10 @@ def test_ctrl_c_stops_every_rank_after_the_case_once(tmp_path, to):
             proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        for r in ranks:
-            if not _gone(r["pid"]):
-                os.kill(r["pid"], signal.SIGKILL)
+        alive = [r for r in ranks if not _gone(r["pid"])]
+        _clean_up(proc, ranks, group=True)
     assert proc.returncode == 130, err[-3000:]
-    assert all(_gone(r["pid"]) for r in ranks)
+    assert not alive
     meta = json.loads((run / "run.json").read_text())
     assert meta["status"] == "interrupted", meta.get("error")
     df = results.load(run)
@@ -351,17 +433,15 @@ def world_of_one(monkeypatch):
         group.close()
 
 
-def _cases(suite, group, collective, graph=False, **options):
+def _cases(suite, group, collective, backend=None, **options):
     from gpubench.backends.cpu import CpuBackend
     from gpubench.suite import GridContext
 
-    # --graph (and --alloc nccl) are refused on a CPU backend before any case; the cases are planned as for
-    # CUDA, run on the CPU.
-    gpu = graph or options.get("alloc") == "nccl"
+    # --alloc nccl is refused on a CPU backend before any case; the cases are planned as for CUDA, run on the CPU.
+    gpu = backend is not None or options.get("alloc") == "nccl"
     ctx = GridContext(backend="cuda" if gpu else "cpu", quick=True, cache_bytes=1 << 20, memory_bytes=1 << 30,
-                      sizes=(4096,), options=(("collectives", [collective]), ("graph", graph), *options.items()),
-                      group=group)
-    return [suite.prepare(case, CpuBackend()) for case in suite.cases(ctx)]
+                      sizes=(4096,), options=(("collectives", [collective]), *options.items()), group=group)
+    return [suite.prepare(case, backend or CpuBackend()) for case in suite.cases(ctx)]
 
 
 def test_a_wrong_result_is_counted_and_the_case_invalid(world_of_one):
@@ -387,29 +467,27 @@ def test_a_wrong_result_is_counted_and_the_case_invalid(world_of_one):
 
 
 def test_graph_rows_carry_the_checks_verdict(world_of_one, monkeypatch):
-    # --graph builds its own workload around the eager one; its rows must still say valid/wrong (on an H200
-    # they were empty: the graph workload's extra was a copy that the check never wrote to). CUDA's graph
-    # calls are stood in for on the CPU: capture runs the calls, replay does nothing, the check calls again.
-    import contextlib
-    import types
-
+    # A graph workload is built around the eager one; its rows must still say valid/wrong (on an H200 they were
+    # empty: the graph workload's extra was a copy that the check never wrote to). The fake device captures:
+    # its replays make the calls again.
     from gpubench import engine
-    from gpubench.backends.cpu import CpuBackend
+    from gpubench.backends.fake import FakeBackend
 
-    stream = types.SimpleNamespace(wait_stream=lambda other: None)
-    nothing = contextlib.nullcontext
-    for name, value in {"synchronize": lambda: None, "Stream": lambda: stream, "current_stream": lambda: stream,
-                        "stream": lambda s: nothing(), "graph": lambda g, stream: nothing(),
-                        "CUDAGraph": lambda: types.SimpleNamespace(replay=lambda: None)}.items():
-        monkeypatch.setattr(torch.cuda, name, value, raising=False)
+    monkeypatch.setenv("GPUBENCH_FAKE_GRAPHS", "1")
     suite, group = world_of_one
+    fake = FakeBackend()
     # all_reduce (in place only in torch): its input is refilled and the call made again; all_gather (out of place
     # and in place): the replay's output is read.
-    workloads = _cases(suite, group, "all_reduce", graph=True) + _cases(suite, group, "all_gather", graph=True)
+    workloads = _cases(suite, group, "all_reduce", fake) + _cases(suite, group, "all_gather", fake)
     assert {(w.extra["graph"], w.extra["valid"]) for w in workloads} == {(True, None)} and len(workloads) == 3
     for w in workloads:
-        assert engine.check(w, CpuBackend()).ok
+        assert engine.check(w, fake).ok
         assert w.extra["valid"] is True and w.extra["wrong"] == 0, w.extra
+    # A replay whose output is wrong is found wrong.
+    w = workloads[1]
+    replay = w.run
+    w.run = lambda x: replay(x).add_(1)
+    assert not engine.check(w, fake).ok and w.extra["valid"] is False and w.extra["wrong"] == 4096 // 4
 
 
 class _StandInNccl:
@@ -616,3 +694,32 @@ def test_laggards_name_the_missing_the_silent_and_the_store():
                                                         "stopped) in case a")
     # No heartbeat at all: the store itself is out of reach (a SIGKILLed spawner took it along), said so.
     assert "rendezvous store" in laggards({}, 2, now=0.0, stale_s=3)
+
+
+def test_a_stalled_rank_waits_for_a_peer_still_at_work_but_not_for_a_silent_or_idle_one():
+    # Rank 1 waits in a gather for rank 0, which a loaded host slows: while rank 0's heartbeat is fresh and
+    # it moved within the timeout, rank 1's watchdog waits; once rank 0 is silent (stopped, dead), missing, or
+    # has not moved either (the operation hung), it does not.
+    from gpubench.dist.group import Group
+
+    class Store:
+        def __init__(self, beats):
+            self.beats = {f"gpubench/hb/{r}": json.dumps(b) for r, b in beats.items()}
+
+        def check(self, keys):
+            return all(k in self.beats for k in keys)
+
+        def get(self, key):
+            return self.beats[key].encode()
+
+    now = time.time()
+    me = {"step": 3, "where": "c", "time": now, "moved": now - 20}
+    group = object.__new__(Group)
+    group.rank, group.world_size, group.timeout_s = 1, 2, 8.0
+    for peer, waits in [({"time": now - 0.4, "moved": now - 1}, True),  # at work
+                        ({"time": now - 0.4, "moved": now - 9}, False),  # alive, not moving: a hang
+                        ({"time": now - 6, "moved": now - 6.5}, False),  # silent: stopped or dead
+                        (None, False)]:  # never started
+        beats = {1: me} if peer is None else {0: {"step": 9, "where": "c", **peer}, 1: me}
+        group._beat_store = Store(beats)
+        assert group._others_moving() is waits, peer

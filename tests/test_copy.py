@@ -118,8 +118,13 @@ def test_destinations_start_poisoned_and_sources_random():
 
 
 def test_too_big_for_the_device_is_skipped_with_the_reason():
-    with pytest.raises(C.Skip, match="over half of this GPU's memory"):
+    # d2d holds a source and a destination: 2 GiB, against 75 % of what is free, not of what is installed.
+    with pytest.raises(C.Skip, match=r"needs 2 GiB of device buffers, over the 768 MiB a case may take \(75 % of 1 GiB"):
         prepare("d2d", "device", size=1 << 30, src="gpu0", backend=FakeBackend(memory_bytes=1 << 30))
+    busy = FakeBackend(memory_bytes=80 << 30, available_bytes=2 << 30)  # another process holds the rest
+    with pytest.raises(C.Skip, match="needs 2 GiB of device buffers, over the 1.5 GiB"):
+        prepare("d2d", "device", size=1 << 30, src="gpu0", backend=busy)
+    prepare("h2d", "pinned", size=1 << 30, backend=busy)  # 1 GiB fits
 
 
 def test_cpu_backend_skips_every_case_and_says_why():

@@ -21,3 +21,15 @@ def test_writing_a_suite_example_runs_and_measures():
     fp32, bf16 = (runner.run_case(suite, c, be, {}, cfg, None) for c in p.cases["scale"])
     assert {r["status"] for r in fp32} == {"ok"} and fp32[0]["value"] > 0
     assert {r["status"] for r in bf16} == {"skipped"} and bf16[0]["message"] == "only fp32 here"
+
+
+def test_what_the_docs_and_messages_tell_people_to_install_is_this_project():
+    # `gpubench` on the package index is someone else's project: no line may tell people to pip-install it.
+    import gpubench
+
+    root = DOCS.parent
+    files = [root / "README.md", *DOCS.glob("*.md"), *(root / "gpubench").rglob("*.py"), *(root / "suites").glob("*.py")]
+    bad = [f"{f.relative_to(root)}: {line.strip()}" for f in files for line in f.read_text().splitlines()
+           if re.search(r"pip3? install (-U |--upgrade )?['\"]?gpubench(?![-_\w])", line)]
+    assert not bad, bad
+    assert gpubench.DISTRIBUTION in (root / "README.md").read_text()

@@ -50,6 +50,26 @@ def test_batches_calls_until_a_sample_is_long_enough():
     assert m.samples_s == pytest.approx([1e-4] * len(m.samples_s))
 
 
+@pytest.mark.parametrize("after", [0, 2, 6])
+def test_an_interruption_abandons_the_measurement_at_the_next_check(after):
+    # `interrupted` is asked before the check, between its steps (inputs, call, reference), before each input
+    # set, then after every batch: asked `after` times with no, then yes, the engine stops there.
+    be = FakeBackend(durations=[1e-3, 3e-3])  # never settles, never meets the CV target: a long measurement
+    asked = []
+
+    def interrupted():
+        asked.append(be.calls)
+        return len(asked) > after
+
+    with pytest.raises(engine.Interrupted):
+        engine.measure(make_workload(), be, ONE_CALL, interrupted=interrupted)
+    # before the check and after its inputs: no call; after its call, after it, before the one input set: its
+    # call; then one batch (one call here) per question
+    assert be.calls == [0, 0, 1, 1, 1, 2, 3][after] and asked[-1] == be.calls
+    with pytest.raises(ValueError, match="group"):
+        engine.measure(make_workload(), be, ONE_CALL, group=object(), interrupted=lambda: False)
+
+
 def test_failed_check_is_never_timed():
     be = FakeBackend(durations=[1e-3])
     w = make_workload(ok=False)

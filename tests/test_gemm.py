@@ -17,6 +17,7 @@ from gpubench.backends.cpu import CpuBackend
 from gpubench.backends.fake import FakeBackend
 from gpubench.errors import UsageError
 from gpubench.suite import Case, GridContext, Skip
+from gpubench.units import format_bytes
 
 G = importlib.import_module("gpubench.suites.gemm")
 # Short, and one call per sample on the fake clock: the tests check plumbing, not speed.
@@ -273,9 +274,13 @@ def test_unsupported_combinations_skip_with_the_reason():
             G._cupy_run(dtype, be)
 
 
-def test_a_shape_that_does_not_fit_is_skipped():
-    with pytest.raises(Skip, match=r"needs ~\d+\.\d GiB"):
-        G.Gemm().prepare(case(dtype="fp64", m=16384, n=16384, k=16384), FakeBackend(memory_bytes=8 << 30))
+def test_a_shape_that_does_not_fit_is_skipped_with_its_real_need():
+    be = FakeBackend(memory_bytes=80 << 30, available_bytes=8 << 30)
+    n = 16384
+    need = G._memory_need(G.gemm_bytes(n, n, n, 8, 8), be.cache_bytes(), n, n, n, False)
+    assert 6 << 30 < need < 16 << 30  # three 2 GiB fp64 matrices, two sets of them, the sampled reference
+    with pytest.raises(Skip, match=rf"needs {format_bytes(need)}, over the 6 GiB a case may take"):
+        G.Gemm().prepare(case(dtype="fp64", m=n, n=n, k=n), be)
 
 
 # --- spec peaks --------------------------------------------------------------------------------------------
@@ -434,17 +439,24 @@ INTERPRET_CASES = [
     (dtype, layout, mnk)
     for dtype in ("fp32", "tf32", "fp16", "fp8")
     for layout in ("NN", "NT")
-    for mnk in ((64, 64, 64), (50, 70, 40))
+    for mnk in ((64, 64, 64), (50, 70, 40), (50, 72, 48))  # the last with 16-byte rows in every dtype (TMA)
 ]
 
 
 def _interpret_main() -> int:
     """Run under TRITON_INTERPRET=1 (set before triton is imported, hence a separate process)."""
+    import json
+    import tempfile
+
     from gpubench.kernels import matmul_triton as k
 
     failed = 0
-    config = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 2}
-    for dtype, layout, (m, n, kk) in INTERPRET_CASES:
+    tiled = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 2}
+    # Persistent: 16×32 tiles on the interpreter's 3 "multiprocessors", so each program walks several tiles;
+    # the split epilogue (two half-width stores) on every other case.
+    persistent = {"variant": k.PERSISTENT_TMA, "BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 2}
+
+    def operands(dtype, layout, m, n, kk):
         fp8 = dtype == "fp8"
         operand = torch.float8_e4m3fn if fp8 else G.DTYPES[dtype].operand
         a = G._uniform((m, kk), operand, "cpu", fp8)
@@ -454,11 +466,43 @@ def _interpret_main() -> int:
         if fp8:
             x.scale_a = torch.full((), G.FP8_SCALE)
             x.scale_b = torch.full((), G.FP8_SCALE)
+        return x
+
+    def run(x, dtype, config):
         k.matmul(x.a, x.b, x.c, precision="tf32" if dtype == "tf32" else "ieee", scale_a=x.scale_a,
                  scale_b=x.scale_b, config=config)
-        chk = G._checker(dtype, m, kk)(x, x.c)
-        print(dtype, layout, m, n, kk, "ok" if chk.ok else f"FAIL {chk}")
+        return G._checker(dtype, x.a.shape[0], x.a.shape[1])(x, x.c)
+
+    persistent_runs = 0
+    for i, (dtype, layout, (m, n, kk)) in enumerate(INTERPRET_CASES):
+        x = operands(dtype, layout, m, n, kk)
+        chk = run(x, dtype, tiled)
+        print(dtype, layout, m, n, kk, "tiled", "ok" if chk.ok else f"FAIL {chk}")
         failed += not chk.ok
+        if not k.tma_possible(x.a, x.b, x.c):
+            x = operands(dtype, layout, m, n, kk)
+            chk = run(x, dtype, {**persistent, "EPILOGUE_SPLIT": i % 2})
+            print(dtype, layout, m, n, kk, "persistent-tma", "ok" if chk.ok else f"FAIL {chk}")
+            failed += not chk.ok
+            persistent_runs += 1
+    # fp16 NT/NN at 64³ and 50×72×48, fp8 NT at both (fp8 NN and odd rows: tiled only; fp32/tf32: tiled only)
+    if persistent_runs != 6:
+        print("FAIL: the persistent variant ran", persistent_runs, "cases, expected 6")
+        failed += 1
+    # An exported configuration (gpubench export --format triton-configs) is found by GPU and dtype and run.
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "export.json"
+        cfg = {**persistent, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "EPILOGUE_SPLIT": 1,
+               "WARP_SPECIALIZE": 0}
+        path.write_text(json.dumps({"gpu": "interpreter", "kernels": {"gemm": {"fp16": {"64x64x64": {"config": cfg}}}}}))
+        os.environ[k.CONFIG_ENV] = str(path)
+        x = operands("fp16", "NT", 48, 72, 40)
+        chk = run(x, "fp16", None)
+        used = k.best_config(x.a, x.b)
+        want = "variant=persistent-tma BLOCK_M=16 BLOCK_N=64 BLOCK_K=32 GROUP_M=2 stages=2 warps=4 ws=0 split=1"
+        ok = chk.ok and used == f"{want} source=export.json:64x64x64"
+        print("exported config", used, "ok" if ok else f"FAIL {chk}")
+        failed += not ok
     return 1 if failed else 0
 
 
@@ -468,7 +512,8 @@ def test_triton_matmul_is_correct_in_the_interpreter():
     proc = subprocess.run([sys.executable, __file__], capture_output=True, text=True, env=env, timeout=240,
                           cwd=Path(__file__).resolve().parent.parent)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count(" ok") == len(INTERPRET_CASES)
+    # every case tiled, 6 of them persistent too, and the exported configuration's run
+    assert proc.stdout.count(" ok") == len(INTERPRET_CASES) + 6 + 1
 
 
 def test_triton_configs_keep_128_byte_rows():
@@ -479,6 +524,50 @@ def test_triton_configs_keep_128_byte_rows():
         assert len(kept) == len(k._SHAPES) and {c.kwargs["BLOCK_K"] for c in kept} == {block_k}
     with pytest.raises(ValueError, match="do not chain"):
         k.matmul(torch.empty(4, 8), torch.empty(4, 8), torch.empty(4, 8))
+
+
+
+def test_exported_configs_are_found_by_gpu_dtype_and_nearest_shape(tmp_path, monkeypatch):
+    import json
+
+    k = pytest.importorskip("gpubench.kernels.matmul_triton")
+    tiled = {"variant": "tiled", "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 4,
+             "num_stages": 3}
+    big = {**tiled, "BLOCK_M": 128}
+    mine = {"gpu": "cpu", "kernels": {"gemm": {"fp16": {"512x512x512": {"config": tiled},
+                                                        "8192x8192x8192": {"config": big}}}}}
+    other = {"gpu": "NVIDIA H200", "kernels": {"gemm": {"fp16": {"500x500x500": {"config": {**tiled, "BLOCK_N": 32}}}}}}
+    (tmp_path / "mine.json").write_text(json.dumps(mine))
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    monkeypatch.setenv(k.CONFIG_ENV, f"{tmp_path / 'other.json'}{os.pathsep}{tmp_path / 'mine.json'}")
+    assert k.nearest_export("cpu", "fp16", 600, 512, 512)["config"] == tiled
+    assert k.nearest_export("cpu", "fp16", 4096, 4096, 4096)["config"] == big
+    assert k.nearest_export("cpu", "bf16", 512, 512, 512) is None
+    a, b, c = torch.empty(512, 512, dtype=torch.float16), torch.empty(512, 512, dtype=torch.float16), torch.empty(512, 512, dtype=torch.float16)
+    assert "not a CUDA device" in k.tma_possible(a, b, c)
+    assert k.choose(a, b, c) == (tiled, "mine.json:512x512x512")
+    assert k.choose(a.float(), b.float(), c.float()) == (None, "autotune")  # no fp32 export: the autotuner
+    monkeypatch.setenv(k.CONFIG_ENV, str(tmp_path / "missing.json"))
+    with pytest.raises(ValueError, match="not a triton-configs export"):
+        k.choose(a, b, c)
+
+
+
+def test_packaged_exports_are_whole_configurations(monkeypatch):
+    import json
+
+    k = pytest.importorskip("gpubench.kernels.matmul_triton")
+    monkeypatch.delenv(k.CONFIG_ENV, raising=False)
+    files = k.config_files()
+    assert files, "gpubench/kernels/configs/ holds the H100 export"
+    for path in files:
+        doc = json.loads(path.read_text())
+        for dtype, shapes in doc["kernels"]["gemm"].items():
+            for shape, entry in shapes.items():
+                cfg = entry["config"]
+                assert cfg["variant"] in k.VARIANTS and cfg["BLOCK_K"] * (1 if dtype == "fp8" else 2) == k.ROW_BYTES
+                assert k.nearest_export(doc["gpu"], dtype, *map(int, shape.split("x")))["config"] == cfg
+    assert k.nearest_export("NVIDIA H100 80GB HBM3", "fp8", 6000, 6000, 6000)["config"]["variant"] == k.PERSISTENT_TMA
 
 
 if __name__ == "__main__":

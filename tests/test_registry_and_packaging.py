@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import gpubench
 from gpubench import registry
 from gpubench.errors import UsageError
 from gpubench.suite import TIME, Suite
@@ -58,8 +59,10 @@ def test_wheel_carries_the_builtin_suites(tmp_path):
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    wheel = next(tmp_path.glob("gpubench-*.whl"))
+    wheel = next(tmp_path.glob("gpubench_suite-*.whl"))  # the distribution's name, not the command's
     names = zipfile.ZipFile(wheel).namelist()
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert f"Name: {gpubench.DISTRIBUTION}" in metadata.splitlines()
     assert "gpubench/suites/elementwise.py" in names
     assert "gpubench/kernels/stream_triton.py" in names
     entry = next(n for n in names if n.endswith("entry_points.txt"))

@@ -4,8 +4,10 @@
 then one ``op signature,params signature,solution,time in ms`` line per shape. The solutions are gpubench's Triton
 launch shapes, not BLAS solutions, so TunableOp itself cannot load the file; the layout lets the same tooling
 read both. Sizes are in torch's terms (M, N, K; elements), not BLAS column-major order.
-``triton-configs``: JSON of the winning ``triton.Config`` arguments per kernel, dtype and shape, with the speed
-against torch, to paste into a ``@triton.autotune`` list.
+``triton-configs``: JSON of the winning launch configurations per kernel, dtype and shape (for the GEMM the whole
+``config=`` of gpubench.kernels.matmul_triton.matmul, variant included), with the speed against torch and the GPU
+they were measured on. gpubench's Triton GEMM reads such files for that GPU: the ones under
+gpubench/kernels/configs/ and any named in GPUBENCH_TRITON_CONFIGS.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-_TORCH_DTYPE = {"bf16": "BFloat16", "fp16": "Half", "fp32": "Float"}
+_TORCH_DTYPE = {"bf16": "BFloat16", "fp16": "Half", "fp32": "Float", "fp8": "Float8_e4m3fn"}
 _KERNEL_METRIC = {"gemm": "throughput", "triad": "bandwidth"}
 
 
@@ -44,7 +46,7 @@ def winners(df: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def tunableop_csv(df: pd.DataFrame, meta: dict[str, Any]) -> str:
-    ident = (meta.get("fingerprint") or {}).get("identity", {}) if isinstance(meta.get("fingerprint"), dict) else {}
+    ident = _identity(meta)
     lines = [f"Validator,PT_VERSION,{ident.get('torch', 'unknown')}",
              f"Validator,{'HIP' if ident.get('runtime') == 'hip' else 'CUDA'}_VERSION,"
              f"{ident.get('runtime_version', 'unknown')}",
@@ -61,14 +63,17 @@ def tunableop_csv(df: pd.DataFrame, meta: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def triton_configs(df: pd.DataFrame, meta: dict[str, Any]) -> str:
-    from gpubench.kernels.matmul_triton import ROW_BYTES
+def _identity(meta: dict[str, Any]) -> dict[str, Any]:
+    fp = meta.get("fingerprint")
+    return fp.get("identity", {}) if isinstance(fp, dict) else {}
 
-    doc: dict[str, Any] = {"run_id": meta.get("run_id"), "kernels": {}}
+
+def triton_configs(df: pd.DataFrame, meta: dict[str, Any]) -> str:
+    from gpubench.suites.autotune_kernels import gemm_kernel_config
+
+    doc: dict[str, Any] = {"run_id": meta.get("run_id"), "gpu": _identity(meta).get("gpu_model"), "kernels": {}}
     for w in winners(df):
-        args = dict(w["args"])
-        if w["kernel"] == "gemm":
-            args.update(BLOCK_K=ROW_BYTES // 2, GROUP_M=8)
+        args = gemm_kernel_config(w["config"], w["dtype"]) if w["kernel"] == "gemm" else dict(w["args"])
         doc["kernels"].setdefault(w["kernel"], {}).setdefault(w["dtype"], {})[w["shape"]] = {
             "config": args, "time_ms": w["time_ms"], "speedup_vs_torch": w["speedup_vs_torch"]}
     return json.dumps(doc, indent=2, default=str) + "\n"

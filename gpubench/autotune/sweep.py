@@ -28,7 +28,8 @@ SUITE = "autotune"
 _PASS = (("backend", "--backend"), ("min_bytes", "--min-bytes"), ("max_bytes", "--max-bytes"),
          ("step_factor", "--step-factor"), ("op", "--op"), ("collectives", "--collectives"), ("dtype", "--dtype"),
          ("nproc", "--nproc"), ("timeout", "--timeout"), ("alloc", "--alloc"))
-_FLAGS = (("quick", "--quick"), ("graph", "--graph"), ("register", "--register"), ("no_telemetry", "--no-telemetry"))
+_FLAGS = (("quick", "--quick"), ("graph", "--graph"), ("eager", "--eager"), ("register", "--register"),
+          ("no_telemetry", "--no-telemetry"))
 
 
 def child_argv(args: Any, out: Path, cluster: str) -> list[str]:

@@ -78,6 +78,10 @@ class Backend:
     def memory_bytes(self) -> int:
         raise NotImplementedError
 
+    def available_bytes(self) -> int:
+        """Memory a new allocation can get now (what buffers are sized from: gpubench.memory.budget)."""
+        return self.memory_bytes()
+
     def identity(self) -> dict[str, Any]:
         """Stable facts for the fingerprint (model, count, runtime); no clocks or temperatures."""
         raise NotImplementedError
@@ -136,6 +140,12 @@ class Backend:
 
     def flush_cache(self) -> None:
         """Evict the workload's data from the last-level cache (used when inputs cannot rotate)."""
+
+    def graphs(self) -> Any:
+        """What captures a sequence of calls as one replayable graph (CUDA/HIP graphs), or None where this
+        backend cannot: an object with ``capture(fn) -> replay`` (raises when capture fails) and
+        ``stream()``, a context manager for the replays' own stream."""
+        return None
 
     def release(self) -> None:
         """Give memory back between cases so that one case's buffers don't crowd the next."""

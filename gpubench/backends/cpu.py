@@ -62,6 +62,11 @@ class CpuBackend(Backend):
         except (ValueError, OSError):
             return 8 << 30
 
+    def available_bytes(self) -> int:
+        from gpubench.memory import host_available_bytes
+
+        return host_available_bytes() or self.memory_bytes()
+
     def identity(self) -> dict:
         return {
             "backend": self.name,

@@ -69,6 +69,25 @@ def _slow_cases() -> tuple[re.Pattern, float] | None:
     return re.compile(pattern), float(factor)
 
 
+class FakeGraphs:
+    """Graph capture on the fake device (GPUBENCH_FAKE_GRAPHS=1): a replay makes the captured calls again, for
+    real, so that whatever reads a replay's output reads the calls' results. With GPUBENCH_FAKE_GRAPHS=fail
+    every capture raises, as CUDA's does for a call it cannot capture."""
+
+    def __init__(self, fail: bool):
+        self.fail = fail
+
+    def capture(self, fn: Callable[[], Any]) -> Callable[[], Any]:
+        if self.fail:
+            raise RuntimeError("fake graph capture failed: operation not permitted when stream is capturing")
+        return fn
+
+    def stream(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+
 class FakeBackend(Backend):
     name = "fake"
     is_gpu = True  # behaves like a device: suites take their GPU paths where those run on CPU tensors
@@ -80,6 +99,7 @@ class FakeBackend(Backend):
         durations: Iterable[float] | Callable[[Any, int], float] | None = None,
         cache_bytes: int = 1 << 20,
         memory_bytes: int = 1 << 30,
+        available_bytes: int | None = None,
         model_name: str = "Fake GPU",
         device_count: int = 2,
         reading: dict | None = None,
@@ -117,6 +137,7 @@ class FakeBackend(Backend):
         self._case_factor = 1.0
         self._cache = cache_bytes
         self._memory = memory_bytes
+        self._available = memory_bytes if available_bytes is None else available_bytes
         self._model = model_name
         self._count = device_count
         self._reading = reading or {
@@ -148,6 +169,9 @@ class FakeBackend(Backend):
 
     def memory_bytes(self) -> int:
         return self._memory
+
+    def available_bytes(self) -> int:
+        return self._available
 
     def identity(self) -> dict:
         return {
@@ -214,8 +238,9 @@ class FakeBackend(Backend):
         seconds = float(self._duration(workload, self.calls)) * self._case_factor
         if seconds <= 0:
             raise ValueError("fake durations must be positive, or the engine's budgets never run out")
+        # A run of ``calls`` operations (a captured graph's replay) takes each its duration; the host issues it once.
         self.host_clock.advance(self.host_seconds)
-        self.clock.advance(max(seconds, self.host_seconds))
+        self.clock.advance(max(seconds * workload.calls, self.host_seconds))
         self.calls += 1
         return out
 
@@ -225,3 +250,7 @@ class FakeBackend(Backend):
 
     def flush_cache(self) -> None:
         self.flushes += 1
+
+    def graphs(self) -> FakeGraphs | None:
+        mode = os.environ.get("GPUBENCH_FAKE_GRAPHS", "")
+        return FakeGraphs(fail=mode == "fail") if mode in ("1", "fail") else None

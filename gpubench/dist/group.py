@@ -3,8 +3,9 @@ plane on which the ranks agree (the engine's decisions, a case's outcome, Ctrl-C
 every collective the same number of times.
 
 A rank never hangs for longer than ``timeout_s``: a heartbeat thread publishes this rank's progress (a counter
-of control-plane steps and the case it is in) to the rendezvous store, and a watchdog thread ends the process
-when its own progress stops for ``timeout_s``. Before it does, it reads every rank's heartbeat from the store
+of control-plane steps, the case it is in, and when it last moved) to the rendezvous store, and a watchdog
+thread ends the process when its own progress has stopped for ``timeout_s`` and no other rank has moved in that
+time either (a rank waiting for a peer that is still at work, slowed by a loaded host, waits on). Before it does, it reads every rank's heartbeat from the store
 and names the ranks that did not arrive (behind the others, or silent: dead or stopped). It also ends the
 process when the store stays out of reach: whoever hosts it (gpubench's spawner, torchrun's agent, rank 0) is
 gone, and the ranks, whose collectives no longer need the store, would otherwise run on as orphans.
@@ -28,6 +29,8 @@ _HEARTBEAT_S = 0.5
 # How long the store may stay out of reach when gpubench's own spawner hosts it on this machine: a local store
 # answers at once while its process lives. Elsewhere (torchrun's agent, rank 0 on another node) the timeout.
 _LOCAL_STORE_GONE_S = 3.0
+_STALE_S = 4 * _HEARTBEAT_S + 1  # a heartbeat older than this: its rank is dead or stopped
+_GLOO_BACKSTOP_S = 600.0
 _PREFIX = "gpubench/"
 
 
@@ -104,14 +107,21 @@ class Group:
         self._thread = threading.Thread(target=self._watch, name="gpubench-watchdog", daemon=True)
         self._thread.start()
         timeout = dt.timedelta(seconds=timeout_s)
+        # gloo's collectives wait on: a --devices rank that finished its case first waits in the gather for a
+        # peer still measuring (on a loaded host, longer than --timeout), and gloo's own timeout ended the run
+        # there. The watchdog decides instead (nobody moved for the timeout, or a peer fell silent); this is
+        # its backstop. NCCL's timeout stays --timeout (its own watchdog aborts the communicator).
+        gloo_timeout = dt.timedelta(seconds=max(10 * timeout_s, _GLOO_BACKSTOP_S))
         kwargs = {}
         if data_backend == "nccl" and device is not None:
             kwargs["device_id"] = torch.device(device)  # eager NCCL init: a missing rank fails here, named
         self.step("init")
         dist.init_process_group(data_backend, store=dist.PrefixStore("pg", self.store), rank=renv.rank,
-                                world_size=renv.world_size, timeout=timeout, **kwargs)
+                                world_size=renv.world_size, timeout=gloo_timeout if data_backend == "gloo" else timeout,
+                                **kwargs)
         self.data = dist.group.WORLD
-        self.control = self.data if data_backend == "gloo" else dist.new_group(backend="gloo", timeout=timeout)
+        self.control = (self.data if data_backend == "gloo"
+                        else dist.new_group(backend="gloo", timeout=gloo_timeout))
         self.step("ready")
 
     # --- progress and the watchdog -------------------------------------------------------------------------
@@ -127,8 +137,8 @@ class Group:
         self._on_abort.append(fn)
 
     def _publish(self) -> None:
-        beat = {"step": self._step, "where": self._where, "time": time.time(), "pid": os.getpid(),
-                "host": os.uname().nodename}
+        beat = {"step": self._step, "where": self._where, "time": time.time(), "moved": self._last_change,
+                "pid": os.getpid(), "host": os.uname().nodename}
         self._beat_store.set(f"{_PREFIX}hb/{self.rank}", json.dumps(beat))
 
     def _watch(self) -> None:
@@ -143,9 +153,24 @@ class Group:
                     self.abort(f"rank {self.rank} lost the rendezvous store at {self.renv.master_addr}:"
                                f"{self.renv.master_port} for {self._store_grace_s:.0f} s: the process that "
                                "hosted it (gpubench's spawner, torchrun's agent or rank 0) is gone")
-            if time.time() - self._last_change > self.timeout_s:
+            if time.time() - self._last_change > self.timeout_s and not self._others_moving():
                 self.abort(f"rank {self.rank} made no progress for {self.timeout_s:.0f} s in "
                            f"{self._where or 'setup'}")
+
+    def _others_moving(self) -> bool:
+        """Whether every other rank's heartbeat is fresh and one of them moved within the timeout: then this
+        rank waits for a peer still at work (a --devices rank for one measuring its case alone), not for a
+        dead, stopped or hung one. Read only once this rank has stalled, so a large group does not load the
+        store."""
+        try:
+            beats = read_heartbeats(self._beat_store, self.world_size)
+        except Exception:  # noqa: BLE001 — the store is the watchdog's other concern
+            return False
+        now = time.time()
+        others = [b for r, b in beats.items() if r != self.rank]
+        if len(others) < self.world_size - 1 or any(now - b["time"] > _STALE_S for b in others):
+            return False  # a rank that never started or fell silent: nobody will come
+        return any(now - b.get("moved", 0.0) <= self.timeout_s for b in others)
 
     def abort(self, reason: str) -> None:
         """Name the ranks that did not arrive, tell the callbacks, and end this process at once."""

@@ -65,12 +65,45 @@ def _kill_all(procs: list[subprocess.Popen]) -> None:
         p.wait()
 
 
-class _Ended(Exception):
-    """The parent was sent SIGTERM or SIGHUP."""
+class _Signals:
+    """What the parent was sent, noted by its handlers and acted on by the supervising loop.
+
+    The handlers only take note: an exception raised from one lands wherever the loop happens to be (inside
+    reading the store, whose errors are caught and ignored, or between two steps of killing the ranks), and
+    a Ctrl-C or a SIGTERM caught there was lost or half done. The loop looks at least every ``_POLL_S``.
+    """
+
+    def __init__(self):
+        self.interrupts = 0  # SIGINTs received
+        self.ended: str | None = None  # the name of the first SIGTERM/SIGHUP
+        self._old: dict = {}
+
+    def _interrupt(self, _signum, _frame) -> None:
+        self.interrupts += 1
+
+    def _end(self, signum, _frame) -> None:
+        self.ended = self.ended or signal.Signals(signum).name
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():  # Python sets handlers from there only
+            self._old = {sig: signal.signal(sig, self._end) for sig in _ENDING}
+            self._old[signal.SIGINT] = signal.signal(signal.SIGINT, self._interrupt)
+        return self
+
+    def __exit__(self, *exc):
+        """Back to the handlers before: a second SIGTERM while the ranks are being stopped ends the parent."""
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old = {}
+        return False
 
 
-def _raise_ended(signum, _frame) -> None:
-    raise _Ended(signal.Signals(signum).name)
+def _run_dir(store) -> Path | None:
+    """The run directory rank 0 published, if it got that far."""
+    try:
+        return Path(store.get("gpubench/run_dir").decode()) if store.check(["gpubench/run_dir"]) else None
+    except Exception:  # noqa: BLE001 — no run directory to speak of
+        return None
 
 
 def _mark_ended(store, reason: str, status: str = "failed") -> None:
@@ -78,10 +111,11 @@ def _mark_ended(store, reason: str, status: str = "failed") -> None:
     from gpubench import results
     from gpubench.rundir import _write_json, utc_now
 
+    run = _run_dir(store)
+    if run is None:
+        return
     try:
-        if not store.check(["gpubench/run_dir"]):
-            return
-        path = Path(store.get("gpubench/run_dir").decode()) / results.RUN_FILE
+        path = run / results.RUN_FILE
         meta = json.loads(path.read_text())
     except Exception:  # noqa: BLE001 — nothing to mark
         return
@@ -94,42 +128,34 @@ def run(argv: list[str], nproc: int, timeout_s: float) -> int:
     """Run ``gpubench <argv>`` as ``nproc`` ranks on this machine; the exit code of the whole."""
     import torch.distributed as dist
 
+    from gpubench.rundir import saved
+
     store = dist.TCPStore("127.0.0.1", 0, nproc, True, timeout=dt.timedelta(seconds=timeout_s),
                           wait_for_workers=False)
     procs: list[subprocess.Popen] = []
     base = dict(os.environ)
-    for rank in range(nproc):
-        env = dict(base, RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_RANK=str(rank),
-                   LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port),
-                   GPUBENCH_SPAWNED="1", GPUBENCH_STORE_HOSTED="1")
-        # A session of its own: signals meant for the run come through the parent, which forwards SIGINT
-        # (were the ranks in the terminal's process group, a Ctrl-C would reach them directly and a forwarded
-        # copy would count twice; outside it, a `kill -INT` of the parent alone would never reach them).
-        # Without a controlling terminal a rank also never stops on job control when it writes to one.
-        procs.append(subprocess.Popen([sys.executable, "-m", "gpubench", *argv], env=env, start_new_session=True,
-                                      stdout=None if rank == 0 else subprocess.DEVNULL))
-    failure: str | None = None
-    ended: str | None = None  # the name of the signal that ended the parent
-    handlers = {}
-    if threading.current_thread() is threading.main_thread():  # Python sets handlers from there only
-        handlers = {sig: signal.signal(sig, _raise_ended) for sig in _ENDING}
-    try:
-        failure = _supervise(procs, store, timeout_s)
-    except _Ended as e:
-        ended = str(e)
-    finally:
-        for sig, old in handlers.items():
-            signal.signal(sig, old)
+    # Handlers before the first rank starts: no signal may leave one behind.
+    with _Signals() as signals:
+        for rank in range(nproc):
+            env = dict(base, RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_RANK=str(rank),
+                       LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port),
+                       GPUBENCH_SPAWNED="1", GPUBENCH_STORE_HOSTED="1")
+            # A session of its own: signals meant for the run come through the parent, which forwards SIGINT
+            # (were the ranks in the terminal's process group, a Ctrl-C would reach them directly and a
+            # forwarded copy would count twice; outside it, a `kill -INT` of the parent alone would never reach
+            # them). Without a controlling terminal a rank also never stops on job control when it writes to one.
+            procs.append(subprocess.Popen([sys.executable, "-m", "gpubench", *argv], env=env,
+                                          start_new_session=True, stdout=None if rank == 0 else subprocess.DEVNULL))
+        failure = _supervise(procs, store, timeout_s, signals)
+    ended = signals.ended
     if ended is not None:
         _kill_all(procs)  # terminates at once; a second signal meets the default handler
         _mark_ended(store, f"gpubench was sent {ended}; the ranks were stopped", status="interrupted")
-        print(f"gpubench: error: stopped by {ended}; the cases measured before it are in the run directory",
-              file=sys.stderr, flush=True)
+        print(f"gpubench: error: stopped by {ended}; {saved(_run_dir(store))}", file=sys.stderr, flush=True)
         return 128 + signal.Signals[ended].value
     if failure is not None and failure != "interrupted":
         _mark_ended(store, failure)
-        print(f"gpubench: error: {failure}; the cases measured before it are in the run directory",
-              file=sys.stderr, flush=True)
+        print(f"gpubench: error: {failure}; {saved(_run_dir(store))}", file=sys.stderr, flush=True)
         return 1
     codes = [p.returncode for p in procs]
     if failure == "interrupted" or 130 in codes:
@@ -138,29 +164,34 @@ def run(argv: list[str], nproc: int, timeout_s: float) -> int:
     return max(codes)
 
 
-def _supervise(procs: list[subprocess.Popen], store, timeout_s: float) -> str | None:
-    """Watch the ranks until the last one ends; why the run failed ("interrupted" for a second Ctrl-C), or None."""
+def _supervise(procs: list[subprocess.Popen], store, timeout_s: float, signals: _Signals) -> str | None:
+    """Watch the ranks until the last one ends, or the parent is sent SIGTERM/SIGHUP (``signals.ended``); why
+    the run failed ("interrupted" for a second Ctrl-C), or None."""
     failure: str | None = None
     nproc = len(procs)
     died_at = None
     last_step, last_change = None, time.monotonic()
-    interrupted = 0
+    forwarded = 0
     while any(p.poll() is None for p in procs):
-        try:
-            time.sleep(_POLL_S)
-        except KeyboardInterrupt:
-            # Passed on to the ranks: the first stops them after their case, a second ends them now (they
-            # mark the run themselves; those still there after the grace are killed).
-            interrupted += 1
+        if signals.ended:
+            return failure
+        if signals.interrupts > forwarded:
+            # Passed on to the ranks, each once: the first stops them after their case, a second ends them now
+            # (they mark the run themselves; those still there after the grace are killed).
+            forwarded = min(signals.interrupts, 2)
             for p in procs:
                 if p.poll() is None:
                     p.send_signal(signal.SIGINT)
-            if interrupted > 1:
+            if forwarded > 1:
                 failure = failure or "interrupted"
                 _wait(procs, _GRACE_S)
                 _kill_all(procs)
                 break
             continue
+        try:
+            time.sleep(_POLL_S)  # a signal's handler returns into the sleep: acted on within _POLL_S
+        except KeyboardInterrupt:  # no handlers of our own (not the main thread): the same, one at a time
+            signals.interrupts += 1
         for rank, p in enumerate(procs):
             if p.poll() is not None and p.returncode not in _NORMAL and failure is None:
                 failure, died_at = _describe_exit(rank, p), time.monotonic()

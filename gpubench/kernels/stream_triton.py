@@ -22,6 +22,13 @@ import triton.language as tl
 
 VECTOR_BYTES = 16
 NUM_WARPS = 4  # 128 threads per program
+# fill writes only, so a program of one 16-byte store per thread is done as soon as its stores are issued: the
+# rate at which a multiprocessor starts programs, not memory, then sets the pace. On H200 (issue 29: 3291 GB/s
+# against torch's 4492 at --quick sizes, 2026-11-24) 2 KiB programs would need a new one every ~60 ns per
+# multiprocessor. Fill's programs write 8 KiB instead (two 16-byte stores per thread, 256 threads): H100,
+# 2026-11-25, 256 MiB (tests/gpu/sweep_triton_roofs.py), 0.995x torch in fp32 and bf16, as 2 KiB programs were.
+FILL_VECTOR_BYTES = 32
+FILL_WARPS = 8
 DOT_BLOCK = 8192
 DOT_WARPS = 8
 
@@ -111,18 +118,20 @@ def _launch(kernel, n: int, t: torch.Tensor, *args, warps: int | None = None, ve
     kernel[(triton.cdiv(n, elems * 32 * warps),)](*args, n, **kw, ELEMS=elems, W=warps, num_warps=warps)
 
 
-def copy(a: torch.Tensor, c: torch.Tensor, warps: int | None = None) -> torch.Tensor:
-    _launch(_copy_kernel, a.numel(), a, a, c, warps=warps)
+def copy(a: torch.Tensor, c: torch.Tensor, warps: int | None = None, vector_bytes: int | None = None) -> torch.Tensor:
+    _launch(_copy_kernel, a.numel(), a, a, c, warps=warps, vector_bytes=vector_bytes)
     return c
 
 
-def mul(c: torch.Tensor, b: torch.Tensor, s: float, warps: int | None = None) -> torch.Tensor:
-    _launch(_mul_kernel, c.numel(), c, c, b, s, warps=warps, IS64=c.dtype == torch.float64)
+def mul(c: torch.Tensor, b: torch.Tensor, s: float, warps: int | None = None,
+        vector_bytes: int | None = None) -> torch.Tensor:
+    _launch(_mul_kernel, c.numel(), c, c, b, s, warps=warps, vector_bytes=vector_bytes, IS64=c.dtype == torch.float64)
     return b
 
 
-def add(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, warps: int | None = None) -> torch.Tensor:
-    _launch(_add_kernel, a.numel(), a, a, b, c, warps=warps, IS64=a.dtype == torch.float64)
+def add(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, warps: int | None = None,
+        vector_bytes: int | None = None) -> torch.Tensor:
+    _launch(_add_kernel, a.numel(), a, a, b, c, warps=warps, vector_bytes=vector_bytes, IS64=a.dtype == torch.float64)
     return c
 
 
@@ -133,8 +142,8 @@ def triad(b: torch.Tensor, c: torch.Tensor, a: torch.Tensor, s: float, warps: in
     return a
 
 
-def fill(a: torch.Tensor, s: float, warps: int | None = None) -> torch.Tensor:
-    _launch(_fill_kernel, a.numel(), a, a, s, warps=warps)
+def fill(a: torch.Tensor, s: float, warps: int | None = None, vector_bytes: int | None = None) -> torch.Tensor:
+    _launch(_fill_kernel, a.numel(), a, a, s, warps=warps or FILL_WARPS, vector_bytes=vector_bytes or FILL_VECTOR_BYTES)
     return a
 
 

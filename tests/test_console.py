@@ -1,0 +1,75 @@
+"""What a newcomer reads: numbers without exponents, units in every header, one dtype vocabulary, constant
+columns above the table, identical skip reasons on one line, `info` and `list` readable when piped."""
+
+import pandas as pd
+from rich.console import Console
+
+from gpubench.cli import main
+from gpubench.console import fmt_value, summary_tables
+from gpubench.registry import all_suites
+
+
+def test_numbers_print_without_exponents():
+    assert fmt_value(12439.2) == "12,439" and fmt_value(123456.7) == "123,457"
+    assert fmt_value(3.14159) == "3.142" and fmt_value(0.5) == "0.5" and fmt_value(0) == "0"
+    assert fmt_value(1.234e-5) == "0.00001234" and fmt_value(None) == "—"
+    assert all("e" not in fmt_value(10.0**k * 1.2345) for k in range(-9, 12))
+
+
+def _rows(suite, dtype, cases, unit="us", status="ok", message=""):
+    return [{"suite": suite, "suite_version": 1, "case": f"op={op},dtype={dtype},bytes={b}", "op": op, "dtype": dtype,
+             "bytes": b, "metric": "time", "unit": unit, "value": 12439.2 if status == "ok" else float("nan"),
+             "cv": 0.01, "n": 10, "status": status, "message": message, "device_index": 0, "host": "h",
+             "sm_clock_mhz": None, "noisy": False, "host_bound": None} for op, b in cases]
+
+
+def _text(df):
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))
+    for t in summary_tables(df, {"s": ("op", "dtype", "bytes")}):
+        console.print(t)
+    return console.export_text()
+
+
+def test_summary_header_units_constants_and_collapsed_skips():
+    df = pd.DataFrame(_rows("s", "float32", [("add", 1024), ("mul", 1024)])
+                      + _rows("s", "float32", [(f"x{i}", 1024) for i in range(37)], status="skipped",
+                              message="needs a GPU")
+                      + _rows("s", "float32", [("lone", 1024)], status="skipped", message="only this one"))
+    text = _text(df)
+    lines = text.splitlines()
+    assert lines[0].strip() == "s (v1)"
+    assert lines[1].strip() == "dtype=fp32, bytes=1 KiB"  # constant over the table: above it, in one vocabulary
+    header = next(line for line in lines if "op" in line and "status" in line)
+    assert "time [µs]" in header and "cv [%]" in header and "dtype" not in header and "MHz" not in header
+    assert "12,439" in text and "e+04" not in text
+    assert "37 cases skipped: needs a GPU" in text and text.count("needs a GPU") == 1
+    assert "skipped: only this one" in text  # a reason of its own keeps its row
+
+
+def test_a_table_of_only_shared_skips_is_their_reasons():
+    df = pd.DataFrame(_rows("s", "fp32", [(f"x{i}", 1 << i) for i in range(5)], status="skipped",
+                            message="needs a GPU"))
+    text = _text(df)
+    assert "5 cases skipped: needs a GPU" in text and "x0" not in text
+
+
+def test_info_prints_human_units_and_no_none(capsys):
+    assert main(["info", "--backend", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "None" not in out and ("MiB" in out or "KiB" in out)
+    assert "GiB" in out  # memory_bytes
+
+
+def test_list_piped_is_not_cut(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name, cls in all_suites().items():
+        assert cls.description in out, name
+    assert "time [µs, ↓]" in out
+
+
+def test_backend_auto_names_what_it_chose(capsys, tmp_path):
+    code = main(["run", "--suite", "launch", "--backend", "auto", "--quick", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert err.splitlines()[0].startswith("backend: cpu, device 0 (") and err.splitlines()[0].endswith("(--backend auto)")
