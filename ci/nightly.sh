@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # Nightly regression gate for one cluster: run the suites, keep the run under RESULTS_DIR/CLUSTER/, compare it
-# with the baseline, write a Markdown summary and a JUnit file, and exit with compare's code.
+# with the baseline, confirm any WORSE figure by measuring its cases again in a fresh process, write a Markdown
+# summary, a JUnit file and the JSON verdicts, and exit with compare's code.
 #   ci/nightly.sh CLUSTER [RESULTS_DIR]          (RESULTS_DIR default: results)
 # Environment:
 #   SUITES           suites to run (default: elementwise,gemm)
 #   RUN_ARGS         more `gpubench run` arguments (default: --quick)
 #   BASELINE_WINDOW  N: pool the N runs before this one as the baseline, instead of RESULTS_DIR/CLUSTER/baseline
 #   THRESHOLDS       thresholds file (default: RESULTS_DIR/CLUSTER/thresholds.toml when it exists)
-#   SUMMARY, JUNIT   output files (default: compare-summary.md, compare-junit.xml); the summary is appended to
-#                    $GITHUB_STEP_SUMMARY too when that is set
+#   CONFIRM          1 (default): a WORSE figure fails the night only if a rerun of its case agrees; 0: no rerun
+#   SUMMARY, JUNIT, VERDICTS  output files (default: compare-summary.md, compare-junit.xml, compare.json); the
+#                    summary is appended to $GITHUB_STEP_SUMMARY too when that is set
+#   RUN_LOG          the runs' own output (default: nightly-run.log); this script prints a few lines of it
+#   PYTHON           the interpreter gpubench is installed in (default: python3), for the rerun's plan
 # The baseline is RESULTS_DIR/CLUSTER/baseline: a symlink to, or a file naming, a run directory there. With
-# none yet, this run becomes it. ci/README.md says how to promote another one.
-# Exit: 0 nothing WORSE; 1 something WORSE, or a case failed; 2 bad setup or inputs compare cannot use;
-# 130 interrupted.
+# none yet, this run becomes it. ci/README.md says how to promote another one. Reruns are kept under
+# RESULTS_DIR/CLUSTER/confirm/, out of the baseline window's way.
+# Exit: 0 nothing WORSE; 1 something WORSE (confirmed), or a case failed; 2 bad setup or inputs compare cannot
+# use; 130 interrupted.
 set -euo pipefail
 cluster=${1:?usage: ci/nightly.sh CLUSTER [RESULTS_DIR]}
 out=${2:-results}
@@ -20,45 +25,86 @@ suites=${SUITES:-elementwise,gemm}
 read -r -a run_args <<< "${RUN_ARGS---quick}"
 summary=${SUMMARY:-compare-summary.md}
 junit=${JUNIT:-compare-junit.xml}
+verdicts=${VERDICTS:-compare.json}
+run_log=${RUN_LOG:-nightly-run.log}
+python=${PYTHON:-python3}
 dir="$out/$cluster"
 thresholds=${THRESHOLDS:-}
 if [[ -z "$thresholds" && -f "$dir/thresholds.toml" ]]; then
   thresholds="$dir/thresholds.toml"
 fi
+: > "$run_log"
 
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-run_rc=0
-gpubench run --suite "$suites" "${run_args[@]}" --cluster "$cluster" --out "$out" | tee "$log" || run_rc=${PIPESTATUS[0]}
-if [[ $run_rc -ne 0 && $run_rc -ne 1 ]]; then
-  exit "$run_rc"  # 2: bad setup, nothing written; 130: interrupted
-fi
-run_dir=$(sed -n 's/^run directory: //p' "$log" | tail -n 1)
-if [[ -z "$run_dir" || ! -d "$run_dir" ]]; then
-  echo "nightly: gpubench run did not name its run directory" >&2
-  exit 2
-fi
+# run_into OUT ARGS...: one `gpubench run` whose output goes to the log; sets run_rc and run_dir. A setup error
+# or an interrupt ends the night with its code, after showing the end of the log.
+run_into() {
+  local root=$1 rc=0 start=$SECONDS
+  shift
+  gpubench run "$@" --cluster "$cluster" --out "$root" >> "$run_log" 2>&1 || rc=$?
+  if [[ $rc -ne 0 && $rc -ne 1 ]]; then
+    tail -n 5 "$run_log" >&2
+    exit "$rc"  # 2: bad setup, nothing written; 130: interrupted
+  fi
+  run_rc=$rc
+  run_dir=$(sed -n 's/^run directory: //p' "$run_log" | tail -n 1)
+  if [[ -z "$run_dir" || ! -d "$run_dir" ]]; then
+    echo "nightly: gpubench run did not name its run directory (see $run_log)" >&2
+    exit 2
+  fi
+  local failed=""
+  if [[ $rc -ne 0 ]]; then
+    failed="; $(grep 'case(s) failed' "$run_log" | tail -n 1) ($run_log)"
+  fi
+  echo "nightly: ran $run_dir in $((SECONDS - start)) s$failed"
+}
+
+run_into "$out" --suite "$suites" "${run_args[@]}"
+night_rc=$run_rc
+night_dir=$run_dir
 
 compare=(gpubench compare)
 if [[ -n "${BASELINE_WINDOW:-}" ]]; then
-  # The directory of runs: compare takes the N latest complete runs other than this one.
-  compare+=("$dir" "$run_dir" --baseline-window "$BASELINE_WINDOW")
+  # The directory of runs: compare takes the N latest complete runs other than this one. The first night has
+  # none: it is the start of the history, not a failure.
+  earlier=$(find "$dir" -mindepth 2 -maxdepth 2 -name run.json -not -path "$night_dir/*" | head -n 1)
+  if [[ -z "$earlier" ]]; then
+    echo "nightly: no earlier run of $cluster yet: $night_dir starts the baseline window"
+    exit "$night_rc"
+  fi
+  compare+=("$dir" "$night_dir" --baseline-window "$BASELINE_WINDOW")
 elif [[ -e "$dir/baseline" ]]; then
-  compare+=("$dir/baseline" "$run_dir")
+  compare+=("$dir/baseline" "$night_dir")
 else
-  ln -s "$(basename "$run_dir")" "$dir/baseline"
-  echo "nightly: no baseline yet for $cluster: $run_dir is now the baseline ($dir/baseline)"
-  exit "$run_rc"
+  ln -s "$(basename "$night_dir")" "$dir/baseline"
+  echo "nightly: no baseline yet for $cluster: $night_dir is now the baseline ($dir/baseline)"
+  exit "$night_rc"
 fi
 if [[ -n "$thresholds" ]]; then
   compare+=(--thresholds "$thresholds")
 fi
+
+if [[ "${CONFIRM:-1}" != 0 ]]; then
+  first_rc=0
+  "${compare[@]}" --format json > "$verdicts" || first_rc=$?
+  if [[ $first_rc -eq 1 ]]; then
+    # Which cases to measure again: the suites on the first line, an exact --filter on the second.
+    mapfile -t plan < <("$python" -m gpubench.compare.confirm "$verdicts" "$night_dir")
+    if [[ ${#plan[@]} -eq 2 ]]; then
+      echo "nightly: WORSE figures; measuring their cases again in a fresh process to confirm them"
+      run_into "$dir/confirm" --suite "${plan[0]}" "${run_args[@]}" --filter "${plan[1]}"
+      compare+=(--confirm "$run_dir")
+    fi
+  elif [[ $first_rc -ne 0 ]]; then
+    exit "$first_rc"
+  fi
+fi
+
 compare_rc=0
-"${compare[@]}" --out "$summary" --out "$junit" || compare_rc=$?
+"${compare[@]}" --out "$summary" --out "$junit" --out "$verdicts" || compare_rc=$?
 if [[ -n "${GITHUB_STEP_SUMMARY:-}" && -f "$summary" ]]; then
   cat "$summary" >> "$GITHUB_STEP_SUMMARY"
 fi
 if [[ $compare_rc -ne 0 ]]; then
   exit "$compare_rc"
 fi
-exit "$run_rc"
+exit "$night_rc"

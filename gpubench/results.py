@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from gpubench import DISTRIBUTION
 from gpubench.errors import UsageError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # History of SCHEMA_VERSION (bump it for any change a reader could notice; add an upgrade step below):
 #   1 — gpubench 0.1.0 (2026-11): first version. Long format, one row per (case, metric); columns in
 #       COLUMNS below plus each suite's parameter columns; `value` is the median of `samples`; run.json
@@ -34,6 +34,8 @@ SCHEMA_VERSION = 3
 #       (`run --devices`) names each one; older tables read them as missing.
 #   3 — 2026-11-23: `host_us` and `host_bound` after `sets`: the host's time to issue one call, and whether
 #       the device waited for it (the figure is the host's issue rate); older tables read them as unknown.
+#   4 — 2026-11-25: `contended` after `throttle`: other processes seen on the device around the case ("pid
+#       4321 (python3)"; "" none, None unknown); older tables read it as unknown.
 
 META_KEY = b"gpubench"  # parquet footer key holding {"schema_version": ..., "suite": ..., ...}
 RUN_FILE = "run.json"
@@ -80,6 +82,7 @@ BODY = (
     "power_w",
     "temp_c",  # max during sampling
     "throttle",  # union of clock-event/throttle reasons seen, comma-separated
+    "contended",  # other processes on the device around the case, named; "" none seen, None unknown
 )
 COLUMNS = HEAD + BODY
 STATUSES = ("ok", "invalid", "error", "skipped")
@@ -105,9 +108,16 @@ def _v2_to_v3(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _v3_to_v4(df: pd.DataFrame) -> pd.DataFrame:
+    # Before v4 nobody looked for other processes on the device: unknown, not "alone".
+    if "contended" not in df.columns:
+        df["contended"] = None
+    return df
+
+
 # Upgrade steps: _UPGRADES[v] turns a version-v frame into a version-(v+1) frame; the loader applies them in
 # order, so a change to the schema is one function here.
-_UPGRADES: dict[int, Callable[[pd.DataFrame], pd.DataFrame]] = {1: _v1_to_v2, 2: _v2_to_v3}
+_UPGRADES: dict[int, Callable[[pd.DataFrame], pd.DataFrame]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def frame(rows: Iterable[Mapping[str, Any]], params: Sequence[str] = ()) -> pd.DataFrame:

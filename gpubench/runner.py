@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench import engine, results
+from gpubench import contention, engine, results
 from gpubench.errors import UsageError
 from gpubench.options import read as read_options
 from gpubench.rundir import ABANDONED, RunDir
@@ -271,6 +271,7 @@ def run_case(
 
     workload = None
     try:
+        getattr(backend, "begin_case", lambda case_id: None)(case.id)  # test stand-ins may lack it
         workload = _prepare(suite, case, backend, group, ctx)
         with workload.context() if workload.context else contextlib.nullcontext():
             meas = engine.measure(workload, backend, config, telemetry, group=group, tick=tick,
@@ -370,6 +371,20 @@ class _StopFlag:
         return False
 
 
+def _mark(rows: list[dict[str, Any]], contended: str | None) -> None:
+    for r in rows:
+        r["contended"] = contended
+
+
+def _suite_contended(rows: list[dict[str, Any]]) -> str | None:
+    """A derived row's ``contended``: every co-tenant of the cases it is computed from."""
+    seen = [r.get("contended") for r in rows]
+    named = sorted({n for s in seen if s for n in s.split(", ")})
+    if named:
+        return ", ".join(named)
+    return "" if any(s == "" for s in seen) else None
+
+
 def execute(
     p: Plan,
     backend: Any,
@@ -432,6 +447,9 @@ def execute(
         if writer:
             group.publish_run_dir(str(rd.path))
     base["run_id"] = group.gather_objects(rd.run_id)[0] if fleet else rd.run_id
+    # Other ranks' processes may hold contexts on this device (peer access): they are ours, not a co-tenant.
+    own_pids = set(group.gather_objects(os.getpid())) if group is not None else set()
+    watch = contention.Watch(reader if telemetry else None, own_pids)
     outcome = Outcome(rd)
     if progress:
         for line in p.notes:
@@ -458,14 +476,17 @@ def execute(
                     if stop.set:
                         break
                     current = f"{suite.name} {case.id}"
+                    before = watch.check()
                     if fleet:
                         own = run_case(suite, case, backend, base, config, sampler_source, tick=group.step,
                                        interrupted=interrupted, ctx=p.contexts.get(suite.name))
+                        _mark(own, watch.note(before, watch.check(), suite.name, case.id))
                         mine.extend(own)
                         new = _everyones(group, own)
                     else:
                         new = run_case(suite, case, backend, base, config, sampler_source, group,
                                        interrupted=interrupted, ctx=p.contexts.get(suite.name))
+                        _mark(new, watch.note(before, watch.check(), suite.name, case.id))
                     if any(r["message"] == ABANDONED for r in new):
                         outcome.abandoned = current
                     rows.extend(new)
@@ -478,6 +499,9 @@ def execute(
                 # Interrupted, the suite still summarizes the cases it measured (a search's best so far), and
                 # says so in each derived row's message.
                 derived = derived_rows(suite, suite.summarize(mine if fleet else rows), base)
+                _mark(derived, _suite_contended(mine if fleet else rows))
+                for r in derived:
+                    watch.mark(suite.name, r["case"], r["contended"])
                 if stop.set:
                     for r in derived:
                         r["message"] = (r["message"] + "; run interrupted: over the cases measured")[:_MAX_MESSAGE]
@@ -507,6 +531,6 @@ def execute(
     # of one, cases no world size allows), one "suite: line" list; a Ctrl-C-abandoned case has a row but was
     # not done.
     notes = list(p.notes) + [f"{s.name}: {line}" for s in p.suites for line in (getattr(s, "notes", None) or [])]
-    rd.finish(status, cases_done=sum(df.loc[df["message"] != ABANDONED, "case"].nunique()
+    rd.finish(status, contention=watch.summary(), cases_done=sum(df.loc[df["message"] != ABANDONED, "case"].nunique()
                                      for df in outcome.tables.values()), notes=notes)
     return outcome

@@ -116,6 +116,15 @@ class Telemetry:
         """Facts that do not change during a run (None where unreadable)."""
         return dict.fromkeys(STATIC_KEYS)
 
+    def processes(self) -> list[int] | None:
+        """Pids of every process holding a context on the device, ours included (None: unknown). What
+        :mod:`gpubench.contention` reads to name a co-tenant."""
+        return None
+
+    def utilization(self) -> float | None:
+        """Percent of the last sampling period in which the device ran anything, anyone's (None: unknown)."""
+        return None
+
     def close(self) -> None:
         """Release the vendor library; safe to call more than once."""
 
@@ -233,6 +242,20 @@ class NvmlTelemetry(_VendorTelemetry):
             "throttle": _try(lambda: self._decode(int(reasons(h)))),
         }
 
+    def processes(self) -> list[int] | None:
+        """See Telemetry.processes: compute and graphics contexts (a process may hold both)."""
+        nv, h, pids, known = self._nv, self._h, [], False
+        for name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+            got = _try(lambda: getattr(nv, name)(h))
+            if got is not None:
+                known = True
+                pids += [int(p.pid) for p in got]
+        return sorted(set(pids)) if known else None
+
+    def utilization(self) -> float | None:
+        """See Telemetry.utilization."""
+        return _try(lambda: _num(self._nv.nvmlDeviceGetUtilizationRates(self._h).gpu))
+
     def static(self) -> dict:
         """See Telemetry.static."""
         nv, h = self._nv, self._h
@@ -345,6 +368,24 @@ class AmdSmiTelemetry(_VendorTelemetry):
             "temp_c": _try(self._temp),
             "throttle": _try(self._throttle),
         }
+
+    def processes(self) -> list[int] | None:
+        """See Telemetry.processes. ROCm 6 lists dicts with a pid; ROCm 5 listed handles to look up."""
+        smi, h = self._smi, self._h
+        got = _try(lambda: smi.amdsmi_get_gpu_process_list(h))
+        if got is None:
+            return None
+        pids = []
+        for p in got:
+            info = p if isinstance(p, dict) else _try(lambda: smi.amdsmi_get_gpu_process_info(h, p)) or {}
+            pid = info.get("pid")
+            if isinstance(pid, int) and not isinstance(pid, bool):
+                pids.append(pid)
+        return sorted(set(pids))
+
+    def utilization(self) -> float | None:
+        """See Telemetry.utilization (the graphics engine's activity)."""
+        return _try(lambda: _num(self._smi.amdsmi_get_gpu_activity(self._h)["gfx_activity"]))
 
     def static(self) -> dict:
         """See Telemetry.static."""

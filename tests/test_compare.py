@@ -178,6 +178,10 @@ def test_every_output_format_parses_back(capsys, base, tmp_path):
     assert len({len(c) for c in cells}) == 1  # every row as wide as the header
     assert [c.strip() for c in cells[0]][:4] == ["verdict", "suite", "case", "metric"]
     assert set("".join(cells[1])) <= set("-")
+    assert [c[0].strip() for c in cells[2:]] == ["WORSE", "WORSE"]  # people read what moved
+    assert "3 SAME figure(s) not listed" in md.read_text()
+    cli(capsys, "compare", base, cur, "--out", md, "--all")
+    cells = [re.split(r"(?<!\\)\|", ln)[1:-1] for ln in md.read_text().splitlines() if ln.startswith("|")]
     assert [c[0].strip() for c in cells[2:]] == ["WORSE", "WORSE", "SAME", "SAME", "SAME"]
 
 

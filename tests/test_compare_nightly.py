@@ -1,6 +1,7 @@
 """ci/nightly.sh on the fake backend: the first night sets the baseline, the next compares with it, and a
 regression stored as a later baseline's successor fails the job with compare's exit code."""
 
+import json
 import os
 import subprocess
 import sys
@@ -55,3 +56,51 @@ def test_nightly_exits_2_on_a_setup_error_and_sets_no_baseline(tmp_path):
     assert proc.returncode == 2
     assert "unknown suite 'nosuch'" in proc.stderr
     assert not (tmp_path / "results" / "lab" / "baseline").exists()
+
+
+def test_a_worse_that_does_not_repeat_is_dropped_and_one_that_repeats_fails(tmp_path):
+    assert nightly(tmp_path).returncode == 0  # the baseline
+    slow = {"GPUBENCH_FAKE_SLOW_CASES": "1.5:op=copy"}
+
+    # Slow in the night's process only: the rerun in a fresh process does not agree, the night passes.
+    marker = tmp_path / "slow-once"
+    marker.write_text("")
+    once = nightly(tmp_path, **slow, GPUBENCH_FAKE_SLOW_ONCE=str(marker))
+    assert once.returncode == 0, once.stdout + once.stderr
+    assert not marker.exists()  # the night's process took it; the rerun ran at full speed
+    assert "measuring their cases again" in once.stdout
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.splitlines()[0] == "### ✅ gpubench compare: 2 UNKNOWN"
+    assert summary.count("WORSE once, SAME on a rerun in a fresh process") == 2
+    assert ET.parse(tmp_path / "junit.xml").getroot().get("failures") == "0"
+    assert len(once.stdout.splitlines()) <= 40  # the night's log is short: the runs' output is in a file
+    assert "run directory:" in (tmp_path / "nightly-run.log").read_text()
+
+    # Slow in every process: the rerun agrees and the night fails.
+    always = nightly(tmp_path, **slow)
+    assert always.returncode == 1, always.stdout + always.stderr
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.splitlines()[0] == "### ❌ gpubench compare: 2 WORSE"
+    assert summary.count("confirmed by a rerun (+50.0%)") + summary.count("confirmed by a rerun (-33.3%)") == 2
+    assert ET.parse(tmp_path / "junit.xml").getroot().get("failures") == "2"
+    reruns = list((tmp_path / "results" / "lab" / "confirm" / "lab").iterdir())
+    assert len(reruns) == 2  # kept apart from the nights, out of the baseline window's way
+
+    # Slow while another process holds the GPU: named, not blamed.
+    shared = nightly(tmp_path, **slow, GPUBENCH_FAKE_OTHER_PIDS=str(os.getpid()))
+    assert shared.returncode == 0, shared.stdout + shared.stderr
+    first = (tmp_path / "summary.md").read_text().splitlines()[0]
+    assert first.startswith("### ✅ gpubench compare: 2 UNKNOWN — GPU shared during the current run: "
+                            f"pid {os.getpid()} (")
+    run_json = json.loads(next(iter(sorted((tmp_path / "results" / "lab").glob("2*/run.json"))[-1:])).read_text())
+    assert run_json["contention"]["contended"].startswith(f"pid {os.getpid()} (")
+    assert len(run_json["contention"]["cases"]["elementwise"]) == 1  # the one case, op=copy at one size
+
+
+def test_a_baseline_window_starts_with_the_first_night(tmp_path):
+    first = nightly(tmp_path, BASELINE_WINDOW="3")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "starts the baseline window" in first.stdout
+    second = nightly(tmp_path, BASELINE_WINDOW="3")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert (tmp_path / "summary.md").read_text().startswith("### ✅ gpubench compare: ")

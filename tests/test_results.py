@@ -151,8 +151,9 @@ def test_not_a_run_directory(tmp_path):
 
 
 @pytest.mark.parametrize("version,dropped", [
-    (1, ["gpu_uuid", "pci_bus_id", "host_us", "host_bound"]),  # as gpubench 0.1.0 wrote it
-    (2, ["host_us", "host_bound"]),  # before the host's issue time was measured
+    (1, ["gpu_uuid", "pci_bus_id", "host_us", "host_bound", "contended"]),  # as gpubench 0.1.0 wrote it
+    (2, ["host_us", "host_bound", "contended"]),  # before the host's issue time was measured
+    (3, ["contended"]),  # before other processes on the device were looked for
 ])
 def test_older_tables_read_with_the_later_columns_unknown(tmp_path, version, dropped):
     path = results.save(sample_frame(), tmp_path / "t.parquet")
@@ -162,7 +163,7 @@ def test_older_tables_read_with_the_later_columns_unknown(tmp_path, version, dro
     back = results.load(path)
     assert all(back[c].isna().all() for c in dropped)
     assert set(results.COLUMNS) <= set(back.columns)
-    assert back.attrs["schema_version"] == 3 and results.SCHEMA_VERSION == 3
+    assert back.attrs["schema_version"] == 4 and results.SCHEMA_VERSION == 4
 
 
 _REPLACER = """

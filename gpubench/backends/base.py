@@ -135,6 +135,9 @@ class Backend:
             for i in range(turn, turn + inner):
                 run(sets[i % count])
 
+    def begin_case(self, case_id: str) -> None:
+        """The runner names each case before preparing it (the fake backend's slow-case knob reads it)."""
+
     def flush_cache(self) -> None:
         """Evict the workload's data from the last-level cache (used when inputs cannot rotate)."""
 

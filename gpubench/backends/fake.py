@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -43,6 +44,29 @@ class FakeTimer(Timer):
 def default_model(workload: Any, call_index: int) -> float:
     """A made-up device: 5 µs per call, 100 GB/s, 10 TFLOP/s, no noise."""
     return 5e-6 + workload.bytes / 100e9 + workload.flops / 10e12
+
+
+_SLOW_ONCE_TAKEN = False  # this process consumed GPUBENCH_FAKE_SLOW_ONCE's marker: its slowdown holds here
+
+
+def _slow_cases() -> tuple[re.Pattern, float] | None:
+    """GPUBENCH_FAKE_SLOW_CASES=FACTOR:REGEX makes the cases whose id matches REGEX take FACTOR times as long
+    (a regression, for tests of the gate). With GPUBENCH_FAKE_SLOW_ONCE=MARKER as well, only the first process
+    that finds the file MARKER is slow, and it deletes the file: a slowdown that does not repeat when a case is
+    measured again in a fresh process (the gate's confirmation rerun)."""
+    global _SLOW_ONCE_TAKEN
+    spec = os.environ.get("GPUBENCH_FAKE_SLOW_CASES", "")
+    if not spec:
+        return None
+    factor, _, pattern = spec.partition(":")
+    marker = os.environ.get("GPUBENCH_FAKE_SLOW_ONCE")
+    if marker and not _SLOW_ONCE_TAKEN:
+        try:
+            os.unlink(marker)  # atomic: of several processes, exactly one takes the marker
+            _SLOW_ONCE_TAKEN = True
+        except FileNotFoundError:
+            return None
+    return re.compile(pattern), float(factor)
 
 
 class FakeGraphs:
@@ -109,6 +133,8 @@ class FakeBackend(Backend):
             # GPU in a box of good ones).
             factor, model = float(slow[str(device_index)]), self._duration
             self._duration = lambda workload, i: factor * model(workload, i)
+        self._slow_cases = _slow_cases()
+        self._case_factor = 1.0
         self._cache = cache_bytes
         self._memory = memory_bytes
         self._available = memory_bytes if available_bytes is None else available_bytes
@@ -168,6 +194,14 @@ class FakeBackend(Backend):
             def read(self) -> dict:
                 return dict(reading, throttle=list(reading.get("throttle") or []))
 
+            def processes(self) -> list[int]:
+                # GPUBENCH_FAKE_OTHER_PIDS=PID,...: other processes on the device (a co-tenant, for tests).
+                others = os.environ.get("GPUBENCH_FAKE_OTHER_PIDS", "")
+                return [os.getpid(), *(int(p) for p in others.split(",") if p.strip())]
+
+            def utilization(self) -> float:
+                return float(os.environ.get("GPUBENCH_FAKE_BUSY_PCT", 0.0))
+
             def static(self) -> dict:
                 return {
                     "driver_version": "fake-1.0",
@@ -196,9 +230,12 @@ class FakeBackend(Backend):
     def host_now(self) -> float:
         return self.host_clock.now()
 
+    def begin_case(self, case_id: str) -> None:
+        self._case_factor = self._slow_cases[1] if self._slow_cases and self._slow_cases[0].search(case_id) else 1.0
+
     def call(self, workload: Any, inputs: Any) -> Any:
         out = workload.run(inputs)
-        seconds = float(self._duration(workload, self.calls))
+        seconds = float(self._duration(workload, self.calls)) * self._case_factor
         if seconds <= 0:
             raise ValueError("fake durations must be positive, or the engine's budgets never run out")
         # A run of ``calls`` operations (a captured graph's replay) takes each its duration; the host issues it once.

@@ -35,6 +35,11 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="output format (default: terminal; for --out files, from their suffix .md/.xml/.json)")
     p.add_argument("--out", action="append", default=[], metavar="FILE",
                    help="write the output to FILE as well (the terminal still gets the table); repeatable")
+    p.add_argument("--all", action="store_true", dest="all_rows",
+                   help="list every figure in the terminal and Markdown views, not only those that are not SAME")
+    p.add_argument("--confirm", default=None, metavar="RERUN",
+                   help="a rerun of the WORSE cases (a run directory, e.g. gpubench run --filter ...): a figure "
+                        "stays WORSE only if it is WORSE against the same baseline there too (ci/nightly.sh)")
     p.add_argument("--cross-cluster", action="store_true",
                    help="compare different systems (GPU model, count, driver): ratios and %% of spec peak")
     p.add_argument("--fleet", action="store_true",
@@ -73,11 +78,12 @@ def _emit(args, renderable, render) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    from gpubench.compare import fleet, fleet_formats, formats, report, thresholds
+    from gpubench.compare import contention, fleet, fleet_formats, formats, report, thresholds
 
     _out_formats(args)  # a bad --out fails before anything is loaded
     if args.fleet:
         given = {"--baseline-window": args.baseline_window is not None, "--thresholds": args.thresholds,
+                 "--confirm": args.confirm,
                  "--threshold": args.threshold is not None, "--cross-cluster": args.cross_cluster}
         extra = [flag for flag, on in given.items() if on]
         if extra:
@@ -93,7 +99,18 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         th.default = thresholds.check_fraction(args.threshold, "--threshold")
     rep = report.build(args.paths[0], args.paths[1], window=args.baseline_window, thresholds=th, alpha=args.alpha,
                        cross_cluster=args.cross_cluster)
-    _emit(args, formats.terminal_table(rep), lambda fmt: formats.render(rep, fmt))
+    # build() ran the post-passes (a shared GPU's WORSE is UNKNOWN already: a contended night never fails).
+    if args.confirm:
+        from gpubench.compare import confirm
+        from gpubench.compare.verdict import apply_post_passes, compare_frames
+
+        rerun = _side(args.confirm)
+        again = compare_frames(rep.baseline.pooled(), rerun.pooled(), th, args.alpha,
+                               cross_cluster=bool(rep.system_differences))
+        rep.rows = confirm.apply(rep.rows, apply_post_passes(again, rep.baseline.runs, rerun.runs))
+    contention.describe(rep)
+    _emit(args, formats.terminal_table(rep, all_rows=args.all_rows),
+          lambda fmt: formats.render(rep, fmt, all_rows=args.all_rows))
     return rep.exit_code
 
 

@@ -1,5 +1,9 @@
 """compare's outputs: a terminal table, Markdown (a CI job summary), JUnit XML (one testcase per compared
-figure, a failure for each WORSE) and JSON (everything, for tools). docs/compare.md describes each."""
+figure, a failure for each WORSE) and JSON (everything, for tools). docs/compare.md describes each.
+
+The terminal and Markdown views are for people: they lead with one line of counts, list only the figures that
+are not SAME, worst first, and shorten case ids (the parameters every listed row shares are said once under
+the table). ``--all`` lists every figure; JUnit and JSON always hold them all."""
 
 from __future__ import annotations
 
@@ -10,10 +14,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rich import box
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from gpubench.compare.verdict import COMPARED, WORSE
+from gpubench.compare.verdict import COMPARED, SAME, WORSE
 from gpubench.console import fmt_value
 
 FORMATS = ("terminal", "markdown", "junit", "json")
@@ -104,17 +110,123 @@ def context_lines(report: Any) -> list[str]:
     return lines
 
 
-def terminal_table(report: Any) -> Table:
-    caption = Text("\n".join([report.summary(), *context_lines(report)]))  # Text: a "[" in a value is no markup
-    table = Table(title=report.title(), title_justify="left", caption=caption, caption_justify="left")
-    for h in headers(report.cross_cluster):
-        table.add_column(h, justify="right" if h in ("baseline", "current", "change", "ratio", "p") else "left",
-                         overflow="fold")  # a case id cut short would name another case
-    for r in report.rows.to_dict("records"):
+def headline(report: Any) -> str:
+    """The first line of the human views: the counts, and a shared GPU when there was one."""
+    shared = list(getattr(report, "contended", None) or [])
+    return " — ".join([report.summary(), *shared])
+
+
+# Worst first in the human views (the rows' order may have changed in post-passes over the verdicts).
+_RANK = {"WORSE": 0, "UNKNOWN": 1, "not-ok": 2, "incomparable": 3, "only-baseline": 4, "only-current": 5,
+         "BETTER": 6, "SAME": 7}
+
+
+def _worse_by(r: dict) -> float:
+    ch = _num(r["change"])
+    if not math.isfinite(ch):
+        return -math.inf
+    return -ch if r["better"] == "higher" else ch
+
+
+def shown_rows(report: Any, all_rows: bool = False) -> list[dict]:
+    """The rows the human views list: every row with ``all_rows``, else those that are not SAME; worst first."""
+    rows = report.rows.to_dict("records")
+    if not all_rows:
+        rows = [r for r in rows if not (r["status"] == COMPARED and r["verdict"] == SAME)]
+    return sorted(rows, key=lambda r: (_RANK.get(_verdict(r), 9), -_worse_by(r)))
+
+
+def _short_value(v: str) -> str:
+    """4194304 → 4M: a byte count people read at a glance (exact powers of 1024 only)."""
+    if v.isdigit() and int(v) >= 1024:
+        n = int(v)
+        for unit in ("K", "M", "G", "T"):
+            n, rest = divmod(n, 1024)
+            if rest:
+                return v
+            if n < 1024:
+                return f"{n}{unit}"
+    return v
+
+
+def short_cases(cases: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(each case id without the parameters all of them share, those shared parameters). Ids are
+    ``key=value`` lists; values that are byte counts are shortened. A lone case keeps all of its parameters."""
+    parsed = [[tuple(p.split("=", 1)) if "=" in p else (p, "") for p in str(c).split(",")] for c in cases]
+    shared: dict[str, str] = {}
+    if len(set(map(str, cases))) > 1:  # one case (several metrics) keeps its whole id
+        first = dict(parsed[0])
+        shared = {k: v for k, v in first.items() if all(dict(p).get(k, None) == v for p in parsed[1:])}
+
+    def text(pairs):
+        return ",".join(f"{k}={_short_value(v)}" if v else k for k, v in pairs)
+
+    short = [text([(k, v) for k, v in p if k not in shared]) or text(p) for p in parsed]
+    return short, [text([kv]) for kv in shared.items()]
+
+
+# UNKNOWN rows sharing one note (e.g. every host-timed figure of a young baseline) are said in one line when
+# there are this many: the reason is the news, not each figure.
+_COLLAPSE = 3
+
+
+def _collapse(rows: list[dict]) -> tuple[list[dict], list[str]]:
+    notes: dict[str, int] = {}
+    for r in rows:
+        if _verdict(r) == "UNKNOWN" and r["note"]:
+            notes[str(r["note"])] = notes.get(str(r["note"]), 0) + 1
+    common = {n for n, k in notes.items() if k >= _COLLAPSE}
+    kept = [r for r in rows if not (_verdict(r) == "UNKNOWN" and str(r["note"]) in common)]
+    return kept, [f"{notes[n]} UNKNOWN figure(s) not listed: {n}" for n in sorted(common, key=lambda n: -notes[n])]
+
+
+def _listing(report: Any, all_rows: bool) -> tuple[list[dict], list[str], list[str]]:
+    """(rows to list, their short case ids, the lines under the table: shared parameters, what is hidden)."""
+    rows = shown_rows(report, all_rows)
+    said: list[str] = []
+    if not all_rows:
+        rows, said = _collapse(rows)
+    short, shared = short_cases([r["case"] for r in rows])
+    foot = list(said)
+    if shared:
+        foot.append(f"every case listed has {', '.join(shared)}")
+    same = sum(1 for r in report.rows.to_dict("records") if r["status"] == COMPARED and r["verdict"] == SAME)
+    if same and not all_rows:
+        foot.append(f"{same} SAME figure(s) not listed")
+    if not all_rows and (same or said):
+        foot.append("--all lists every figure; the JSON and JUnit outputs hold them all")
+    return rows, short, foot
+
+
+# The terminal leaves out what is in the Markdown and JSON: the threshold and the test's basis.
+_TERMINAL = ("verdict", "suite", "case", "metric", "baseline", "current", "change", "ratio", "p", "note")
+
+
+def terminal_table(report: Any, all_rows: bool = False) -> Group:
+    rows, short, foot = _listing(report, all_rows)
+    head = headers(report.cross_cluster)
+    keep = [i for i, h in enumerate(head) if h in _TERMINAL or h.endswith("% peak")]
+    table = Table(box=box.SIMPLE_HEAD, title_justify="left", show_edge=False, pad_edge=False)
+    width = max([len(c) for c in short] + [4])
+    for i in keep:
+        h = head[i]
+        justify = "right" if h in ("baseline", "current", "change", "ratio", "p") else "left"
+        # A case id is never cut (it would name another case); shortened, it fits on a line or two.
+        table.add_column(h, justify=justify, overflow="fold", min_width=min(width, 64) if h == "case" else None,
+                         max_width=60 if h == "note" else None)
+    for r, case in zip(rows, short):
         cells = row_cells(r, report.cross_cluster)
+        cells[2] = case
         style = _STYLE.get(cells[0], "dim")
-        table.add_row(*cells, style=style or None)
-    return table
+        table.add_row(*(cells[i] for i in keep), style=style or None)
+    # Text, not markup: a "[" in a value is no markup.
+    parts: list[Any] = [Text(headline(report), style="bold"),
+                        Text(report.title())]  # what was compared (and, across clusters, what differs)
+    parts.append(table if rows else Text("no figure moved by its threshold or more"))
+    tail = [*foot, *context_lines(report)]
+    if tail:
+        parts.append(Text("\n".join(tail)))
+    return Group(*parts)
 
 
 def _md_cell(text: str) -> str:
@@ -127,9 +239,9 @@ def markdown_table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> list[s
     return lines
 
 
-def to_markdown(report: Any) -> str:
+def to_markdown(report: Any, all_rows: bool = False) -> str:
     worse = report.counts().get(WORSE, 0)
-    lines = [f"### {'❌' if worse else '✅'} gpubench compare: {report.summary()}", "",
+    lines = [f"### {'❌' if worse else '✅'} gpubench compare: {_md_cell(headline(report))}", "",
              f"- baseline: {_md_cell(report.baseline_text)}",
              f"- current: {_md_cell(report.current_text)}",
              f"- WORSE needs a change of at least the threshold, beyond the spread of the baseline's run medians "
@@ -138,9 +250,19 @@ def to_markdown(report: Any) -> str:
     if report.system_differences:
         lines.append(f"- different systems: {_md_cell('; '.join(report.system_differences))}")
     lines.append("")
-    lines += markdown_table(headers(report.cross_cluster),
-                            (row_cells(r, report.cross_cluster) for r in report.rows.to_dict("records")))
-    return "\n".join(lines) + "\n"
+    rows, short, foot = _listing(report, all_rows)
+    if rows:
+        cells = []
+        for r, case in zip(rows, short):
+            c = row_cells(r, report.cross_cluster)
+            c[2] = case
+            cells.append(c)
+        lines += markdown_table(headers(report.cross_cluster), cells)
+        lines.append("")
+    else:
+        lines += ["No figure moved by its threshold or more.", ""]
+    lines += [f"_{_md_cell(f)}_" for f in foot]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 @dataclass
@@ -180,7 +302,7 @@ def to_junit(report: Any) -> str:
         failure = (f"{r['metric']} {cells['change']} (threshold {cells['threshold']}, p {cells['p']})"
                    if r["verdict"] == WORSE else None)
         cases.append(JunitCase(f"gpubench.{r['suite']}", f"{r['case']} {r['metric']}", failure, detail))
-    props = {"title": report.title(), "summary": report.summary(), "alpha": f"{report.alpha:g}"}
+    props = {"title": report.title(), "summary": headline(report), "alpha": f"{report.alpha:g}"}
     if report.setting_differences:
         props["setting_differences"] = "; ".join(report.setting_differences)
     return junit_xml("gpubench compare", cases, props)
@@ -205,15 +327,18 @@ def to_json(report: Any) -> str:
         "summary": report.counts(),
         "exit_code": report.exit_code,
         "notes": report.notes,
+        "contention": list(getattr(report, "contended", None) or []),
         "setting_differences": report.setting_differences,
         "rows": report.rows.to_dict("records"),
     }
     return json.dumps(jsonable(doc), indent=2) + "\n"
 
 
-def render(report: Any, fmt: str) -> str:
-    return {"markdown": to_markdown, "junit": to_junit, "json": to_json}[fmt](report)
+def render(report: Any, fmt: str, all_rows: bool = False) -> str:
+    if fmt == "markdown":
+        return to_markdown(report, all_rows)
+    return {"junit": to_junit, "json": to_json}[fmt](report)
 
 
-__all__ = ["FORMATS", "SUFFIXES", "terminal_table", "to_markdown", "to_junit", "to_json", "render", "jsonable",
+__all__ = ["FORMATS", "SUFFIXES", "terminal_table", "headline", "shown_rows", "short_cases", "to_markdown", "to_junit", "to_json", "render", "jsonable",
            "markdown_table", "junit_xml", "JunitCase"]

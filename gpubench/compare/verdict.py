@@ -302,7 +302,9 @@ def _judge_pair(b: dict[str, Any], c: dict[str, Any], better: str, threshold: fl
 # after compare_frames; append one to POST_PASSES to add a rule. Each must keep COLUMNS and may only turn a
 # verdict into UNKNOWN with a note saying why (it knows less than the samples, never more).
 PostPass = Callable[[pd.DataFrame, Sequence[dict[str, Any]], Sequence[dict[str, Any]]], pd.DataFrame]
-POST_PASSES: list[PostPass] = []
+from gpubench.compare.contention import post_pass as _shared_gpu  # noqa: E402 — a rule over run.json's contention
+
+POST_PASSES: list[PostPass] = [_shared_gpu]
 
 
 def apply_post_passes(rows: pd.DataFrame, baseline_runs: Sequence[dict[str, Any]],

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The nightly gate on one GPU (issue 26):  bash tests/gpu/nightly_aa.sh OUT_DIR [N] [aa]
+# Night 0 sets the baseline; nights 1..N change nothing (A=A), with ci/nightly.sh's default settings and the
+# quick set (SUITES=elementwise,gemm,launch,copy RUN_ARGS=--quick); then one night whose runs force
+# elementwise's Triton kernels to one warp per program (a real slowdown: WORSE on those rows only), then one
+# night with a second process doing bf16 matmuls in a loop on the same GPU (the run must say it was shared
+# and name it). Prints each night's exit code, seconds and counts, and the rows that are not SAME or BETTER;
+# OUT_DIR gets nights.txt, the tables (parquet + run.json) and each night's verdicts and summary. A third
+# argument "aa" runs the A=A nights only; ci/nightly.sh's variables (BASELINE_WINDOW=5) pass through.
+set -u -o pipefail
+out=${1:?OUT_DIR}; n=${2:-5}; only=${3:-}
+root=$PWD
+work=$(mktemp -d)
+res="$work/results"
+mkdir -p "$out"
+export SUITES=elementwise,gemm,launch,copy
+
+python3 - <<'EOF'  # what NVML says about our own process (pid namespaces differ in containers)
+import os, torch, pynvml
+torch.ones(1, device="cuda")
+pynvml.nvmlInit()
+h = pynvml.nvmlDeviceGetHandleByIndex(0)
+print("probe: own pid", os.getpid(), "NVML compute pids", [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)],
+      "util", pynvml.nvmlDeviceGetUtilizationRates(h).gpu)
+EOF
+
+night() {  # LABEL [VAR=VALUE...]: one ci/nightly.sh night in its own directory
+  local label=$1 start=$SECONDS rc=0
+  shift
+  mkdir -p "$work/$label"
+  (cd "$work/$label" && env "$@" bash "$root/ci/nightly.sh" h100 "$res" > stdout.txt 2>&1) || rc=$?
+  local head=""
+  [[ -f "$work/$label/compare-summary.md" ]] && head=$(head -n 1 "$work/$label/compare-summary.md")
+  echo "$label rc=$rc $((SECONDS - start))s lines=$(wc -l < "$work/$label/stdout.txt")/$(cat "$work/$label/compare-summary.md" 2>/dev/null | wc -l) ${head#'### '}"
+  python3 - "$work/$label/compare.json" <<'EOF' 2>/dev/null
+import json, sys
+doc = json.load(open(sys.argv[1]))
+for r in doc["rows"]:
+    v = r["verdict"] if r["status"] == "compared" else r["status"]
+    if v not in ("SAME", "BETTER"):
+        ch = r["change"]
+        print(f"   {v} {r['suite']} {r['case']} {r['metric']} {100 * ch:+.1f}% " if ch is not None else f"   {v} {r['suite']} {r['case']} {r['metric']} ", (r["note"] or "")[:150])
+EOF
+}
+
+{
+  night night0
+  for i in $(seq "$n"); do night "aa$i"; done
+  [[ "$only" == aa ]] && exit 0
+  night slow RUN_ARGS="--quick --triton-warps 1"
+  python3 -c "
+import torch, time
+a = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16); b = torch.randn_like(a)
+end = time.time() + 300
+while time.time() < end:
+    for _ in range(20): a @ b
+    torch.cuda.synchronize()
+" & hog=$!
+  sleep 8
+  night shared
+  kill "$hog" 2>/dev/null; wait "$hog" 2>/dev/null
+} | tee "$out/nights.txt"
+
+(cd "$res" && find . -name '*.parquet' -o -name run.json | tar czf "$out/tables.tgz" -T -)
+(cd "$work" && find . -maxdepth 2 \( -name compare.json -o -name compare-summary.md -o -name stdout.txt \) | tar czf "$out/nights.tgz" -T -)
