@@ -9,6 +9,7 @@
 #   aa           10 A=A runs of elementwise and gemm --quick plus a forced slowdown, every pair compared
 #   kernels      the Triton launch-shape sweep and its exports
 #   triton       gpubench's Triton GEMM and elementwise kernels against torch, with the sweep's exported configs
+#   nightly      ci/nightly.sh's gate: 10 A=A nights of the quick set, a forced slowdown, a shared GPU
 #   smoke-comm   the comm suite's CUDA paths in a world of one (NCCL_TESTS_DIR for its nccl-tests part)
 # and on two or more GPUs (the default there):
 #   comm         comm beside nccl-tests (NCCL_TESTS_DIR=<built nccl-tests>/build)
@@ -38,6 +39,7 @@ for part in "${parts[@]}"; do
     aa) bash "$here/run_aa.sh" "$dir" "$cluster" ;;
     kernels) bash "$here/run_autotune.sh" "$dir" "$cluster" kernels ;;
     triton) bash "$here/run_triton_roofs.sh" "$dir" "$cluster" ;;
+    nightly) bash "$here/nightly_aa.sh" "$dir" 10 ;;
     nccl) bash "$here/run_autotune.sh" "$dir" "$cluster" nccl ;;
     smoke-comm) bash "$here/smoke_comm_one_gpu.sh" "$dir" ;;
     comm) bash "$here/run_comm.sh" "$dir" "$cluster" ;;
