@@ -103,14 +103,16 @@ class RunProgress:
 
 
 def summary_tables(
-    df: pd.DataFrame, params_of: dict[str, tuple[str, ...]], shown_of: dict[str, tuple[str, ...]] | None = None
+    df: pd.DataFrame, params_of: dict[str, tuple[str, ...]], shown_of: dict[str, tuple[str, ...]] | None = None,
+    blocks_of: dict[str, tuple[str, ...]] | None = None,
 ) -> list[Table]:
-    """One table per suite, one line per case: its parameters, its first metric's median and spread (and the
-    medians of any further metrics the suite shows, e.g. comm's algbw and busbw), the SM clock seen while it
-    ran, and its status. Parameters with one value over the whole table go into a line above it; cases skipped
-    for the same reason collapse into one line below it ("37 cases skipped: needs a GPU")."""
+    """One table per suite (or per block of it, where the suite names block columns: comm one per collective),
+    one line per case: its parameters, its first metric's median and spread (and the medians of any further
+    metrics the suite shows, e.g. comm's algbw and busbw), the SM clock seen while it ran, and its status.
+    Parameters with one value over the whole table go into a line above it; cases skipped for the same reason
+    collapse into one line below it ("37 cases skipped: needs a GPU")."""
     tables = []
-    for suite, rows in df.groupby("suite", sort=False):
+    for suite, rows in _blocks(df, blocks_of or {}):
         rows = rows.assign(_gpu=_gpu_labels(rows))
         many = rows["_gpu"].nunique() > 1  # a --devices run: one line per (GPU, case)
         first = rows.drop_duplicates(subset=["_gpu", "case"], keep="first")
@@ -162,6 +164,17 @@ def summary_tables(
             )
         tables.append(table)
     return tables
+
+
+def _blocks(df: pd.DataFrame, blocks_of: dict[str, tuple[str, ...]]):
+    """(suite, rows) per table: a suite's rows whole, or split by the block columns it names, in run order."""
+    for suite, rows in df.groupby("suite", sort=False):
+        keys = [c for c in blocks_of.get(suite, ()) if c in rows.columns]
+        if not keys:
+            yield suite, rows
+            continue
+        for _, block in rows.groupby(keys, sort=False, dropna=False):
+            yield suite, block
 
 
 def _set(flag: Any) -> bool:

@@ -208,6 +208,8 @@ class Suite:
     params: ClassVar[tuple[str, ...]] = ()
     # Metrics the run's summary shows beside the first one (comm: algbw and busbw next to time).
     shown: ClassVar[tuple[str, ...]] = ()
+    # Parameter columns that split the run's summary into one table each (comm: one per collective).
+    blocks: ClassVar[tuple[str, ...]] = ()
     # True for a suite that runs as one process per rank (comm): the CLI starts the ranks, or joins a launcher's.
     multiprocess: ClassVar[bool] = False
     # True for a suite that drives child runs of other suites itself (autotune: fresh processes per NCCL

@@ -308,6 +308,7 @@ class Comm(Suite):
     description = "collective bandwidth (algbw, busbw) through torch.distributed, as nccl-tests defines it"
     params = commtable.PARAMS
     shown = ("algbw", "busbw")
+    blocks = ("collective",)
     multiprocess = True  # runs as one process per rank: the CLI spawns them or finds a launcher's
     options = OPTIONS
 

@@ -73,3 +73,16 @@ def test_backend_auto_names_what_it_chose(capsys, tmp_path):
     err = capsys.readouterr().err
     assert code == 0
     assert err.splitlines()[0].startswith("backend: cpu, device 0 (") and err.splitlines()[0].endswith("(--backend auto)")
+
+
+def test_a_suite_naming_block_columns_gets_one_table_per_block():
+    rows = _rows("s", "float32", [("add", 1024), ("add", 2048)]) + _rows("s", "float32", [("mul", 1024), ("mul", 2048)])
+    df = pd.DataFrame(rows)
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))
+    tables = summary_tables(df, {"s": ("op", "dtype", "bytes")}, None, {"s": ("op",)})
+    assert len(tables) == 2
+    for t in tables:
+        console.print(t)
+    text = console.export_text()
+    assert "op=add" in text and "op=mul" in text  # each block's constant op sits in its own header line
+    assert len(summary_tables(df, {"s": ("op", "dtype", "bytes")})) == 1

@@ -143,7 +143,7 @@ def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, grou
         return EXIT_INTERRUPTED if outcome.status == "interrupted" else (EXIT_FAILED if outcome.failures else EXIT_OK)
     console = out_console()
     for table in summary_tables(outcome.frame, {s.name: s.params for s in suites},
-                                {s.name: s.shown for s in suites}):
+                                {s.name: s.shown for s in suites}, {s.name: s.blocks for s in suites}):
         console.print(table)
     for s in suites:  # what a suite did not measure, or measured otherwise than asked: a line each
         for line in getattr(s, "notes", ()):

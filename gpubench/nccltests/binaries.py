@@ -350,7 +350,8 @@ def sweep(args: Any, options: Mapping[str, Any], dtypes: list[str] | None, clust
     from gpubench import results
 
     df = results.load(rd.path)
-    for table in summary_tables(df, {commtable.SUITE: commtable.PARAMS}, {commtable.SUITE: commtable.SHOWN}):
+    for table in summary_tables(df, {commtable.SUITE: commtable.PARAMS}, {commtable.SUITE: commtable.SHOWN},
+                                {commtable.SUITE: ("collective",)}):
         console.print(table)
     for line in done.warnings:
         console.print(f"warning: {line}", markup=False, highlight=False)
