@@ -150,7 +150,7 @@ def _launch_rows(eager, graph, replay):
 
 
 def test_a_derived_row_inherits_its_parents_noise():
-    from suites.launch import Launch
+    from gpubench.suites.launch import Launch
 
     rng = np.random.default_rng(3)
     tight = {"eager": 200 + rng.normal(0, 0.2, 20), "graph": 100 + rng.normal(0, 0.1, 20)}
