@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # Nightly regression gate for one cluster: run the suites, keep the run under RESULTS_DIR/CLUSTER/, compare it
-# with the baseline, confirm any WORSE figure by measuring its cases again in a fresh process, write a Markdown
-# summary, a JUnit file and the JSON verdicts, and exit with compare's code.
+# with the runs of the nights before (a window of them), confirm any WORSE figure by measuring its cases again
+# in a fresh process, write a Markdown summary, a JUnit file and the JSON verdicts, and exit with compare's code.
 #   ci/nightly.sh CLUSTER [RESULTS_DIR]          (RESULTS_DIR default: results)
 # Environment:
 #   SUITES           suites to run (default: elementwise,gemm)
 #   RUN_ARGS         more `gpubench run` arguments (default: --quick)
-#   BASELINE_WINDOW  N: pool the N runs before this one as the baseline, instead of RESULTS_DIR/CLUSTER/baseline
+#   BASELINE_WINDOW  N (default 5): the baseline is the N latest runs of this system kept in RESULTS_DIR/CLUSTER/
+#                    before tonight's, judged on how far their run medians spread; 0: one pinned run instead,
+#                    RESULTS_DIR/CLUSTER/baseline (a symlink to, or a file naming, a run directory there)
 #   THRESHOLDS       thresholds file (default: RESULTS_DIR/CLUSTER/thresholds.toml when it exists)
 #   CONFIRM          1 (default): a WORSE figure fails the night only if a rerun of its case agrees; 0: no rerun
 #   SUMMARY, JUNIT, VERDICTS  output files (default: compare-summary.md, compare-junit.xml, compare.json); the
 #                    summary is appended to $GITHUB_STEP_SUMMARY too when that is set
 #   RUN_LOG          the runs' own output (default: nightly-run.log); this script prints a few lines of it
 #   PYTHON           the interpreter gpubench is installed in (default: python3), for the rerun's plan
-# The baseline is RESULTS_DIR/CLUSTER/baseline: a symlink to, or a file naming, a run directory there. With
-# none yet, this run becomes it. ci/README.md says how to promote another one. Reruns are kept under
-# RESULTS_DIR/CLUSTER/confirm/, out of the baseline window's way.
+# The window fills as nights are kept: the first night starts it, and until it holds 3 runs a change is listed,
+# never WORSE (one or two runs cannot tell a regression from a figure's run-to-run spread). With
+# BASELINE_WINDOW=0 and no baseline link yet, this run becomes it. ci/README.md says how to start afresh after
+# an intended change. Reruns are kept under RESULTS_DIR/CLUSTER/confirm/, out of the baseline window's way.
 # Exit: 0 nothing WORSE; 1 something WORSE (confirmed), or a case failed; 2 bad setup or inputs compare cannot
 # use; 130 interrupted.
 set -euo pipefail
@@ -34,6 +37,11 @@ if [[ -z "$thresholds" && -f "$dir/thresholds.toml" ]]; then
   thresholds="$dir/thresholds.toml"
 fi
 : > "$run_log"
+window=${BASELINE_WINDOW:-5}
+if [[ ! "$window" =~ ^[0-9]+$ ]]; then
+  echo "nightly: BASELINE_WINDOW=$window: give a number of runs (5 by default), or 0 for the pinned baseline link" >&2
+  exit 2
+fi
 
 # run_into OUT ARGS...: one `gpubench run` whose output goes to the log; sets run_rc and run_dir. A setup error
 # or an interrupt ends the night with its code, after showing the end of the log.
@@ -63,15 +71,16 @@ night_rc=$run_rc
 night_dir=$run_dir
 
 compare=(gpubench compare)
-if [[ -n "${BASELINE_WINDOW:-}" ]]; then
+if [[ "$window" -gt 0 ]]; then
   # The directory of runs: compare takes the N latest complete runs other than this one. The first night has
-  # none: it is the start of the history, not a failure.
-  earlier=$(find "$dir" -mindepth 2 -maxdepth 2 -name run.json -not -path "$night_dir/*" | head -n 1)
-  if [[ -z "$earlier" ]]; then
+  # none (or only runs that never finished): it is the start of the history, not a failure.
+  earlier=$("$python" -c 'import sys; from pathlib import Path; from gpubench.compare.load import run_candidates
+print(sum(p.resolve() != Path(sys.argv[2]).resolve() for _, p, _ in run_candidates(Path(sys.argv[1]))))' "$dir" "$night_dir")
+  if [[ "$earlier" == 0 ]]; then
     echo "nightly: no earlier run of $cluster yet: $night_dir starts the baseline window"
     exit "$night_rc"
   fi
-  compare+=("$dir" "$night_dir" --baseline-window "$BASELINE_WINDOW")
+  compare+=("$dir" "$night_dir" --baseline-window "$window")
 elif [[ -e "$dir/baseline" ]]; then
   compare+=("$dir/baseline" "$night_dir")
 else

@@ -243,7 +243,8 @@ def test_directory_of_runs_latest_and_baseline_window(capsys, base, tmp_path):
     code, doc = compare_json(capsys, cluster, cluster)
     assert doc["current"]["run_ids"] == ["20990103T000000Z-00000c"]
     assert doc["baseline"]["run_ids"] == ["20990101T000000Z-00000a", "20990102T000000Z-00000b"]
-    assert not doc["notes"]  # a default window the directory cannot fill is no news
+    # a default window the directory cannot fill is no news; that two runs judge nothing yet is
+    assert len(doc["notes"]) == 1 and "holds 2 run(s); changes are judged from 3 on" in doc["notes"][0]
     code, doc = compare_json(capsys, cluster, cluster, "--baseline-window", "1")
     assert doc["baseline"]["run_ids"] == ["20990102T000000Z-00000b"]
     code, doc = compare_json(capsys, cluster, cluster, "--baseline-window", "2")

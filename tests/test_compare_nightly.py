@@ -1,8 +1,10 @@
-"""ci/nightly.sh on the fake backend: the first night sets the baseline, the next compares with it, and a
-regression stored as a later baseline's successor fails the job with compare's exit code."""
+"""ci/nightly.sh on the fake backend: by default the nights before tonight's are its baseline (a window that
+fills, judging nothing WORSE until it holds 3 runs); with BASELINE_WINDOW=0 the first night is a pinned
+baseline, and a regression against it fails the job with compare's exit code once a rerun agrees."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -25,7 +27,7 @@ def nightly(tmp_path, **env):
 
 
 def test_nightly_sets_then_uses_the_baseline(tmp_path):
-    first = nightly(tmp_path)
+    first = nightly(tmp_path, BASELINE_WINDOW="0")
     assert first.returncode == 0, first.stderr
     assert "is now the baseline" in first.stdout
     lab = tmp_path / "results" / "lab"
@@ -33,7 +35,7 @@ def test_nightly_sets_then_uses_the_baseline(tmp_path):
     assert not (tmp_path / "summary.md").exists()
 
     step_summary = tmp_path / "step.md"
-    second = nightly(tmp_path, GITHUB_STEP_SUMMARY=str(step_summary))
+    second = nightly(tmp_path, GITHUB_STEP_SUMMARY=str(step_summary), BASELINE_WINDOW="0")
     assert second.returncode == 0, second.stderr
     assert "SAME" in (tmp_path / "summary.md").read_text()
     assert step_summary.read_text() == (tmp_path / "summary.md").read_text()
@@ -45,7 +47,7 @@ def test_nightly_sets_then_uses_the_baseline(tmp_path):
         df, lambda r: 1.10 if r["better"] == "higher" else 1 / 1.10))
     (lab / "baseline").unlink()
     (lab / "baseline").write_text(faster.name + "\n")  # a file naming the run works as well as a symlink
-    third = nightly(tmp_path)
+    third = nightly(tmp_path, BASELINE_WINDOW="0")
     assert third.returncode == 1, third.stderr
     assert ET.parse(tmp_path / "junit.xml").getroot().get("failures") == "2"
     assert "2 WORSE" in (tmp_path / "summary.md").read_text()
@@ -59,8 +61,8 @@ def test_nightly_exits_2_on_a_setup_error_and_sets_no_baseline(tmp_path):
 
 
 def test_a_worse_that_does_not_repeat_is_dropped_and_one_that_repeats_fails(tmp_path):
-    assert nightly(tmp_path).returncode == 0  # the baseline
-    slow = {"GPUBENCH_FAKE_SLOW_CASES": "1.5:op=copy"}
+    assert nightly(tmp_path, BASELINE_WINDOW="0").returncode == 0  # the baseline
+    slow = {"GPUBENCH_FAKE_SLOW_CASES": "1.5:op=copy", "BASELINE_WINDOW": "0"}
 
     # Slow in the night's process only: the rerun in a fresh process does not agree, the night passes.
     marker = tmp_path / "slow-once"
@@ -97,10 +99,37 @@ def test_a_worse_that_does_not_repeat_is_dropped_and_one_that_repeats_fails(tmp_
     assert len(run_json["contention"]["cases"]["elementwise"]) == 1  # the one case, op=copy at one size
 
 
-def test_a_baseline_window_starts_with_the_first_night(tmp_path):
-    first = nightly(tmp_path, BASELINE_WINDOW="3")
+def test_the_default_window_fills_before_it_judges_and_then_catches_a_slowdown(tmp_path):
+    slow = {"GPUBENCH_FAKE_SLOW_CASES": "1.5:op=copy"}
+    first = nightly(tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "starts the baseline window" in first.stdout
-    second = nightly(tmp_path, BASELINE_WINDOW="3")
-    assert second.returncode == 0, second.stdout + second.stderr
-    assert (tmp_path / "summary.md").read_text().startswith("### ✅ gpubench compare: ")
+    lab = tmp_path / "results" / "lab"
+    assert not (lab / "baseline").exists()  # the window needs no pinned run
+
+    # One run in the window: a 50 % slowdown is listed, not WORSE, and the summary says why.
+    young = nightly(tmp_path, **slow)
+    assert young.returncode == 0, young.stdout + young.stderr
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.splitlines()[0] == "### ✅ gpubench compare: 2 UNKNOWN"
+    assert "the baseline window holds 1 run(s); changes are judged from 3 on" in summary
+    shutil.rmtree(sorted(lab.glob("2*"))[-1])  # not kept: the window should hold runs of the machine as it is
+
+    for runs in (1, 2, 3):  # the window fills; nothing changed
+        quiet = nightly(tmp_path)
+        assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+        young_note = f"the baseline window holds {runs} run(s)" in (tmp_path / "summary.md").read_text()
+        assert young_note == (runs < 3)
+    # Three runs of spread 0 (the fake backend is deterministic): the same slowdown is WORSE, and a rerun agrees.
+    caught = nightly(tmp_path, **slow)
+    assert caught.returncode == 1, caught.stdout + caught.stderr
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.splitlines()[0] == "### ❌ gpubench compare: 2 WORSE"
+    assert summary.count("confirmed by a rerun") == 2
+
+
+def test_a_bad_window_is_a_setup_error_before_anything_runs(tmp_path):
+    proc = nightly(tmp_path, BASELINE_WINDOW="five")
+    assert proc.returncode == 2
+    assert "BASELINE_WINDOW=five: give a number of runs" in proc.stderr
+    assert not (tmp_path / "results").exists()

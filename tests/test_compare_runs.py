@@ -108,6 +108,24 @@ def test_a_host_timed_figure_needs_baseline_runs_a_gpu_timed_one_does_not(capsys
     assert code == 1 and {r["verdict"] for r in compared(doc)} == {WORSE}
 
 
+def test_a_window_of_one_or_two_runs_lists_a_change_and_judges_it_from_three(capsys, base, tmp_path):
+    # GPU-timed figures move between processes too (a graph replay's launch cost, pinned copies on an H100):
+    # a nightly history's first runs cannot tell that from a regression, whatever the samples say.
+    cur = copy_run(base, tmp_path, "20990201T000000Z-0000ff", lambda df: scaled(df, worse_by(0.30)))
+    for k in (1, 2):
+        runs = window(base, tmp_path / f"young{k}" / "t", QUIET[:k])
+        code, doc = doc_of(capsys, runs, cur)
+        assert code == 0
+        rows = compared(doc)
+        assert rows and {r["verdict"] for r in rows} == {UNKNOWN}
+        assert all(f"the baseline window holds {k} run(s) of this figure" in r["note"] for r in rows)
+        assert any(f"holds {k} run(s); changes are judged from {MIN_RUNS} on" in n for n in doc["notes"])
+    runs = window(base, tmp_path / "full" / "t", QUIET[:MIN_RUNS])
+    code, doc = doc_of(capsys, runs, cur)
+    assert code == 1 and {r["verdict"] for r in compared(doc)} == {WORSE}
+    assert not any("changes are judged from" in n for n in doc["notes"])
+
+
 @pytest.mark.parametrize("row,why", [
     ({"timing_method": "host clock, copy + sync"}, "host-timed"),
     ({"host_bound": True}, "host-bound"),

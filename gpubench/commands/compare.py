@@ -106,7 +106,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
 
         rerun = _side(args.confirm)
         again = compare_frames(rep.baseline.pooled(), rerun.pooled(), th, args.alpha,
-                               cross_cluster=bool(rep.system_differences))
+                               cross_cluster=bool(rep.system_differences), window=rep.baseline.is_window)
         rep.rows = confirm.apply(rep.rows, apply_post_passes(again, rep.baseline.runs, rerun.runs))
     contention.describe(rep)
     _emit(args, formats.terminal_table(rep, all_rows=args.all_rows),

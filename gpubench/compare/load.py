@@ -57,6 +57,11 @@ class Side:
     def pooled(self) -> pd.DataFrame:
         return pool(self.raw)
 
+    @property
+    def is_window(self) -> bool:
+        """Taken from a directory of runs as a window (a history that may still be filling), not one run."""
+        return self.asked_window > 1
+
 
 def is_run_dir(path: Path) -> bool:
     return (path / results.RUN_FILE).is_file() or any(path.glob(f"*{results.TABLE_SUFFIX}"))

@@ -13,7 +13,7 @@ import pandas as pd
 from gpubench.compare import cross, settings
 from gpubench.compare.load import Side, resolve
 from gpubench.compare.thresholds import Thresholds
-from gpubench.compare.verdict import COMPARED, DEFAULT_ALPHA, WORSE, apply_post_passes, compare_frames
+from gpubench.compare.verdict import COMPARED, DEFAULT_ALPHA, MIN_RUNS, WORSE, apply_post_passes, compare_frames
 from gpubench.errors import UsageError
 
 EXIT_OK, EXIT_WORSE = 0, 1
@@ -92,7 +92,11 @@ def build(baseline: str | os.PathLike, current: str | os.PathLike, *, window: in
     if diff and not cross_cluster:
         raise UsageError(f"{baseline} and {current} ran on different systems ({'; '.join(diff)}): pass "
                          "--cross-cluster to compare them anyway (ratios and % of spec peak)")
-    rows = compare_frames(base.pooled(), cur.pooled(), thresholds, alpha, cross_cluster=bool(diff))
+    rows = compare_frames(base.pooled(), cur.pooled(), thresholds, alpha, cross_cluster=bool(diff),
+                          window=base.is_window)
+    if base.is_window and len(base.paths) < MIN_RUNS:
+        base.notes.append(f"{baseline}: the baseline window holds {len(base.paths)} run(s); changes are judged "
+                          f"from {MIN_RUNS} on, so nothing is WORSE yet")
     rows = apply_post_passes(rows, base.runs, cur.runs)
     report = Report(base, cur, b_sys, c_sys, cross_cluster, thresholds, alpha, rows, [*base.notes, *cur.notes],
                     settings.differences(settings.of_side(base), settings.of_side(cur)))

@@ -16,9 +16,12 @@ between-run shift "p = 1e-50". A figure is WORSE (or BETTER) only when
 
 A move of at least the threshold without that evidence is UNKNOWN; a smaller move is SAME. Figures whose level
 is known to move between processes (:func:`moves_between_runs`: host-timed, host-bound, pageable copies) are
-UNKNOWN, never WORSE, until the baseline has :data:`MIN_RUNS` runs of them. Between two single runs a
-GPU-timed figure is judged as before, on its samples; where either side has fewer than two samples and no
-window (imported logs) the threshold alone decides (basis ``threshold-only``).
+UNKNOWN, never WORSE, until the baseline has :data:`MIN_RUNS` runs of them; so is every figure of a window
+that holds fewer than :data:`MIN_RUNS` runs of it (a nightly history's first nights): one or two runs say
+nothing about how far a figure moves between processes, and GPU-timed figures move too (a graph replay's
+launch cost, pinned copies). Between two single runs a GPU-timed figure is judged as before, on its samples;
+where either side has fewer than two samples and no window (imported logs) the threshold alone decides
+(basis ``threshold-only``).
 """
 
 from __future__ import annotations
@@ -93,14 +96,15 @@ def moves_between_runs(row: dict[str, Any] | None) -> str:
 def judge(
     baseline: Sequence[float], current: Sequence[float], better: str, threshold: float,
     alpha: float = DEFAULT_ALPHA, *, baseline_value: float | None = None, current_value: float | None = None,
-    baseline_runs: Sequence[float] = (), per_run_n: int | None = None, moves: str = "",
+    baseline_runs: Sequence[float] = (), per_run_n: int | None = None, moves: str = "", window: bool = False,
 ) -> dict[str, Any]:
     """Verdict, change, p_value, basis and note for one figure.
 
     ``baseline``/``current`` are the raw samples (a window's runs pooled); ``*_value`` the figure where there
     are no samples. ``baseline_runs``: each baseline run's median (empty or one: no window). ``per_run_n``:
     the fewest samples a baseline run has (default: all of ``baseline``). ``moves``: why the figure's level
-    moves between processes (:func:`moves_between_runs`), "" if nothing says it does.
+    moves between processes (:func:`moves_between_runs`), "" if nothing says it does. ``window``: the baseline
+    came from a directory of runs, so fewer than MIN_RUNS runs of the figure is a history still filling.
     """
     runs = [float(v) for v in baseline_runs if _finite(v)]
     k = len(runs)
@@ -147,6 +151,10 @@ def judge(
         return {**out, "verdict": UNKNOWN,
                 "note": f"{direction.lower()} by the threshold or more, beyond the run-to-run spread, but within "
                         f"noise (p={out['p_value']:.2g} > {alpha:g}; {n_text})"}
+    if window:
+        return {**out, "verdict": UNKNOWN,
+                "note": f"{direction.lower()} by the threshold or more; the baseline window holds {max(k, 1)} run(s) "
+                        f"of this figure, and changes are judged from {MIN_RUNS} on (keep the runs in the directory)"}
     if moves:
         return {**out, "verdict": UNKNOWN,
                 "note": f"{moves}: its level moves between processes; judging it needs {MIN_RUNS} or more "
@@ -206,13 +214,14 @@ def _efficiency(b: dict[str, Any], c: dict[str, Any]) -> tuple[float, float] | N
 
 
 def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, thresholds: Thresholds,
-                   alpha: float = DEFAULT_ALPHA, *, cross_cluster: bool = False) -> pd.DataFrame:
+                   alpha: float = DEFAULT_ALPHA, *, cross_cluster: bool = False, window: bool = False) -> pd.DataFrame:
     """One row per (suite, case, metric) of either pooled side (:func:`gpubench.compare.load.pool`), worst
     first, with the columns in COLUMNS. Figures neither side has a number for (a copy's TFLOP/s) are left out.
 
     ``cross_cluster``: the sides are different hardware. A figure with a spec peak on both sides is judged on
     each side's fraction of its own peak (efficiency, ``judged_on`` = "% of peak"); any other figure has its
-    ratio reported and is not judged (UNKNOWN).
+    ratio reported and is not judged (UNKNOWN). ``window``: ``base`` pools a window of a directory of runs
+    (see :func:`judge`).
     """
     b_rows = {tuple(r[k] for k in KEY): r for r in base.to_dict("records")}
     c_rows = {tuple(r[k] for k in KEY): r for r in cur.to_dict("records")}
@@ -246,7 +255,7 @@ def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, thresholds: Thresholds
                 for name, r in (("baseline", b), ("current", c)) if r.get("status") != "ok"))
         else:
             row["status"] = COMPARED
-            row.update(_judge_pair(b, c, str(ref.get("better")), row["threshold"], alpha, cross_cluster))
+            row.update(_judge_pair(b, c, str(ref.get("better")), row["threshold"], alpha, cross_cluster, window))
             differ = _differing_settings(b, c)
             not_gated = thresholds.not_gated(suite, metric, case)
             if differ:
@@ -272,14 +281,14 @@ def worst_first(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _judge_pair(b: dict[str, Any], c: dict[str, Any], better: str, threshold: float, alpha: float,
-                cross_cluster: bool) -> dict[str, Any]:
+                cross_cluster: bool, window: bool) -> dict[str, Any]:
     bs, cs = _samples(b), _samples(c)
     runs = list(b.get("run_values") or [])
     per_run_n = int(b["run_n"]) if _finite(b.get("run_n")) else None
     moves = moves_between_runs(b) or moves_between_runs(c)
     if not cross_cluster:
         return judge(bs, cs, better, threshold, alpha, baseline_value=b.get("value"), current_value=c.get("value"),
-                     baseline_runs=runs, per_run_n=per_run_n, moves=moves)
+                     baseline_runs=runs, per_run_n=per_run_n, moves=moves, window=window)
     peaks = _efficiency(b, c)
     if peaks is None:
         r = judge(bs, cs, better, math.inf, alpha, baseline_value=b.get("value"), current_value=c.get("value"))
@@ -289,7 +298,7 @@ def _judge_pair(b: dict[str, Any], c: dict[str, Any], better: str, threshold: fl
     # Efficiency: each side's figure as a fraction of its own hardware's peak, then the usual rule.
     r = judge([v / pb for v in bs], [v / pc for v in cs], better, threshold, alpha,
               baseline_value=_num(b.get("value")) / pb, current_value=_num(c.get("value")) / pc,
-              baseline_runs=[v / pb for v in runs], per_run_n=per_run_n, moves=moves)
+              baseline_runs=[v / pb for v in runs], per_run_n=per_run_n, moves=moves, window=window)
     # The figures themselves stay in baseline/current (and their ratio); change is the efficiency's.
     r.update(baseline=r["baseline"] * pb, current=r["current"] * pc, ratio=(r["current"] * pc) / (r["baseline"] * pb)
              if r["baseline"] else math.nan, judged_on="% of peak")
