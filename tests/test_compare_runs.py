@@ -126,6 +126,24 @@ def test_a_window_of_one_or_two_runs_lists_a_change_and_judges_it_from_three(cap
     assert not any("changes are judged from" in n for n in doc["notes"])
 
 
+def test_a_host_set_figure_is_judged_on_its_longer_history_a_gpu_timed_one_on_the_window(capsys, base, tmp_path):
+    # An H100's pageable 1 GiB copy, nothing changed: 137, 132, 122, 117, 118, 117, 115 ms, then 143 and 155.
+    drift = (1.19, 1.15, 1.06, 1.02, 1.03, 1.02, 1.0)
+    worse = lambda df: scaled(df, worse_by(0.20))  # noqa: E731
+    runs = window(base, tmp_path / "host" / "t", drift, host_timed)
+    cur = copy_run(base, tmp_path, "20990201T000000Z-0000ff", lambda df: host_timed(worse(df)))
+    code, doc = doc_of(capsys, runs, cur)
+    assert code == 0
+    rows = compared(doc)
+    assert rows and {r["verdict"] for r in rows} == {UNKNOWN}
+    assert all("over 7 runs" in r["note"] for r in rows)  # the window alone (5 runs, 3 %) would say WORSE
+    # the same history of a GPU-timed figure: its window of the last 5 runs decides, and a 20 % step is WORSE
+    runs = window(base, tmp_path / "gpu" / "t", drift)
+    cur = copy_run(base, tmp_path, "20990201T000000Z-0000fe", worse)
+    code, doc = doc_of(capsys, runs, cur)
+    assert code == 1 and {r["verdict"] for r in compared(doc)} == {WORSE}
+
+
 @pytest.mark.parametrize("row,why", [
     ({"timing_method": "host clock, copy + sync"}, "host-timed"),
     ({"host_bound": True}, "host-bound"),

@@ -14,7 +14,11 @@ is the median of them all. That is how a run with rows from several devices is c
 (``gpubench compare --fleet`` looks at its devices one by one instead). A window of runs is pooled too, but
 each run stays one piece of evidence: ``run_values`` keeps each run's own median (one process's samples share
 its level, so the runs, not the samples, say how far a figure moves when nothing changed), and ``run_n`` the
-fewest samples any of its runs has.
+fewest samples any of its runs has. ``history_values`` adds the run medians of older runs of the directory
+(up to :data:`SPREAD_HISTORY` runs in all): figures set by the host drift through quiet stretches longer than
+a window (a pageable 1 GiB copy on an H100 host, nothing changed: 115-155 ms over nine runs in seven
+minutes, 2026-11-25), so their spread is
+taken over the longer history as well.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from gpubench.stats import summarize
 
 KEY = ("suite", "case", "metric")
 DEFAULT_WINDOW = 5  # baseline runs taken from a directory of runs when --baseline-window is not given
+SPREAD_HISTORY = 20  # runs, the window's included, that a host-set figure's run-to-run spread is taken over
 _POINTER_MAX_BYTES = 4096  # a pointer file holds one path; anything larger is not one
 
 
@@ -46,6 +51,7 @@ class Side:
     raw: pd.DataFrame  # every row of every run
     asked_window: int = 1
     notes: list[str] = field(default_factory=list)
+    history: pd.DataFrame | None = None  # rows of older runs before the window (directory of runs only)
 
     @property
     def run_ids(self) -> list[str]:
@@ -55,7 +61,7 @@ class Side:
         return sorted({str(x) for x in self.raw.get("run_id", pd.Series(dtype=object)).dropna()})
 
     def pooled(self) -> pd.DataFrame:
-        return pool(self.raw)
+        return pool(self.raw, self.history)
 
     @property
     def is_window(self) -> bool:
@@ -149,8 +155,10 @@ def resolve(path: str | os.PathLike, *, window: int | None = 1, exclude: Sequenc
                          "written by gpubench run")
     chosen = candidates[-window:]
     frames = [results.load(c[1]) for c in chosen]
+    older = candidates[max(0, len(candidates) - max(SPREAD_HISTORY, window)):len(candidates) - len(chosen)]
+    history = pd.concat([results.load(c[1]) for c in older], ignore_index=True) if older else None
     side = Side(label, [c[1] for c in chosen], [c[2] for c in chosen],
-                pd.concat(frames, ignore_index=True), asked_window=window)
+                pd.concat(frames, ignore_index=True), asked_window=window, history=history)
     if len(chosen) < window and explicit:
         side.notes.append(f"{label}: {len(chosen)} complete run(s), fewer than the window of {window}")
     return side
@@ -163,11 +171,13 @@ def _finite(x: Any) -> bool:
         return False
 
 
-def pool(raw: pd.DataFrame) -> pd.DataFrame:
+def pool(raw: pd.DataFrame, history: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (suite, case, metric): see the module docstring. Rows keep the columns of the latest row
-    of their figure; value, the stats and samples are recomputed from the pooled ok rows."""
+    of their figure; value, the stats and samples are recomputed from the pooled ok rows. ``history``: rows
+    of older runs, for ``history_values`` only."""
     if raw.empty:
         return raw.copy()
+    older = _older_runs(history)
     df = raw.reset_index(drop=True)
     df["_order"] = np.arange(len(df))  # later runs come later in raw
     out = []
@@ -182,6 +192,10 @@ def pool(raw: pd.DataFrame) -> pd.DataFrame:
         row = ok.iloc[-1].to_dict()
         samples = [float(s) for ss in ok["samples"] for s in (ss if ss is not None else [])]
         row["run_values"], row["run_n"] = _per_run(ok)
+        past = older.get(tuple(row[k] for k in KEY))
+        if past is not None:
+            past = past[past["suite_version"] == row["suite_version"]]
+        row["history_values"] = (_per_run(past)[0] if past is not None and len(past) else []) + row["run_values"]
         if len(ok) > 1:
             st = summarize(samples)
             values = [float(v) for v in ok["value"] if _finite(v)]
@@ -192,6 +206,14 @@ def pool(raw: pd.DataFrame) -> pd.DataFrame:
         row["pooled"] = len(ok)
         out.append(row)
     return pd.DataFrame(out).drop(columns=["_order"])
+
+
+def _older_runs(history: pd.DataFrame | None) -> dict[tuple, pd.DataFrame]:
+    """The ok rows of older runs by figure, oldest first."""
+    if history is None or history.empty:
+        return {}
+    ok = history[history["status"] == "ok"]
+    return {key: g for key, g in ok.groupby(list(KEY), sort=False, dropna=False)}
 
 
 def _per_run(ok: pd.DataFrame) -> tuple[list[float], int]:

@@ -8,7 +8,8 @@ between-run shift "p = 1e-50". A figure is WORSE (or BETTER) only when
    never WORSE);
 2. where the baseline is a window of runs (a directory of runs; :data:`MIN_RUNS` or more with the figure):
    the move is beyond the spread *between* their run medians (:func:`gpubench.stats.run_spread` ×
-   :func:`spread_factor`, which grows as the window shrinks), and
+   :func:`spread_factor`, which grows as the window shrinks; for a figure whose level is set by the host, also
+   beyond the spread of the directory's longer history of it, since such figures drift), and
 3. the raw samples say the move is beyond noise: the two-sided Mann-Whitney U test
    (:func:`gpubench.stats.mann_whitney`) gives p ≤ alpha (default 0.01). Where a run has too few samples for
    the test to ever reach alpha (``--quick`` CPU rows, n = 3) and the window is large enough, the run medians
@@ -97,6 +98,7 @@ def judge(
     baseline: Sequence[float], current: Sequence[float], better: str, threshold: float,
     alpha: float = DEFAULT_ALPHA, *, baseline_value: float | None = None, current_value: float | None = None,
     baseline_runs: Sequence[float] = (), per_run_n: int | None = None, moves: str = "", window: bool = False,
+    history_runs: Sequence[float] = (),
 ) -> dict[str, Any]:
     """Verdict, change, p_value, basis and note for one figure.
 
@@ -105,6 +107,8 @@ def judge(
     the fewest samples a baseline run has (default: all of ``baseline``). ``moves``: why the figure's level
     moves between processes (:func:`moves_between_runs`), "" if nothing says it does. ``window``: the baseline
     came from a directory of runs, so fewer than MIN_RUNS runs of the figure is a history still filling.
+    ``history_runs``: run medians of the directory's longer history (the window's included); with ``moves``,
+    a change must also clear that history's spread × its factor.
     """
     runs = [float(v) for v in baseline_runs if _finite(v)]
     k = len(runs)
@@ -135,16 +139,21 @@ def judge(
     direction = WORSE if worse_by > 0 else BETTER
     n_text = f"n={len(baseline)} vs {len(current)}"
     if k >= MIN_RUNS:
-        factor = spread_factor(k)
+        factor, over = spread_factor(k), k
+        history = [float(v) for v in history_runs if _finite(v)]
+        if moves and len(history) > k and spread_factor(len(history)) * run_spread(history) > factor * spread:
+            # a host-set figure drifts: the longer history's range says more than a quiet stretch of the window
+            factor, over, spread = spread_factor(len(history)), len(history), run_spread(history)
+            out["run_spread"] = spread
         if not abs(change) > factor * spread:
             return {**out, "verdict": UNKNOWN,
                     "note": f"{direction.lower()} by the threshold or more, but within the run-to-run spread "
-                            f"({100 * spread:.1f}% over {k} runs × {factor:g})"}
+                            f"({100 * spread:.1f}% over {over} runs × {factor:g})"}
         few = out["basis"] != "samples" or min(len(current), n_base_run) < 2 or \
             best_p(len(current), max(1, n_base_run)) > alpha
         if few:
             return {**out, "verdict": direction, "basis": "run-medians",
-                    "note": f"beyond the run-to-run spread ({100 * spread:.1f}% over {k} runs × {factor:g}); "
+                    "note": f"beyond the run-to-run spread ({100 * spread:.1f}% over {over} runs × {factor:g}); "
                             f"{n_text}: too few samples per run for the rank test, the run medians decide"}
         if out["p_value"] <= alpha:
             return {**out, "verdict": direction}
@@ -284,11 +293,12 @@ def _judge_pair(b: dict[str, Any], c: dict[str, Any], better: str, threshold: fl
                 cross_cluster: bool, window: bool) -> dict[str, Any]:
     bs, cs = _samples(b), _samples(c)
     runs = list(b.get("run_values") or [])
+    history = list(b.get("history_values") or [])
     per_run_n = int(b["run_n"]) if _finite(b.get("run_n")) else None
     moves = moves_between_runs(b) or moves_between_runs(c)
     if not cross_cluster:
         return judge(bs, cs, better, threshold, alpha, baseline_value=b.get("value"), current_value=c.get("value"),
-                     baseline_runs=runs, per_run_n=per_run_n, moves=moves, window=window)
+                     baseline_runs=runs, per_run_n=per_run_n, moves=moves, window=window, history_runs=history)
     peaks = _efficiency(b, c)
     if peaks is None:
         r = judge(bs, cs, better, math.inf, alpha, baseline_value=b.get("value"), current_value=c.get("value"))
@@ -298,7 +308,8 @@ def _judge_pair(b: dict[str, Any], c: dict[str, Any], better: str, threshold: fl
     # Efficiency: each side's figure as a fraction of its own hardware's peak, then the usual rule.
     r = judge([v / pb for v in bs], [v / pc for v in cs], better, threshold, alpha,
               baseline_value=_num(b.get("value")) / pb, current_value=_num(c.get("value")) / pc,
-              baseline_runs=[v / pb for v in runs], per_run_n=per_run_n, moves=moves, window=window)
+              baseline_runs=[v / pb for v in runs], per_run_n=per_run_n, moves=moves, window=window,
+              history_runs=[v / pb for v in history])
     # The figures themselves stay in baseline/current (and their ratio); change is the efficiency's.
     r.update(baseline=r["baseline"] * pb, current=r["current"] * pc, ratio=(r["current"] * pc) / (r["baseline"] * pb)
              if r["baseline"] else math.nan, judged_on="% of peak")
