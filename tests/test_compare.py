@@ -262,6 +262,10 @@ def test_directory_of_runs_latest_and_baseline_window(capsys, base, tmp_path):
     code, doc = compare_json(capsys, cluster / "baseline", cluster)
     assert doc["baseline"]["run_ids"] == ["20990101T000000Z-00000a"] and code == 0
     assert set(verdicts(doc).values()) == {"BETTER"}
+    # a run of the directory judged again later: its baseline is the runs before it, never those made after
+    copy_run(base, cluster, "20990106T000000Z-00000f")
+    code, doc = compare_json(capsys, cluster, cluster / "20990102T000000Z-00000b")
+    assert doc["baseline"]["run_ids"] == ["20990101T000000Z-00000a"]
 
 
 def test_full_flow_through_main(capsys, tmp_path):

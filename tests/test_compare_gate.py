@@ -174,3 +174,12 @@ def test_unknown_rows_sharing_a_reason_are_said_in_one_line():
     kept, said = _collapse(rows)
     assert [r["case"] for r in kept] == ["x", "w"]  # a WORSE is always listed
     assert said == [f"4 UNKNOWN figure(s) not listed: {young}"]
+    # notes that differ only in their figures share a reason: a quiet night's many "within the spread" rows
+    spread = [f"{d} by the threshold or more, but within the run-to-run spread ({p}% over 5 runs × 2.5)"
+              for d, p in (("worse", 38.1), ("better", 55.3), ("worse", 8.6))]
+    rows = [{"status": "compared", "verdict": "UNKNOWN", "note": n, "case": f"s{i}"} for i, n in enumerate(spread)]
+    kept, said = _collapse(rows)
+    assert kept == [] and said == [
+        "3 UNKNOWN figure(s) not listed: moved by the threshold or more, but within the run-to-run spread"]
+    kept, said = _collapse(rows[:2])
+    assert len(kept) == 2 and said == []  # fewer than 3 are listed one by one

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -165,19 +166,28 @@ def short_cases(cases: Sequence[str]) -> tuple[list[str], list[str]]:
     return short, [text([kv]) for kv in shared.items()]
 
 
-# UNKNOWN rows sharing one note (e.g. every host-timed figure of a young baseline) are said in one line when
-# there are this many: the reason is the news, not each figure.
+# UNKNOWN rows sharing one reason (every host-timed figure of a young baseline; the figures that moved as far
+# as they usually do between runs, on any quiet night) are said in one line when there are this many: the
+# reason is the news, not each figure.
 _COLLAPSE = 3
 
 
+def _reason(note: str) -> str:
+    """A note without its figures: the parenthesised numbers dropped, worse/better said as "moved"."""
+    text = re.sub(r"\s*\([^()]*\)", "", note).strip()
+    return re.sub(r"^(worse|better) by ", "moved by ", text)
+
+
 def _collapse(rows: list[dict]) -> tuple[list[dict], list[str]]:
-    notes: dict[str, int] = {}
+    notes: dict[str, list[str]] = {}  # reason -> the notes saying it
     for r in rows:
         if _verdict(r) == "UNKNOWN" and r["note"]:
-            notes[str(r["note"])] = notes.get(str(r["note"]), 0) + 1
-    common = {n for n, k in notes.items() if k >= _COLLAPSE}
-    kept = [r for r in rows if not (_verdict(r) == "UNKNOWN" and str(r["note"]) in common)]
-    return kept, [f"{notes[n]} UNKNOWN figure(s) not listed: {n}" for n in sorted(common, key=lambda n: -notes[n])]
+            notes.setdefault(_reason(str(r["note"])), []).append(str(r["note"]))
+    common = {n for n, said in notes.items() if len(said) >= _COLLAPSE}
+    kept = [r for r in rows if not (_verdict(r) == "UNKNOWN" and r["note"] and _reason(str(r["note"])) in common)]
+    # one note said by all of them is said whole; notes differing in their figures are said by their reason
+    return kept, [f"{len(notes[n])} UNKNOWN figure(s) not listed: {notes[n][0] if len(set(notes[n])) == 1 else n}"
+                  for n in sorted(common, key=lambda n: -len(notes[n]))]
 
 
 def _listing(report: Any, all_rows: bool) -> tuple[list[dict], list[str], list[str]]:
@@ -222,7 +232,7 @@ def terminal_table(report: Any, all_rows: bool = False) -> Group:
     # Text, not markup: a "[" in a value is no markup.
     parts: list[Any] = [Text(headline(report), style="bold"),
                         Text(report.title())]  # what was compared (and, across clusters, what differs)
-    parts.append(table if rows else Text("no figure moved by its threshold or more"))
+    parts.append(table if rows else Text("no figure to list"))
     tail = [*foot, *context_lines(report)]
     if tail:
         parts.append(Text("\n".join(tail)))

@@ -144,6 +144,10 @@ def resolve(path: str | os.PathLike, *, window: int | None = 1, exclude: Sequenc
     window = window if explicit else DEFAULT_WINDOW
     every = run_candidates(p)
     candidates = [c for c in every if c[0] not in set(exclude)]
+    mine = [c[0] for c in every if c[0] in set(exclude)]
+    if mine:
+        # The current run is one of this directory's: its baseline is the runs before it, not any made later.
+        candidates = [c for c in candidates if c[0] < min(mine)]
     if like:
         mine = [c for c in candidates if _same_system(c[2], like)]
         candidates = mine or candidates  # none of that system: the latest runs, and compare says they differ
