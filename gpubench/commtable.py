@@ -34,6 +34,7 @@ ROOTED = frozenset({"broadcast", "reduce"})
 
 PARAMS = ("collective", "bytes", "dtype", "op", "inplace")
 SHOWN = ("algbw", "busbw")  # the metrics a run's summary shows beside time
+BLOCKS = ("collective",)  # a run's summary is one table per collective
 DTYPES = ("float32", "bfloat16", "float16", "float64", "int32")
 ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64", "float": "float32",
            "half": "float16", "double": "float64"}

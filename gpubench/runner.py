@@ -477,16 +477,16 @@ def execute(
                         break
                     current = f"{suite.name} {case.id}"
                     before = watch.check()
-                    if fleet:
-                        own = run_case(suite, case, backend, base, config, sampler_source, tick=group.step,
+                    if fleet:  # each device measures alone: the group only ticks
+                        new = run_case(suite, case, backend, base, config, sampler_source, tick=group.step,
                                        interrupted=interrupted, ctx=p.contexts.get(suite.name))
-                        _mark(own, watch.note(before, watch.check(), suite.name, case.id))
-                        mine.extend(own)
-                        new = _everyones(group, own)
                     else:
                         new = run_case(suite, case, backend, base, config, sampler_source, group,
                                        interrupted=interrupted, ctx=p.contexts.get(suite.name))
-                        _mark(new, watch.note(before, watch.check(), suite.name, case.id))
+                    _mark(new, watch.note(before, watch.check(), suite.name, case.id))
+                    if fleet:
+                        mine.extend(new)
+                        new = _everyones(group, new)
                     if any(r["message"] == ABANDONED for r in new):
                         outcome.abandoned = current
                     rows.extend(new)

@@ -307,8 +307,8 @@ class Comm(Suite):
     metrics = commtable.METRICS
     description = "collective bandwidth (algbw, busbw) through torch.distributed, as nccl-tests defines it"
     params = commtable.PARAMS
-    shown = ("algbw", "busbw")
-    blocks = ("collective",)
+    shown = commtable.SHOWN
+    blocks = commtable.BLOCKS
     multiprocess = True  # runs as one process per rank: the CLI spawns them or finds a launcher's
     options = OPTIONS
 

@@ -267,7 +267,8 @@ class Elementwise(Suite):
         dtypes = ctx.pick_dtypes("elementwise", DTYPES, ["fp32", "bf16"] if ctx.quick else DTYPES)
         # Triton compiles for GPUs only; the fake backend runs torch on CPU tensors.
         impls = ["torch", "triton"] if ctx.backend in ("cuda", "hip") else ["torch"]
-        for size in _array_sizes(ctx):
+        sizes = _array_sizes(ctx)  # once: it may halve the grid to fit, and say so
+        for size in sizes:
             for dtype in dtypes:
                 if size % DTYPES[dtype].itemsize:
                     raise UsageError(f"size {size} is not a whole number of {dtype} elements")
@@ -279,7 +280,7 @@ class Elementwise(Suite):
             steps = FMA_STEPS_QUICK if ctx.quick else FMA_STEPS
             for dtype in (d for d in FMA_DTYPES if d in dtypes):
                 for k in steps:
-                    yield Case.of(op=f"fma{k}", dtype=dtype, array_bytes=_array_sizes(ctx)[0], impl="triton")
+                    yield Case.of(op=f"fma{k}", dtype=dtype, array_bytes=sizes[0], impl="triton")
 
     def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None) -> Workload:
         warps = ctx.options.get("triton_warps") if ctx else None  # --triton-warps: a forced launch shape

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+ROW_BYTES = 128  # the Triton GEMM's BLOCK_K × element size (here, so that it is read without importing triton)
+
 TORCH = "torch"  # the baseline's config name: torch's own kernel
 PERSISTENT = "ptma"  # a config name's variant token: the persistent-TMA kernel
 
@@ -31,8 +33,8 @@ def gemm_kernel_config(config: str, dtype: str) -> dict[str, Any]:
     """The whole ``config=`` of matmul_triton.matmul for a GEMM config name: variant, BLOCK_K from the element
     size (128-byte rows), GROUP_M 8."""
     cfg = parse(config)
-    row_bytes, size = 128, 1 if dtype == "fp8" else 2  # matmul_triton.ROW_BYTES, without importing triton
-    return {"variant": cfg.pop("variant", "tiled"), **cfg, "BLOCK_K": row_bytes // size, "GROUP_M": 8}
+    size = 1 if dtype == "fp8" else 2
+    return {"variant": cfg.pop("variant", "tiled"), **cfg, "BLOCK_K": ROW_BYTES // size, "GROUP_M": 8}
 
 
 __all__ = ["TORCH", "PERSISTENT", "parse", "gemm_kernel_config"]

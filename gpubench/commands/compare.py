@@ -102,12 +102,13 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     # build() ran the post-passes (a shared GPU's WORSE is UNKNOWN already: a contended night never fails).
     if args.confirm:
         from gpubench.compare import confirm
-        from gpubench.compare.verdict import apply_post_passes, compare_frames
+        from gpubench.compare.verdict import apply_post_passes, compare_frames, worst_first
 
         rerun = _side(args.confirm)
         again = compare_frames(rep.baseline.pooled(), rerun.pooled(), th, args.alpha,
                                cross_cluster=bool(rep.system_differences), window=rep.baseline.is_window)
-        rep.rows = confirm.apply(rep.rows, apply_post_passes(again, rep.baseline.runs, rerun.runs))
+        # worst first again: the rerun turned some WORSE rows into UNKNOWN (JSON and JUnit keep this order)
+        rep.rows = worst_first(confirm.apply(rep.rows, apply_post_passes(again, rep.baseline.runs, rerun.runs)))
     contention.describe(rep)
     _emit(args, formats.terminal_table(rep, all_rows=args.all_rows),
           lambda fmt: formats.render(rep, fmt, all_rows=args.all_rows))

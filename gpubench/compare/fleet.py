@@ -25,7 +25,6 @@ import pandas as pd
 from gpubench.compare.load import KEY, Side
 from gpubench.errors import UsageError
 
-MAD_SCALE = 1.4826
 MIN_SPREAD = 0.005  # fraction of |median|
 DEFAULT_K = 3.0
 COLUMNS = ("flagged", "host", "device_index", "device", "suite", "case", "metric", "unit", "better", "value",
@@ -43,7 +42,7 @@ def robust_z(values: np.ndarray) -> tuple[float, np.ndarray]:
     from scipy.stats import median_abs_deviation
 
     median = float(np.median(values))
-    # scale="normal": MAD × 1.4826..., an estimate of the standard deviation (MAD_SCALE)
+    # scale="normal": MAD × 1.4826..., an estimate of the standard deviation
     spread = max(float(median_abs_deviation(values, scale="normal")), MIN_SPREAD * abs(median))
     dev = values - median
     if spread == 0:
@@ -139,4 +138,4 @@ def _devices(rows: pd.DataFrame) -> pd.DataFrame:
         .drop(columns="_abs").reset_index(drop=True)
 
 
-__all__ = ["FleetReport", "analyze", "robust_z", "DEFAULT_K", "MAD_SCALE", "MIN_SPREAD"]
+__all__ = ["FleetReport", "analyze", "robust_z", "DEFAULT_K", "MIN_SPREAD"]

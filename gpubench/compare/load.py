@@ -143,11 +143,9 @@ def resolve(path: str | os.PathLike, *, window: int | None = 1, exclude: Sequenc
         return Side(label, [p], [meta] if meta else [], df)
     window = window if explicit else DEFAULT_WINDOW
     every = run_candidates(p)
-    candidates = [c for c in every if c[0] not in set(exclude)]
-    mine = [c[0] for c in every if c[0] in set(exclude)]
-    if mine:
-        # The current run is one of this directory's: its baseline is the runs before it, not any made later.
-        candidates = [c for c in candidates if c[0] < min(mine)]
+    current = [c[0] for c in every if c[0] in set(exclude)]
+    # Where the current run is one of this directory's, its baseline is the runs before it, not any made later.
+    candidates = [c for c in every if c[0] not in set(exclude) and (not current or c[0] < min(current))]
     if like:
         mine = [c for c in candidates if _same_system(c[2], like)]
         candidates = mine or candidates  # none of that system: the latest runs, and compare says they differ

@@ -134,7 +134,7 @@ def _key(name: str) -> str:
     # Bare TOML keys are letters, digits, '_' and '-'; anything else is quoted.
     if name and all(c.isalnum() or c in "_-" for c in name):
         return name
-    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return _quoted(name)
 
 
 def dumps(th: Thresholds, header: str = "", notes: Mapping[tuple[str, str], str] | None = None) -> str:

@@ -26,7 +26,7 @@ configurations that sweep exported for this GPU (``gpubench export RUN --format 
 ``configs/`` beside this module, and any named in GPUBENCH_TRITON_CONFIGS) are used: the exported shape
 nearest this problem's, same dtype. Without one, the persistent variant runs a per-element-size default and
 the tiled variant autotunes over the tutorial's list (BLOCK_K spans 128 bytes of a row whatever the element
-size). ``last_config`` says, as text, what a problem ran with.
+size). ``best_config`` says, as text, what a problem ran with.
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ import torch
 import triton
 import triton.language as tl
 
+from gpubench.autotune.kernel_configs import ROW_BYTES  # BLOCK_K × element size
+
 # triton >= 3.4: device-side tensor descriptors (they need a scratch allocator); older builds run tiled only.
 HAS_DESCRIPTORS = hasattr(tl, "make_tensor_descriptor") and hasattr(triton, "set_allocator")
-
-ROW_BYTES = 128  # BLOCK_K × element size
 
 # (BLOCK_M, BLOCK_N, num_stages, num_warps): Triton's matmul tutorial list, plus a narrow-M shape for
 # decode-like GEMMs where M is 16 or 64.
@@ -209,10 +209,6 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 _INTERPRET_SMS = 3  # the interpreter's "multiprocessors": few, so that each program walks several tiles
 
 
-def _interpreting() -> bool:
-    return _INTERPRET
-
-
 _AVAILABLE: dict = {}
 
 
@@ -227,7 +223,7 @@ def tma_available(device: torch.device | str) -> str:
 def _tma_available(device: torch.device) -> str:
     if not HAS_DESCRIPTORS:
         return f"triton {triton.__version__} has no device-side tensor descriptors (triton >= 3.4 has)"
-    if not _interpreting():
+    if not _INTERPRET:
         if device.type != "cuda" or torch.version.hip is not None:
             return "TMA is an NVIDIA feature (this is not a CUDA device)"
         cc = torch.cuda.get_device_capability(device)
@@ -257,7 +253,7 @@ _SMS: dict = {}
 
 
 def _num_sms(device: torch.device) -> int:
-    if _interpreting():
+    if _INTERPRET:
         return _INTERPRET_SMS
     if device.index not in _SMS:
         _SMS[device.index] = torch.cuda.get_device_properties(device).multi_processor_count
@@ -273,7 +269,7 @@ _ALLOCATOR = []
 
 
 def _launch_tma(a, b, c, scale_a, scale_b, has_scale: bool, cfg: dict) -> None:
-    if not _ALLOCATOR and not _interpreting():
+    if not _ALLOCATOR and not _INTERPRET:
         triton.set_allocator(_scratch)
         _ALLOCATOR.append(_scratch)
     meta = {k: int(v) for k, v in cfg.items() if k != "variant"}
@@ -298,8 +294,8 @@ def dtype_name(t: torch.Tensor) -> str:
 
 
 def device_name(device: torch.device) -> str:
-    if _interpreting() or device.type != "cuda":
-        return "interpreter" if _interpreting() else device.type
+    if _INTERPRET or device.type != "cuda":
+        return "interpreter" if _INTERPRET else device.type
     return torch.cuda.get_device_name(device)
 
 
@@ -450,5 +446,3 @@ def best_config(a: torch.Tensor, b: torch.Tensor) -> str:
                              "num_stages": cfg.num_stages}, "autotune")
     return ""
 
-
-last_config = best_config

@@ -351,7 +351,7 @@ def sweep(args: Any, options: Mapping[str, Any], dtypes: list[str] | None, clust
 
     df = results.load(rd.path)
     for table in summary_tables(df, {commtable.SUITE: commtable.PARAMS}, {commtable.SUITE: commtable.SHOWN},
-                                {commtable.SUITE: ("collective",)}):
+                                {commtable.SUITE: commtable.BLOCKS}):
         console.print(table)
     for line in done.warnings:
         console.print(f"warning: {line}", markup=False, highlight=False)

@@ -162,10 +162,7 @@ class Group:
         rank waits for a peer still at work (a --devices rank for one measuring its case alone), not for a
         dead, stopped or hung one. Read only once this rank has stalled, so a large group does not load the
         store."""
-        try:
-            beats = read_heartbeats(self._beat_store, self.world_size)
-        except Exception:  # noqa: BLE001 — the store is the watchdog's other concern
-            return False
+        beats = read_heartbeats(self._beat_store, self.world_size)  # never raises: a lost store reads as no beats
         now = time.time()
         others = [b for r, b in beats.items() if r != self.rank]
         if len(others) < self.world_size - 1 or any(now - b["time"] > _STALE_S for b in others):
@@ -176,7 +173,7 @@ class Group:
         """Name the ranks that did not arrive, tell the callbacks, and end this process at once."""
         try:
             beats = read_heartbeats(self._beat_store, self.world_size)
-            reason = f"{reason}: {laggards(beats, self.world_size, now=time.time(), stale_s=4 * _HEARTBEAT_S + 1)}"
+            reason = f"{reason}: {laggards(beats, self.world_size, now=time.time(), stale_s=_STALE_S)}"
         except Exception:  # noqa: BLE001
             pass
         for fn in self._on_abort:
@@ -211,16 +208,15 @@ class Group:
         except Exception as e:  # noqa: BLE001
             # A peer's connection broke: it most likely died. Its heartbeat goes stale within _STALE_S; wait
             # for that so that the message names the dead rank, not the live ones its last beat was ahead of.
-            stale = 4 * _HEARTBEAT_S + 1
-            end = time.time() + stale + _HEARTBEAT_S
+            end = time.time() + _STALE_S + _HEARTBEAT_S
             while True:
                 beats = read_heartbeats(self._beat_store, self.world_size)
                 now = time.time()
-                silent = [r for r in range(self.world_size) if r not in beats or now - beats[r]["time"] > stale]
+                silent = [r for r in range(self.world_size) if r not in beats or now - beats[r]["time"] > _STALE_S]
                 if silent or now >= end:
                     break
                 time.sleep(_HEARTBEAT_S / 2)
-            who = laggards(beats, self.world_size, now=now, stale_s=stale)
+            who = laggards(beats, self.world_size, now=now, stale_s=_STALE_S)
             raise GroupError(f"the ranks could not agree ({type(e).__name__}): {who}") from e
         self.step()
         return out

@@ -106,22 +106,24 @@ def _run_dir(store) -> Path | None:
         return None
 
 
-def _mark_ended(store, reason: str, status: str = "failed") -> None:
-    """Rank 0 published its run directory; if it did not close the run itself, record why it ended."""
+def _mark_ended(store, reason: str, status: str = "failed") -> Path | None:
+    """Rank 0 published its run directory; if it did not close the run itself, record why it ended. Returns
+    that directory (None if rank 0 published none)."""
     from gpubench import results
     from gpubench.rundir import _write_json, utc_now
 
     run = _run_dir(store)
     if run is None:
-        return
+        return None
     try:
         path = run / results.RUN_FILE
         meta = json.loads(path.read_text())
     except Exception:  # noqa: BLE001 — nothing to mark
-        return
+        return run
     if meta.get("status") == "running":
         meta.update(status=status, error=reason, end_time=utc_now())
         _write_json(path, meta)
+    return run
 
 
 def run(argv: list[str], nproc: int, timeout_s: float) -> int:
@@ -150,12 +152,12 @@ def run(argv: list[str], nproc: int, timeout_s: float) -> int:
     ended = signals.ended
     if ended is not None:
         _kill_all(procs)  # terminates at once; a second signal meets the default handler
-        _mark_ended(store, f"gpubench was sent {ended}; the ranks were stopped", status="interrupted")
-        print(f"gpubench: error: stopped by {ended}; {saved(_run_dir(store))}", file=sys.stderr, flush=True)
+        run = _mark_ended(store, f"gpubench was sent {ended}; the ranks were stopped", status="interrupted")
+        print(f"gpubench: error: stopped by {ended}; {saved(run)}", file=sys.stderr, flush=True)
         return 128 + signal.Signals[ended].value
     if failure is not None and failure != "interrupted":
-        _mark_ended(store, failure)
-        print(f"gpubench: error: {failure}; {saved(_run_dir(store))}", file=sys.stderr, flush=True)
+        run = _mark_ended(store, failure)
+        print(f"gpubench: error: {failure}; {saved(run)}", file=sys.stderr, flush=True)
         return 1
     codes = [p.returncode for p in procs]
     if failure == "interrupted" or 130 in codes:
@@ -188,10 +190,7 @@ def _supervise(procs: list[subprocess.Popen], store, timeout_s: float, signals: 
                 _kill_all(procs)
                 break
             continue
-        try:
-            time.sleep(_POLL_S)  # a signal's handler returns into the sleep: acted on within _POLL_S
-        except KeyboardInterrupt:  # no handlers of our own (not the main thread): the same, one at a time
-            signals.interrupts += 1
+        time.sleep(_POLL_S)  # a signal's handler returns into the sleep: acted on within _POLL_S
         for rank, p in enumerate(procs):
             if p.poll() is not None and p.returncode not in _NORMAL and failure is None:
                 failure, died_at = _describe_exit(rank, p), time.monotonic()

@@ -19,15 +19,6 @@ res="$work/results"
 mkdir -p "$out" "$work"
 export SUITES=elementwise,gemm,launch,copy
 
-python3 - <<'EOF'  # what NVML says about our own process (pid namespaces differ in containers)
-import os, torch, pynvml
-torch.ones(1, device="cuda")
-pynvml.nvmlInit()
-h = pynvml.nvmlDeviceGetHandleByIndex(0)
-print("probe: own pid", os.getpid(), "NVML compute pids", [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)],
-      "util", pynvml.nvmlDeviceGetUtilizationRates(h).gpu)
-EOF
-
 night() {  # LABEL [VAR=VALUE...]: one ci/nightly.sh night in its own directory; returns 1 past the deadline
   local label=$1 start=$SECONDS rc=0
   shift
