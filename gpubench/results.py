@@ -210,9 +210,11 @@ def _read_whole(path: Path) -> pa.Table:
     A runner rewrites a live run's tables (written beside, then renamed over: :func:`save`). Given a path,
     pyarrow opens the file more than once (footer, then pages); a rename between two opens pairs one
     version's footer with another's pages, a torn read. One handle keeps the version it opened, whole, even
-    after a newer one replaced its name.
+    after a newer one replaced its name. Arrow's own handle, not a Python file object: Arrow reads from its IO
+    threads, and a Python object read from there needs the GIL, which at interpreter exit aborted a process
+    ("terminate called without an active exception", apache/arrow#34314) once in a CI run under load.
     """
-    with open(path, "rb") as f:
+    with pa.OSFile(str(path), "rb") as f:
         return pq.read_table(f)
 
 
