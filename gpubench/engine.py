@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from gpubench import fills
 from gpubench.stats import cv as _cv
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, TIME_SCALE, Check, Metric, Workload
 
@@ -169,7 +170,7 @@ def measure(
     ``interrupted`` is asked between the steps of the check (inputs, call, reference), between input sets and
     after every batch; once it says yes, the measurement is abandoned (:class:`Interrupted`). A Ctrl-C then
     acts within one such step (a single long operation, which Python cannot interrupt, runs to its end), not
-    after a whole case.
+    after a whole case; the suites' input fills (:mod:`gpubench.fills`) ask it between pieces too.
     Not with a ``group``: one rank leaving a case would leave the others waiting in its collectives.
 
     ``group`` (a :class:`gpubench.ranks.group.Group`) makes every rank of a collective take the same path:
@@ -191,7 +192,8 @@ def measure(
             raise Interrupted("interrupted")
 
     stop_here()
-    fresh = _together(group, workload.make_inputs) if workload.check is not None else None
+    with fills.stop_with(stop_here if interrupted is not None else None):  # a fill of GiBs takes seconds
+        fresh = _together(group, workload.make_inputs) if workload.check is not None else None
     result.check = check(workload, backend, fresh, between=stop_here)
     del fresh
     if result.check is not None and not result.check.ok:
@@ -208,9 +210,10 @@ def measure(
 
     def make_sets() -> list:
         made = []
-        for _ in range(sets):
-            stop_here()  # a set of a large case takes the CPU seconds to fill
-            made.append(workload.make_inputs())
+        with fills.stop_with(stop_here if interrupted is not None else None):
+            for _ in range(sets):
+                stop_here()
+                made.append(workload.make_inputs())
         return made
 
     inputs = _together(group, make_sets)

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from gpubench import engine
+from gpubench import engine, fills
 from gpubench.errors import UsageError
 from gpubench.memory import HEADROOM, too_big
 from gpubench.options import Option
@@ -296,10 +296,10 @@ class Elementwise(Suite):
         def make_inputs() -> dict[str, torch.Tensor]:
             x = {}
             for name in spec.reads:
-                x[name] = torch.empty(n, dtype=tdtype, device=device).uniform_(-1.0, 1.0)
+                x[name] = fills.uniform(n, tdtype, device)
             if spec.write:
                 # Poisoned, so that an element the kernel never wrote fails the check.
-                x[spec.write] = torch.full((n,), math.nan, dtype=tdtype, device=device)
+                x[spec.write] = fills.full(n, math.nan, tdtype, device)
             return x
 
         return Workload(

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpubench import engine
+from gpubench import engine, fills
 from gpubench.memory import too_big
 from gpubench.peaks import peak_tflops
 from gpubench.stats import propagate
@@ -231,8 +231,8 @@ def _fp8_type(backend: Any) -> torch.dtype:
 def _uniform(shape: tuple[int, int], dtype: torch.dtype, device: str, fp8: bool) -> torch.Tensor:
     """Uniform in [-1, 1] — fp8 stored ×256 (FP8_SCALE undoes it) — freshly drawn, never zeros."""
     if fp8:
-        return torch.empty(shape, dtype=torch.float32, device=device).uniform_(-1.0, 1.0).mul_(1 / FP8_SCALE).to(dtype)
-    return torch.empty(shape, dtype=dtype, device=device).uniform_(-1.0, 1.0)
+        return fills.uniform(shape, torch.float32, device).mul_(1 / FP8_SCALE).to(dtype)
+    return fills.uniform(shape, dtype, device)
 
 
 def _fp32_precision(precision: str, fn):
@@ -479,7 +479,7 @@ class Gemm(Suite):
         def make_inputs() -> Operands:
             a = _uniform((m, k), operand, device, fp8)
             b = _uniform((n, k), operand, device, fp8).t() if layout == "NT" else _uniform((k, n), operand, device, fp8)
-            c = torch.full((m, n), math.nan, dtype=spec.output, device=device)
+            c = fills.full((m, n), math.nan, spec.output, device)
             x = Operands(a, b, c)
             if fp8:
                 x.scale_a = torch.full((), FP8_SCALE, dtype=torch.float32, device=device)

@@ -1,9 +1,11 @@
 """The engine on the fake backend: every duration is programmed, so every number is exact."""
 
+import dataclasses
 
 import pytest
+import torch
 
-from gpubench import engine
+from gpubench import engine, fills
 from gpubench.backends.fake import FakeBackend
 from gpubench.engine import EngineConfig
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Metric, Workload
@@ -68,6 +70,43 @@ def test_an_interruption_abandons_the_measurement_at_the_next_check(after):
     assert be.calls == [0, 0, 1, 1, 1, 2, 3][after] and asked[-1] == be.calls
     with pytest.raises(ValueError, match="group"):
         engine.measure(make_workload(), be, ONE_CALL, group=object(), interrupted=lambda: False)
+
+
+def test_an_interruption_stops_an_input_fill_between_its_pieces(monkeypatch):
+    # A fill of GiBs on the host takes seconds in one torch call, which Python cannot interrupt: the fills ask
+    # the engine's check between pieces, so a Ctrl-C waits for one piece, not the whole set.
+    monkeypatch.setattr(fills, "PIECE", 1000)
+    made = []
+
+    def make_inputs():
+        x = fills.uniform(10 * fills.PIECE + 1, torch.float32, "cpu")  # 11 pieces
+        made.append(x)
+        return x
+
+    asked = []
+
+    def interrupted():
+        asked.append(True)
+        return len(asked) > 4
+
+    w = dataclasses.replace(make_workload(), make_inputs=make_inputs)
+    with pytest.raises(engine.Interrupted):
+        engine.measure(w, FakeBackend(durations=[1e-3]), ONE_CALL, interrupted=interrupted)
+    # asked before the check, then before each piece of its inputs: the fourth piece was never drawn
+    assert not made and len(asked) == 5
+
+
+def test_fills_cover_every_element_and_ask_nothing_outside_the_engine(monkeypatch):
+    monkeypatch.setattr(fills, "PIECE", 1000)
+    x = fills.uniform(2 * fills.PIECE + 7, torch.float32, "cpu", -0.5, 0.5)
+    assert bool(((x >= -0.5) & (x < 0.5)).all()) and x.unique().numel() > 1000  # random, no piece left out
+    assert bool(fills.full((3, fills.PIECE), float("nan"), torch.bfloat16, "cpu").isnan().all())
+    asked = []
+    with fills.stop_with(lambda: asked.append(True)):
+        fills.full(2 * fills.PIECE + 7, 1.0, torch.float64, "cpu")
+    assert len(asked) == 3  # one a piece
+    fills.full(2 * fills.PIECE + 7, 1.0, torch.float64, "cpu")
+    assert len(asked) == 3  # the check ended with its block
 
 
 def test_failed_check_is_never_timed():
