@@ -94,13 +94,21 @@ if [[ $parts == *" signals "* ]]; then
 # it alone (a CI runner's cancel) and to its process group (a terminal's Ctrl-C) stop them after the case (130).
 # Job control on: each background run leads its own process group, and its SIGINT is not ignored (a
 # non-interactive shell starts background commands with SIGINT ignored, and Python then keeps it so).
+# The sweep is every collective a world of one runs, eager, 1 MiB to 4 GiB: there the default sweep (the local
+# copy, in graphs) ends within seconds, before a signal could reach it mid-way.
 set -m
 for how in TERM INT INT-group; do
   echo "== SIG${how%-group} to the spawner$([ "$how" = INT-group ] && echo "'s process group"), mid-sweep"
-  gpubench run --suite comm --nproc 1 --min-bytes 1M --max-bytes 4G --step-factor 2 --out "$out/runs" \
-    --cluster "$cluster" >"$out/sig$how.log" 2>&1 &
+  before=$(ls "$out"/runs/"$cluster"/*/comm.parquet 2>/dev/null | wc -l)
+  gpubench run --suite comm --nproc 1 --eager --collectives all_reduce,all_gather,reduce_scatter,alltoall,broadcast,reduce \
+    --min-bytes 1M --max-bytes 4G --step-factor 2 --out "$out/runs" --cluster "$cluster" >"$out/sig$how.log" 2>&1 &
   pid=$!
-  sleep 25
+  # Signal once the run has saved rows (it is measuring), a few seconds on.
+  for _ in $(seq 120); do
+    [ "$(ls "$out"/runs/"$cluster"/*/comm.parquet 2>/dev/null | wc -l)" -gt "$before" ] && break; sleep 0.5
+  done
+  sleep 3
+  kill -0 "$pid" 2>/dev/null || echo "FAIL: the run ended before the signal, nothing was tested"
   if [ "$how" = INT-group ]; then kill -INT -- "-$pid"; else kill "-$how" "$pid"; fi
   s=$EPOCHREALTIME; wait "$pid"
   echo "spawner rc=$? after $(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $s}") s"
