@@ -253,12 +253,13 @@ def test_tf32_precision_is_set_for_the_call_only():
 # --- skips -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype,impl,reason", [
-    ("bf16", "torch", "bf16 needs a GPU"), ("fp8", "torch", "fp8 needs a GPU"), ("tf32", "torch", "tf32 needs a GPU"),
-    ("fp32", "triton", "triton fp32 needs a GPU"), ("fp64", "cupy", "cupy fp64 needs a GPU")])
-def test_cpu_skips_with_the_reason(dtype, impl, reason):
-    with pytest.raises(Skip, match=reason):
+@pytest.mark.parametrize("dtype,impl", [
+    ("bf16", "torch"), ("fp8", "torch"), ("tf32", "torch"), ("fp32", "triton"), ("fp64", "cupy")])
+def test_cpu_skips_with_the_reason(dtype, impl):
+    # One text whatever the dtype and library, so that the run's summary collapses them into one line.
+    with pytest.raises(Skip) as e:
         G.Gemm().prepare(case(dtype=dtype, impl=impl), CpuBackend())
+    assert str(e.value) == "needs a GPU: backend 'cpu' runs only torch's fp32 and fp64 products"
 
 
 def test_unsupported_combinations_skip_with_the_reason():
@@ -417,6 +418,8 @@ def test_cli_quick_cpu_run_checks_fp32_and_fp64_and_skips_the_rest(tmp_path, cap
     skipped = tput[tput.status == "skipped"]
     assert len(skipped) == len(tput) - 6 and skipped.message.str.contains("needs a GPU").all()
     assert set(skipped.dtype) == set(G.DTYPES)
+    out = capsys.readouterr().out
+    assert f"{len(skipped)} cases skipped: needs a GPU" in out and out.count("cases skipped") == 1, out
     assert set(df.metric) == {"throughput", "time", "pct_peak"}
 
 
