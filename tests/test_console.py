@@ -6,6 +6,7 @@ from rich.console import Console
 
 from gpubench.cli import main
 from gpubench.console import fmt_value, summary_tables
+from gpubench.units import format_bytes
 from gpubench.registry import all_suites
 
 
@@ -14,6 +15,13 @@ def test_numbers_print_without_exponents():
     assert fmt_value(3.14159) == "3.142" and fmt_value(0.5) == "0.5" and fmt_value(0) == "0"
     assert fmt_value(1.234e-5) == "0.00001234" and fmt_value(None) == "—"
     assert all("e" not in fmt_value(10.0**k * 1.2345) for k in range(-9, 12))
+
+
+def test_byte_counts_print_without_exponents():
+    # An absurd --sizes states its need in plain digits (it once read "needs 2.265e+12 TiB").
+    assert format_bytes(1536) == "1.5 KiB" and format_bytes(300 << 30) == "300 GiB" and format_bytes(5) == "5 B"
+    assert format_bytes(3 << 50) == "3 PiB" and format_bytes(20_000 << 60) == "20,000 EiB"
+    assert all("e+" not in format_bytes(1.2345 * 10.0**k) for k in range(0, 40))
 
 
 def _rows(suite, dtype, cases, unit="us", status="ok", message=""):
