@@ -32,7 +32,7 @@ def parse_size_list(text: str) -> list[int]:
 
 def format_bytes(n: float) -> str:
     """Shortest binary form: 1048576 → '1 MiB', 1536 → '1.5 KiB'; never an exponent, however large (the need
-    of an absurd ``--sizes`` reads '2,251,799,813,685 EiB', not '2.252e+12 TiB')."""
+    of gemm's ``--sizes 300G`` reads '4,320,000 EiB', not '4.53e+12 TiB')."""
     for unit, scale in (("EiB", 1 << 60), ("PiB", 1 << 50), ("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20),
                         ("KiB", 1 << 10)):
         if n >= scale:

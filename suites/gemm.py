@@ -459,7 +459,7 @@ class Gemm(Suite):
         on_gpu = backend.name in GPU_BACKENDS
         if not on_gpu and (dtype not in ("fp32", "fp64") or impl not in ("torch", FAST_ACCUM)):
             # One text for every such case (its dtype and impl are its own columns), so that the summary says it
-            # once: "105 cases skipped: needs a GPU ...", not one line per dtype and library.
+            # once: "111 cases skipped: needs a GPU ...", not one line per dtype and library.
             raise Skip(f"needs a GPU: backend {backend.name!r} runs only torch's fp32 and fp64 products")
         fp8 = dtype == "fp8"
         operand = _fp8_type(backend) if fp8 else spec.operand

@@ -6,8 +6,8 @@ from rich.console import Console
 
 from gpubench.cli import main
 from gpubench.console import fmt_value, summary_tables
-from gpubench.units import format_bytes
 from gpubench.registry import all_suites
+from gpubench.units import format_bytes
 
 
 def test_numbers_print_without_exponents():
