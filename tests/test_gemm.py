@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from packaging.version import Version
 
 from gpubench import cli, engine, peaks, results, runner
 from gpubench.backends.cpu import CpuBackend
@@ -509,14 +510,9 @@ def _interpret_main() -> int:
     return 1 if failed else 0
 
 
-def _major_minor(version: str) -> tuple[int, int]:
-    major, minor = version.split(".")[:2]
-    return int(major), int(minor)
-
-
 def test_triton_matmul_is_correct_in_the_interpreter():
     triton = pytest.importorskip("triton")
-    if _major_minor(triton.__version__) < (3, 7) and _major_minor(np.__version__) >= (2, 4):
+    if Version(triton.__version__) < Version("3.7") and Version(np.__version__) >= Version("2.4"):
         # Its interpreter takes int() of a one-element array for a loop's runtime bound, which NumPy 2.4
         # refuses (triton-lang/triton#9171, fixed in 3.7). torch 2.11 installs Triton 3.6.
         pytest.skip(f"Triton {triton.__version__}'s interpreter cannot run a loop of runtime length under NumPy "
