@@ -94,7 +94,8 @@ fi
 
 if [[ "${CONFIRM:-1}" != 0 ]]; then
   first_rc=0
-  "${compare[@]}" --format json > "$verdicts" || first_rc=$?
+  # --no-record: the night's verdict is recorded once, by the compare below, after the rerun had its say.
+  "${compare[@]}" --format json --no-record > "$verdicts" || first_rc=$?
   if [[ $first_rc -eq 1 ]]; then
     # Which cases to measure again: the suites on the first line, an exact --filter on the second.
     mapfile -t plan < <("$python" -m gpubench.compare.confirm "$verdicts" "$night_dir")

@@ -22,6 +22,7 @@ COMMANDS = {
     "info": "gpubench.commands.info",
     "run": "gpubench.commands.run",
     "compare": "gpubench.commands.compare",
+    "accept": "gpubench.commands.accept",
     "calibrate": "gpubench.commands.calibrate",
     "export": "gpubench.commands.export",
     "import": "gpubench.commands.import_",

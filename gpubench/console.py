@@ -56,7 +56,24 @@ def _headline(rows: list[dict]) -> str:
         return f"{r['status']}: {r['message']}"
     cv = r["cv"]
     cv_text = "" if cv is None or math.isnan(cv) else f" ±{100 * cv:.2g}%"
-    return f"{fmt_value(r['value'])} {unit_text(r['unit'])}{cv_text}"
+    shared = [f"({s})" for s in (_beside(r),) if s]
+    return " ".join([f"{fmt_value(r['value'])} {unit_text(r['unit'])}{cv_text}", *shared])
+
+
+def _beside(r: Any) -> str:
+    """``shared: pid 607 (python3)``, ``host busy: 95%``: who else used the machine while an ok row's case was
+    measured (its GPU, or a host busy enough to move a figure the host sets), or ""."""
+    from gpubench.contention import LOADED_HOST
+    from gpubench.levels import disturbed_by_load
+
+    row = dict(r)
+    said = []
+    if isinstance(row.get("contended"), str) and row["contended"]:
+        said.append(f"shared: {row['contended']}")
+    load = row.get("host_load")
+    if isinstance(load, numbers.Real) and not math.isnan(load) and load >= LOADED_HOST and disturbed_by_load(row):
+        said.append(f"host busy: {100 * load:.0f}%")
+    return "; ".join(said)
 
 
 class RunProgress:
@@ -155,6 +172,7 @@ def summary_tables(
             status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r['message']}"
             if r["status"] == "ok":
                 flags = [name for name, col in (("noisy", "noisy"), ("host-bound", "host_bound")) if _set(r.get(col))]
+                flags += [s for s in (_beside(r),) if s]
                 status = f"ok ({', '.join(flags)})" if flags else "ok"
             table.add_row(
                 *([r["_gpu"]] if many else []), *[escape(_param_text(p, r[p])) for p in params],

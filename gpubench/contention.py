@@ -1,20 +1,23 @@
 """Who else used the GPU and the host while a run measured: a shared machine is named, so that a slow figure
 is not blamed on the code.
 
-GPU: between cases the runner asks the device which processes hold a context on it
+GPU: around each case the runner asks the device which processes hold a context on it
 (:meth:`gpubench.telemetry.Telemetry.processes`: NVML's compute and graphics process lists, amdsmi's process
-list) and drops our own (this process and the other ranks of a run). Any other process seen just before or
-just after a case makes that case's rows ``contended``, naming it ("pid 4321 (python3)", the name from
-/proc/<pid>/comm; where the device lists pids of another pid namespace, as a container sees the host's, the
-others are counted instead). The device's utilisation is read before the first case too: with our own work not started,
-a busy device means someone is using it even when no process is visible (another container's processes may
-not be listed), and the run is contended from the start.
+list) and drops our own (this process, the run's worker processes, the other ranks of a run). Any other process
+seen just before or just after a case makes that case's rows ``contended``, naming it ("pid 4321 (python3)",
+the name from /proc/<pid>/comm; where the device lists pids of another pid namespace, as a container sees the
+host's, the others are counted instead). The device's utilisation is read before the first case too: with our
+own work not started, a busy device means someone is using it even when no process is visible (another
+container's processes may not be listed), and the run is contended from the start.
 
-Host: the load average against the CPU count, and the heaviest other process over the run (CPU time from
-/proc between the start and the end, the process tree of this run left out). These go into run.json only:
-compare lists a loaded host among what differs between the sides, rather than judging rows by it.
+Host: the share of the host's CPU time that processes outside the run used while each case ran
+(``host_load``: /proc/stat's busy time of every CPU, less the CPU time of the run's own processes), and over
+the whole run. At :data:`LOADED_HOST` or more the host was busy: figures the host sets (gpubench.levels) were
+measured on a machine that was not the hardware's alone. /proc/stat counts what every process used, those of
+other containers and the hypervisor's steal included; our own threads are left out, so a CPU run that keeps
+every core busy by itself is not "loaded". The heaviest other process over the run is named from /proc.
 
-Readings are best effort: where the library cannot tell (no NVML, no /proc) the column is None, "unknown",
+Readings are best effort: where the library cannot tell (no NVML, no /proc) the value is None, "unknown",
 never "not contended".
 """
 
@@ -23,14 +26,17 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 # Before the first case our own work has not started: a device this busy is someone else's.
 BUSY_IDLE_PCT = 50.0
-# A host whose 1-minute load exceeds this share of its CPUs is loaded (the measuring process itself is ~1).
+# A host whose CPUs other processes kept at least this busy (a share of all CPU time) was loaded.
 LOADED_HOST = 0.5
 PROC = Path("/proc")
+OPENING_PROBE_S = 0.2  # how long the host is watched before the first case, for the run's first line
 
 
 def process_name(pid: int, proc: Path = PROC) -> str:
@@ -42,11 +48,129 @@ def process_name(pid: int, proc: Path = PROC) -> str:
     return f"pid {pid} ({name})"
 
 
-class Watch:
-    """What the runner asks between cases. ``note()`` is a case's ``contended`` value: None unknown, ""
-    alone, else who else was there."""
+def _stat_fields(pid: int, proc: Path) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, ...), or None."""
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # comm is parenthesised and may hold spaces or parentheses: split after the last ")".
+    return stat.rpartition(")")[2].split()
 
-    def __init__(self, reader: Any, own_pids: set[int] | None = None, proc: Path = PROC):
+
+@dataclass(frozen=True)
+class _CpuMark:
+    wall: float  # monotonic seconds
+    busy: float  # busy clock ticks of every CPU (/proc/stat)
+    ours: float  # clock ticks of the run's own processes (with their reaped children)
+    cpus: int
+
+
+class HostCpu:
+    """How much of the host's CPU time processes outside the run used between two marks.
+
+    /proc/stat's first line sums every CPU's time: busy is user + nice + system + irq + softirq + steal (guest
+    time is inside user). The run's own time is each own process's utime + stime + cutime + cstime, so a worker
+    that ended and was reaped moves into its parent's cutime without being counted twice.
+    """
+
+    def __init__(self, own: Iterable[int], proc: Path = PROC):
+        self.own = set(own)
+        self.proc = proc
+        self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def mark(self) -> _CpuMark | None:
+        try:
+            lines = (self.proc / "stat").read_text().splitlines()
+        except OSError:
+            return None
+        head = lines[0].split() if lines else []
+        if not head or head[0] != "cpu" or len(head) < 8:
+            return None
+        v = [float(x) for x in head[1:9]] + [0.0] * max(0, 9 - len(head))
+        busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]  # user nice system (idle iowait) irq softirq steal
+        cpus = sum(1 for line in lines[1:] if line.startswith("cpu") and line[3:4].isdigit()) or os.cpu_count() or 1
+        ours = 0.0
+        for pid in self.own:
+            f = _stat_fields(pid, self.proc)
+            if f is not None and len(f) > 12:  # utime stime (cutime cstime)
+                ours += sum(float(x) for x in f[11:15])
+        return _CpuMark(time.monotonic(), busy, ours, cpus)
+
+    def share(self, a: _CpuMark | None, b: _CpuMark | None) -> float | None:
+        """The share (0-1) of all CPU time between ``a`` and ``b`` that processes outside the run used."""
+        if a is None or b is None or b.wall - a.wall <= 0:
+            return None
+        capacity = (b.wall - a.wall) * self.tick * b.cpus
+        others = (b.busy - a.busy) - (b.ours - a.ours)
+        return min(1.0, max(0.0, others / capacity))
+
+
+def _cpu_times(proc: Path) -> dict[int, tuple[int, float, str]]:
+    """{pid: (ppid, utime+stime in clock ticks, comm)} of every process /proc shows."""
+    out = {}
+    for d in proc.iterdir() if proc.is_dir() else ():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        head, _, rest = stat.rpartition(")")
+        fields = rest.split()
+        try:
+            out[int(d.name)] = (int(fields[1]), float(fields[11]) + float(fields[12]), head.partition("(")[2])
+        except (IndexError, ValueError):
+            continue
+    return out
+
+
+def _descendants(roots: Iterable[int], table: dict[int, tuple[int, float, str]]) -> set[int]:
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        kids.setdefault(ppid, []).append(pid)
+    out, todo = set(roots), list(roots)
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            if k not in out:
+                out.add(k)
+                todo.append(k)
+    return out
+
+
+class Heaviest:
+    """The heaviest process outside the run over its duration (CPU time from /proc at the start and the end)."""
+
+    def __init__(self, own: Iterable[int], proc: Path = PROC):
+        self.own, self.proc = set(own), proc
+        self.t0 = time.monotonic()
+        self.start = _cpu_times(proc)
+
+    def name(self) -> str | None:
+        end = _cpu_times(self.proc)
+        ours = _descendants(self.own, end)
+        wall = max(time.monotonic() - self.t0, 1e-3)
+        tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        heaviest, most = None, 0.0
+        for pid, (_, cpu, name) in end.items():
+            if pid in ours:
+                continue
+            used = (cpu - self.start.get(pid, (0, 0.0, ""))[1]) / tick / wall
+            if used > most:
+                heaviest, most = f"pid {pid} ({name}) {100 * used:.0f}% CPU", used
+        return heaviest
+
+
+@dataclass
+class _Case:
+    before: list[str] | None
+    cpu: _CpuMark | None
+
+
+class Watch:
+    """What the runner asks around each case: :meth:`begin` before it, :meth:`end` after it."""
+
+    def __init__(self, reader: Any, own_pids: Iterable[int] | None = None, proc: Path = PROC):
         self.reader = reader
         self.own = set(own_pids or ()) | {os.getpid()}
         self.proc = proc
@@ -54,10 +178,28 @@ class Watch:
         self.counted: list[str] = []  # others seen only as a count (pids of another namespace)
         self.busy: list[float] = []
         self.cases: dict[str, list[str]] = {}  # contended case ids by suite, for run.json
+        self.loaded_cases: dict[str, list[str]] = {}  # case ids measured on a busy host, by suite
         self.known = _call(reader, "processes") is not None
         self.busy_before = _call(reader, "utilization")
         self._idle_busy = self.busy_before is not None and self.busy_before >= BUSY_IDLE_PCT
-        self._host = HostLoad(proc)
+        self._cpu = HostCpu(self.own, proc)
+        self._run_mark = self._cpu.mark()
+        self._heaviest = Heaviest(self.own, proc)
+        self._last: tuple[float, list[str] | None, _CpuMark | None] | None = None
+
+    def add_own(self, pids: Iterable[int]) -> None:
+        """Processes of this run started after the watch (its workers): ours, not co-tenants."""
+        self.own.update(pids)
+        self._cpu.own.update(pids)
+        self._heaviest.own.update(pids)
+
+    def host_load(self, a: _CpuMark | None, b: _CpuMark | None) -> float | None:
+        """The share of the host's CPU time others used between two marks; a reader that knows better (the fake
+        backend's, for tests) says so instead."""
+        given = getattr(self.reader, "host_load", None) if self.reader is not None else None
+        if given is not None:
+            return _call(self.reader, "host_load")
+        return self._cpu.share(a, b)
 
     def check(self) -> list[str] | None:
         """Other processes on the device now, named (None: unknown)."""
@@ -85,24 +227,60 @@ class Watch:
             named.append(self.others[pid])
         return named
 
-    def note(self, before: list[str] | None, after: list[str] | None, suite: str | None = None,
-             case: str | None = None) -> str | None:
-        """The ``contended`` cell of a case measured between the two checks (remembered for run.json when the
-        case is named)."""
+    def opening(self) -> list[str]:
+        """The run's first lines when it starts on a shared GPU or a busy host (none otherwise): the device's
+        processes and utilisation now, and the host watched for a moment."""
+        lines = []
+        gpu = self.note(self.check(), None)
+        if gpu:
+            lines.append(f"GPU shared: {gpu}: figures measured beside it are not this GPU's alone")
+        a = self._cpu.mark()
+        if a is not None and getattr(self.reader, "host_load", None) is None:
+            time.sleep(OPENING_PROBE_S)
+        load = self.host_load(a, self._cpu.mark())
+        if load is not None and load >= LOADED_HOST:
+            lines.append(f"host busy: {host_text(load, self._cpus())}: figures the host sets (host-timed, "
+                         "host-bound, host buffers, the CPU backend) are not this machine's alone")
+        return lines
+
+    def begin(self) -> _Case:
+        """Before a case: the device's other processes, and a CPU mark (the last case's end mark when it was just
+        taken, so that consecutive cases read /proc once between them)."""
+        if self._last is not None and time.monotonic() - self._last[0] < 0.5:
+            _, before, cpu = self._last
+            return _Case(before, cpu)
+        return _Case(self.check(), self._cpu.mark())
+
+    def end(self, case: _Case, suite: str | None = None, case_id: str | None = None) -> tuple[str | None, float | None]:
+        """After a case: its ``contended`` (None unknown, "" alone, else who else was there) and its
+        ``host_load``, remembered for run.json when the case is named."""
+        after, mark = self.check(), self._cpu.mark()
+        self._last = (time.monotonic(), after, mark)
+        contended = self.note(case.before, after)
+        load = self.host_load(case.cpu, mark)
+        if suite is not None and case_id is not None:
+            self.mark(suite, case_id, contended, load)
+        return contended, load
+
+    def note(self, before: list[str] | None, after: list[str] | None) -> str | None:
+        """The ``contended`` text of what was seen before and after a case."""
         if before is None and after is None and not self._idle_busy:
             return None
         names = list(dict.fromkeys([*(before or []), *(after or [])]))
         if self._idle_busy:
             names.append(f"device {self.busy_before:.0f}% busy before the run")
-        text = ", ".join(names)
-        if suite is not None and case is not None:
-            self.mark(suite, case, text)
-        return text
+        return ", ".join(names)
 
-    def mark(self, suite: str, case: str, contended: str | None) -> None:
-        """Remember a contended case (a derived one too) for run.json's ``contention.cases``."""
-        if contended:
-            self.cases.setdefault(suite, []).append(case)
+    def mark(self, suite: str, case: str, contended: str | None, host_load: float | None = None) -> None:
+        """Remember a contended case, or one measured on a busy host (a derived one too), for run.json."""
+        for flagged, into in ((bool(contended), self.cases), (host_load is not None and host_load >= LOADED_HOST,
+                                                               self.loaded_cases)):
+            if flagged and case not in into.get(suite, []):
+                into.setdefault(suite, []).append(case)
+
+    def _cpus(self) -> int:
+        m = self._run_mark
+        return m.cpus if m is not None else (os.cpu_count() or 1)
 
     def summary(self) -> dict[str, Any]:
         """run.json's ``contention``: ``contended`` (a line, "" none, None unknown), the contended ``cases`` by
@@ -111,12 +289,20 @@ class Watch:
         if self._idle_busy:
             gpu_names.append(f"device {self.busy_before:.0f}% busy before the run")
         contended = ", ".join(gpu_names) if (self.known or self._idle_busy) else None
+        share = self.host_load(self._run_mark, self._cpu.mark())
+        try:
+            load1 = os.getloadavg()[0]
+        except OSError:
+            load1 = None
         return {
             "contended": contended,
-            "gpu": {"others": [*self.others.values(), *dict.fromkeys(self.counted)], "busy_before_pct": self.busy_before,
+            "gpu": {"others": [*self.others.values(), *dict.fromkeys(self.counted)],
+                    "busy_before_pct": self.busy_before,
                     "busy_between_pct": float(statistics.median(self.busy)) if self.busy else None},
             "cases": self.cases,
-            "host": self._host.summary(),
+            "host": {"others_share": share, "cpus": self._cpus(), "load1": load1,
+                     "loaded": None if share is None else share >= LOADED_HOST,
+                     "heaviest": self._heaviest.name(), "loaded_cases": self.loaded_cases},
         }
 
 
@@ -130,74 +316,43 @@ def _call(reader: Any, name: str) -> Any:
         return None
 
 
-def _cpu_times(proc: Path) -> dict[int, tuple[int, float, str]]:
-    """{pid: (ppid, utime+stime in clock ticks, comm)} of every process /proc shows."""
-    out = {}
-    for d in proc.iterdir() if proc.is_dir() else ():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        # comm is parenthesised and may hold spaces or parentheses: split after the last ")".
-        head, _, rest = stat.rpartition(")")
-        fields = rest.split()
-        try:
-            out[int(d.name)] = (int(fields[1]), float(fields[11]) + float(fields[12]), head.partition("(")[2])
-        except (IndexError, ValueError):
-            continue
-    return out
-
-
-def _descendants(root: int, table: dict[int, tuple[int, float, str]]) -> set[int]:
-    kids: dict[int, list[int]] = {}
-    for pid, (ppid, _, _) in table.items():
-        kids.setdefault(ppid, []).append(pid)
-    out, todo = {root}, [root]
-    while todo:
-        for k in kids.get(todo.pop(), []):
-            if k not in out:
-                out.add(k)
-                todo.append(k)
-    return out
-
-
-class HostLoad:
-    """The host's load over a run: the load average at the end, and the heaviest process not of this run."""
-
-    def __init__(self, proc: Path = PROC):
-        self.proc = proc
-        self.t0 = time.monotonic()
-        self.start = _cpu_times(proc)
-
-    def summary(self) -> dict[str, Any]:
-        cpus = os.cpu_count() or 1
-        try:
-            load1 = os.getloadavg()[0]
-        except OSError:
-            load1 = None
-        end = _cpu_times(self.proc)
-        ours = _descendants(os.getpid(), end)
-        wall = max(time.monotonic() - self.t0, 1e-3)
-        tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-        heaviest, most = None, 0.0
-        for pid, (_, cpu, name) in end.items():
-            if pid in ours:
-                continue
-            used = (cpu - self.start.get(pid, (0, 0.0, ""))[1]) / tick / wall
-            if used > most:
-                heaviest, most = f"pid {pid} ({name}) {100 * used:.0f}% CPU", used
-        return {"load1": load1, "cpus": cpus, "loaded": None if load1 is None else load1 > LOADED_HOST * cpus,
-                "heaviest": heaviest}
+def host_text(share: float, cpus: int) -> str:
+    """``other processes used 95% of 2 CPUs``."""
+    return f"other processes used {100 * share:.0f}% of {cpus} CPU{'s' if cpus != 1 else ''}"
 
 
 def host_line(host: dict[str, Any] | None) -> str | None:
-    """``load 7.9 of 16 CPUs (heaviest: pid 99 (stress) 180% CPU)`` for a loaded host; None otherwise."""
+    """``other processes used 95% of 16 CPUs (heaviest: pid 99 (stress) 180% CPU)`` for a loaded host; None
+    otherwise. Runs before 2026-11-25 recorded the load average instead of the share: ``load 7.9 of 16 CPUs``."""
     if not host or not host.get("loaded"):
         return None
     heavy = f" (heaviest: {host['heaviest']})" if host.get("heaviest") else ""
-    return f"load {host['load1']:.1f} of {host['cpus']} CPUs{heavy}"
+    if host.get("others_share") is not None:
+        return f"{host_text(float(host['others_share']), int(host.get('cpus') or 1))}{heavy}"
+    if host.get("load1") is not None:
+        return f"load {host['load1']:.1f} of {host['cpus']} CPUs{heavy}"
+    return f"busy{heavy}"
 
 
-__all__ = ["Watch", "HostLoad", "process_name", "host_line", "BUSY_IDLE_PCT", "LOADED_HOST"]
+def closing(summary: dict[str, Any], cases: int) -> list[str]:
+    """The run's last lines when it was shared or loaded (none otherwise), from run.json's ``contention``."""
+    lines = []
+    shared = sum(len(v) for v in (summary.get("cases") or {}).values())
+    if summary.get("contended"):
+        lines.append(f"GPU shared during this run: {summary['contended']} ({shared} of {cases} cases measured "
+                     "beside it: their status says so; compare does not blame the code for them)")
+    host = summary.get("host") or {}
+    loaded = sum(len(v) for v in (host.get("loaded_cases") or {}).values())
+    line = host_line(host)
+    if line:
+        lines.append(f"host busy during this run: {line}; {loaded} of {cases} cases measured while others used "
+                     f"{100 * LOADED_HOST:.0f}% of its CPUs or more (compare does not judge the figures the host sets "
+                     "on a busy run)")
+    elif loaded:
+        lines.append(f"host busy during {loaded} of {cases} cases: other processes used {100 * LOADED_HOST:.0f}% of "
+                     "its CPUs or more while they ran (the status of the figures the host sets says so)")
+    return lines
+
+
+__all__ = ["Watch", "HostCpu", "Heaviest", "process_name", "host_line", "host_text", "closing", "BUSY_IDLE_PCT",
+           "LOADED_HOST"]

@@ -64,6 +64,16 @@ def _torch_facts():
     return version, nccl, "rccl" if hip else "nccl"
 
 
+def _version(dist: str) -> str | None:
+    """An installed distribution's version, without importing it (Triton's import alone takes a second)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
 def _env():
     return {k: v for k, v in sorted(os.environ.items())
             if (k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)) and k not in NOT_SETTINGS}
@@ -104,6 +114,7 @@ def collect(device_identity: dict, cluster: str,
         "os": f"{platform.system()} {platform.release()}",
         "python": "{}.{}.{}".format(*sys.version_info[:3]),
         "torch": torch_version,
+        "triton": _version("triton") or _version("pytorch-triton-rocm"),
         "nccl": nccl,
         "collective_lib": collective_lib,
     })

@@ -12,6 +12,7 @@ file that ``load`` reads back unchanged).
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -25,7 +26,7 @@ import pyarrow.parquet as pq
 from gpubench import DISTRIBUTION
 from gpubench.errors import UsageError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # History of SCHEMA_VERSION (bump it for any change a reader could notice; add an upgrade step below):
 #   1 — gpubench 0.1.0 (2026-11): first version. Long format, one row per (case, metric); columns in
 #       COLUMNS below plus each suite's parameter columns; `value` is the median of `samples`; run.json
@@ -36,6 +37,10 @@ SCHEMA_VERSION = 4
 #       the device waited for it (the figure is the host's issue rate); older tables read them as unknown.
 #   4 — 2026-11-25: `contended` after `throttle`: other processes seen on the device around the case ("pid
 #       4321 (python3)"; "" none, None unknown); older tables read it as unknown.
+#   5 — 2026-11-25: `processes` and `sample_process` after `samples` (a figure whose level is set per process is
+#       measured in several processes; each sample's process), and `host_load` after `contended` (CPUs other
+#       processes used while the case ran). Older tables were measured in one process (`processes` 1, no
+#       labels) and read `host_load` as unknown.
 
 META_KEY = b"gpubench"  # parquet footer key holding {"schema_version": ..., "suite": ..., ...}
 RUN_FILE = "run.json"
@@ -56,6 +61,8 @@ BODY = (
     "cv",  # stdev / mean
     "n",  # number of samples
     "samples",  # raw per-sample values in `unit` (each a batch of `inner` calls, divided by inner)
+    "processes",  # processes whose samples are pooled here (1: this run's own; more: see gpubench.processes)
+    "sample_process",  # the process (0 = the run's own) each sample came from; empty where processes is 1
     "noisy",  # cv above the engine's target
     "status",  # ok | invalid (failed its correctness check) | error (raised) | skipped
     "message",  # why, for anything but ok
@@ -83,6 +90,7 @@ BODY = (
     "temp_c",  # max during sampling
     "throttle",  # union of clock-event/throttle reasons seen, comma-separated
     "contended",  # other processes on the device around the case, named; "" none seen, None unknown
+    "host_load",  # CPUs that processes outside the run kept busy while the case ran; None unknown
 )
 COLUMNS = HEAD + BODY
 STATUSES = ("ok", "invalid", "error", "skipped")
@@ -115,9 +123,21 @@ def _v3_to_v4(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _v4_to_v5(df: pd.DataFrame) -> pd.DataFrame:
+    # Before v5 every figure came from the run's own process; nobody measured the host's load per case.
+    if "processes" not in df.columns:
+        df["processes"] = 1
+    if "sample_process" not in df.columns:
+        df["sample_process"] = [[] for _ in range(len(df))]
+    if "host_load" not in df.columns:
+        df["host_load"] = None
+    return df
+
+
 # Upgrade steps: _UPGRADES[v] turns a version-v frame into a version-(v+1) frame; the loader applies them in
 # order, so a change to the schema is one function here.
-_UPGRADES: dict[int, Callable[[pd.DataFrame], pd.DataFrame]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+_UPGRADES: dict[int, Callable[[pd.DataFrame], pd.DataFrame]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4,
+                                                                 4: _v4_to_v5}
 
 
 def frame(rows: Iterable[Mapping[str, Any]], params: Sequence[str] = ()) -> pd.DataFrame:
@@ -126,6 +146,9 @@ def frame(rows: Iterable[Mapping[str, Any]], params: Sequence[str] = ()) -> pd.D
     for c in COLUMNS:
         if c not in df.columns:
             df[c] = None
+    # A row that says nothing of processes was measured in the run's own process alone.
+    df["processes"] = [1 if p is None or (isinstance(p, float) and math.isnan(p)) else int(p) for p in df["processes"]]
+    df["sample_process"] = [list(x) if isinstance(x, (list, tuple)) else [] for x in df["sample_process"]]
     schema = [c for c in dict.fromkeys((*HEAD, *params, *BODY)) if c in df.columns]
     return df[schema + [c for c in df.columns if c not in schema]]
 
@@ -201,6 +224,8 @@ def _normalize(df: pd.DataFrame) -> pd.DataFrame:
     # parquet gives list columns back as numpy arrays; tables hold plain lists of floats, as written.
     if "samples" in df.columns:
         df["samples"] = [list(map(float, s)) if s is not None else [] for s in df["samples"]]
+    if "sample_process" in df.columns:
+        df["sample_process"] = [list(map(int, s)) if s is not None else [] for s in df["sample_process"]]
     return df
 
 

@@ -17,6 +17,7 @@ import re
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -24,10 +25,11 @@ from typing import Any
 import pandas as pd
 
 from gpubench import contention, engine, results
+from gpubench import processes as proc
 from gpubench.errors import UsageError
 from gpubench.options import read as read_options
 from gpubench.rundir import ABANDONED, RunDir
-from gpubench.stats import summarize
+from gpubench.stats import finite, summarize
 from gpubench.suite import Case, Derived, GridContext, Skip, Suite
 
 # Messages in tables are for people; keep them to what fits a table cell and a log line.
@@ -55,6 +57,7 @@ class Outcome:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # as written to the run directory
     status: str = "complete"
     abandoned: str | None = None  # "suite case" of the case a Ctrl-C interrupted, if any
+    contention: dict[str, Any] = field(default_factory=dict)  # run.json's: who else used the GPU and the host
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -162,6 +165,8 @@ def case_rows(
             **{k: st[k] for k in ("mean", "min", "max", "stdev", "iqr", "cv")},
             "n": st["n"],
             "samples": [float(s) for s in samples],
+            "processes": 1,
+            "sample_process": [],
             "noisy": bool(not math.isnan(st["cv"]) and st["cv"] > config.target_cv),
             "status": status,
             "message": message,
@@ -192,12 +197,18 @@ def case_rows(
     return rows
 
 
-def derived_rows(suite: Suite, derived: Sequence[Derived], base: dict[str, Any]) -> list[dict[str, Any]]:
+def derived_rows(suite: Suite, derived: Sequence[Derived], base: dict[str, Any],
+                 samples_of: Sequence[tuple[list[float], list[int]]] | None = None) -> list[dict[str, Any]]:
     """Rows for figures a suite derives across its cases (a fit, a ratio): its value, and the samples it
-    propagated from its parents' (:func:`gpubench.stats.propagate`) for their spread."""
+    propagated from its parents' (:func:`gpubench.stats.propagate`) for their spread. ``samples_of``: each
+    figure's samples and their processes instead, where its parents were measured in several processes
+    (:func:`gpubench.processes.derive`)."""
     rows = []
-    for d in derived:
-        samples = [float(v) for v in d.samples if math.isfinite(v)]
+    for i, d in enumerate(derived):
+        own, lab = samples_of[i] if samples_of is not None else (list(d.samples), [])
+        keep = [k for k, v in enumerate(own) if math.isfinite(v)]
+        samples = [float(own[k]) for k in keep]
+        lab = [lab[k] for k in keep] if lab else []
         st = summarize(samples)
         rows.append({
             **base,
@@ -212,6 +223,8 @@ def derived_rows(suite: Suite, derived: Sequence[Derived], base: dict[str, Any])
             **{k: st[k] for k in ("mean", "min", "max", "stdev", "iqr", "cv")},
             "n": st["n"],
             "samples": samples,
+            "processes": len(set(lab)) if lab else 1,
+            "sample_process": lab,
             "noisy": False,
             "status": "ok" if math.isfinite(d.value) else "error",
             "message": d.message[:_MAX_MESSAGE],
@@ -219,6 +232,19 @@ def derived_rows(suite: Suite, derived: Sequence[Derived], base: dict[str, Any])
             **dict(d.extra),
         })
     return rows
+
+
+def _derive(suite: Suite, rows: list[dict[str, Any]], base: dict[str, Any]) -> list[dict[str, Any]]:
+    """The suite's derived rows over its measured ``rows`` (of one process or pooled from several), marked with
+    the co-tenants and the host load of the cases they come from."""
+    parents = [r for r in rows if r.get("stop") != "derived"]
+    made = proc.derive(suite.summarize, parents)
+    out = derived_rows(suite, [d for d, _, _ in made], base, [(s, lab) for _, s, lab in made])
+    loads = [float(r["host_load"]) for r in parents if finite(r.get("host_load"))]
+    for r in out:
+        r["contended"] = _suite_contended(parents)
+        r["host_load"] = max(loads) if loads else None
+    return out
 
 
 def _call_prepare(suite: Suite, case: Case, backend: Any, ctx: GridContext | None) -> Any:
@@ -371,9 +397,9 @@ class _StopFlag:
         return False
 
 
-def _mark(rows: list[dict[str, Any]], contended: str | None) -> None:
+def _mark(rows: list[dict[str, Any]], contended: str | None, host_load: float | None) -> None:
     for r in rows:
-        r["contended"] = contended
+        r["contended"], r["host_load"] = contended, host_load
 
 
 def _suite_contended(rows: list[dict[str, Any]]) -> str | None:
@@ -398,12 +424,15 @@ def execute(
     telemetry: bool = True,
     group: Any = None,
     fleet: bool = False,
+    processes: int = 1,
 ) -> Outcome:
     """Run the plan; ``progress`` gets ``start(total)``, ``advance(suite, case, rows)``, ``note(text)``.
 
     With a ``group`` every rank runs the plan in step, and rank 0 alone writes the run directory. The ranks
     of a collective suite measure together (the engine agrees on every decision); with ``fleet`` each rank
     measures its own device alone and sends its rows to rank 0 after each case (``run --devices``).
+    ``processes``: the cases a suite says are set per process are measured in this many processes, this one
+    and fresh workers after it (:mod:`gpubench.processes`); a run of several ranks measures them in its own.
     """
     from gpubench.fingerprint import collect
 
@@ -411,6 +440,9 @@ def execute(
     reader = backend.telemetry()
     fingerprint = collect(backend.identity(), cluster, reader)  # one reading for the record, even if off
     sampler_source = reader if telemetry else None
+    per_process = {s.name: [c.id for c in p.cases[s.name] if s.per_process(c)] for s in p.suites} \
+        if processes > 1 and group is None else {}
+    per_process = {k: v for k, v in per_process.items() if v}
     meta = {
         "argv": list(argv),
         "backend": backend.name,
@@ -420,6 +452,7 @@ def execute(
         "suites": {s.name: {"version": s.version, "cases": len(p.cases[s.name])} for s in p.suites},
         "notes": list(p.notes),
         "telemetry": getattr(reader, "source", "none") if telemetry else "off",
+        "processes": {"asked": processes if group is None else 1, "cases": per_process},
         "fingerprint": fingerprint,
     }
     static = _static(reader)
@@ -451,8 +484,10 @@ def execute(
     own_pids = set(group.gather_objects(os.getpid())) if group is not None else set()
     watch = contention.Watch(reader if telemetry else None, own_pids)
     outcome = Outcome(rd)
+    notes: list[str] = []
+    workers = None
     if progress:
-        for line in p.notes:
+        for line in [*p.notes, *watch.opening()]:
             progress.note(line)
         progress.start(p.total)
     status = "complete"
@@ -464,6 +499,10 @@ def execute(
     current = None
     try:
         with _StopFlag(lambda: progress and progress.note(note)) as stop:
+            if per_process:
+                workers = proc.Workers(_spec(p, backend, config, telemetry, processes, per_process),
+                                            processes - 1, stop=lambda: stop.set)
+                watch.add_own(workers.pids)
             interrupted = (lambda: stop.set) if abandon else None
             for suite in p.suites:
                 rows: list[dict[str, Any]] = []  # every rank's, on rank 0
@@ -476,14 +515,18 @@ def execute(
                     if stop.set:
                         break
                     current = f"{suite.name} {case.id}"
-                    before = watch.check()
+                    cfg = config
+                    if case.id in per_process.get(suite.name, ()):
+                        workers.wait_ready()  # their start-up is over before a figure the host sets is measured
+                        cfg = proc.scaled(config, processes)
+                    token = watch.begin()
                     if fleet:  # each device measures alone: the group only ticks
-                        new = run_case(suite, case, backend, base, config, sampler_source, tick=group.step,
+                        new = run_case(suite, case, backend, base, cfg, sampler_source, tick=group.step,
                                        interrupted=interrupted, ctx=p.contexts.get(suite.name))
                     else:
-                        new = run_case(suite, case, backend, base, config, sampler_source, group,
+                        new = run_case(suite, case, backend, base, cfg, sampler_source, group,
                                        interrupted=interrupted, ctx=p.contexts.get(suite.name))
-                    _mark(new, watch.note(before, watch.check(), suite.name, case.id))
+                    _mark(new, *watch.end(token, suite.name, case.id))
                     if fleet:
                         mine.extend(new)
                         new = _everyones(group, new)
@@ -498,10 +541,9 @@ def execute(
                         progress.advance(suite, case, new)
                 # Interrupted, the suite still summarizes the cases it measured (a search's best so far), and
                 # says so in each derived row's message.
-                derived = derived_rows(suite, suite.summarize(mine if fleet else rows), base)
-                _mark(derived, _suite_contended(mine if fleet else rows))
+                derived = _derive(suite, mine if fleet else rows, base)
                 for r in derived:
-                    watch.mark(suite.name, r["case"], r["contended"])
+                    watch.mark(suite.name, r["case"], r["contended"], r["host_load"])
                 if stop.set:
                     for r in derived:
                         r["message"] = (r["message"] + "; run interrupted: over the cases measured")[:_MAX_MESSAGE]
@@ -515,6 +557,10 @@ def execute(
                 if stop.set:
                     status = "interrupted"
                     break
+            if workers is not None and not stop.set:
+                notes += _rounds(p, workers, processes, watch, outcome, base, config, progress)
+                if stop.set:
+                    status = "interrupted"
     except KeyboardInterrupt:
         status = "interrupted"
         outcome.abandoned = outcome.abandoned or current  # a second Ctrl-C left this case unwritten
@@ -522,6 +568,8 @@ def execute(
         rd.finish("failed", error=_first_line(e))
         raise
     finally:
+        if workers is not None:
+            workers.close()
         try:
             reader.close()
         except Exception:  # noqa: BLE001
@@ -530,7 +578,60 @@ def execute(
     # What the suites said about their grids (shrunk to fit) and about what they did not measure (comm: a world
     # of one, cases no world size allows), one "suite: line" list; a Ctrl-C-abandoned case has a row but was
     # not done.
-    notes = list(p.notes) + [f"{s.name}: {line}" for s in p.suites for line in (getattr(s, "notes", None) or [])]
-    rd.finish(status, contention=watch.summary(), cases_done=sum(df.loc[df["message"] != ABANDONED, "case"].nunique()
-                                     for df in outcome.tables.values()), notes=notes)
+    notes = [*p.notes, *(f"{s.name}: {line}" for s in p.suites for line in (getattr(s, "notes", None) or [])), *notes]
+    outcome.contention = watch.summary()
+    rd.finish(status, contention=outcome.contention, cases_done=sum(
+        df.loc[df["message"] != ABANDONED, "case"].nunique() for df in outcome.tables.values()), notes=notes)
     return outcome
+
+
+def _spec(p: Plan, backend: Any, config: engine.EngineConfig, telemetry: bool, count: int,
+          cases: dict[str, list[str]]) -> proc.Spec:
+    """What the workers need to lay out the run's cases as it did."""
+    ctx = next(iter(p.contexts.values()))
+    return proc.Spec(
+        backend=backend.name, device=backend.device_index, suites=[s.name for s in p.suites],
+        options={name: dict(c.options) for name, c in p.contexts.items()}, quick=ctx.quick,
+        sizes=list(ctx.sizes) if ctx.sizes else None, dtypes=list(ctx.dtypes) if ctx.dtypes else None,
+        search=ctx.search, telemetry=telemetry, config=config, processes=count, cases=cases)
+
+
+def _rounds(p: Plan, workers: proc.Workers, count: int, watch: contention.Watch, outcome: Outcome,
+            base: dict[str, Any], config: engine.EngineConfig, progress: Any) -> list[str]:
+    """Workers 1..count-1 measure the per-process cases one after the other; each one's samples join the rows
+    (and the suites' derived rows are made again over them). The notes of workers that could not."""
+    notes = []
+    n = sum(len(c) for c in workers.spec.cases.values())
+    for k in range(1, count):
+        t0 = time.monotonic()
+        try:
+            got = workers.measure(k, sorted(watch.own))
+        except proc.WorkerError as e:
+            line = f"process {k + 1} of {count}: {e}; its cases keep the samples of the other processes"
+            notes.append(line)
+            if progress:
+                progress.note(line)
+            if workers.stop():
+                break
+            continue
+        by_key = {(r["suite"], r["case"], r["metric"]): r for r in got}
+        for suite in p.suites:
+            if suite.name not in workers.spec.cases or suite.name not in outcome.tables:
+                continue
+            rows = outcome.tables[suite.name].to_dict("records")
+            measured = [proc.pool(r, by_key[(r["suite"], r["case"], r["metric"])], k, config.target_cv)
+                        if (r["suite"], r["case"], r["metric"]) in by_key else r
+                        for r in rows if r.get("stop") != "derived"]
+            failed = {r["case"]: r for r in got if r["suite"] == suite.name and r["status"] not in ("ok", "invalid")}
+            notes += [f"{suite.name} {case}: process {k + 1} of {count}: {r['status']}: {r['message']}"[:_MAX_MESSAGE]
+                      for case, r in failed.items()]
+            for r in measured:
+                watch.mark(suite.name, r["case"], r.get("contended"), r.get("host_load"))
+            derived = _derive(suite, measured, base)
+            df = results.frame(measured + derived, suite.params)
+            outcome.run_dir.write_table(suite.name, df)
+            outcome.tables[suite.name] = df
+        if progress:
+            progress.note(f"process {k + 1} of {count}: measured the {n} case(s) set per process "
+                          f"({time.monotonic() - t0:.1f} s)")
+    return notes

@@ -43,6 +43,14 @@ def summarize(samples: Sequence[float]) -> dict[str, float]:
     }
 
 
+def finite(x: object) -> bool:
+    """Whether ``x`` is a number other than NaN or infinity (None, text and NaN are not)."""
+    try:
+        return x is not None and math.isfinite(float(x))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+
+
 def cv(samples: Sequence[float]) -> float:
     """Coefficient of variation alone (the stop rule asks for it after every sample)."""
     return summarize(samples)["cv"]

@@ -233,6 +233,12 @@ class Suite:
         default; ``gpubench report`` asks every registered suite."""
         return []
 
+    def per_process(self, case: Case) -> bool:
+        """Whether ``case``'s level is set per process (host-timed, host-bound, host buffers: gpubench.levels):
+        the runner then measures it in ``--processes`` processes, so that one run holds how far it moves between
+        them. False by default."""
+        return False
+
     def summarize(self, rows: list[dict[str, Any]]) -> list[Derived]:
         """Figures derived across this suite's measured rows, after its last case. None by default."""
         return []

@@ -82,6 +82,10 @@ class Copy(Suite):
                 yield Case.of(direction="peer", memory="device", src=me, dst=_gpu(p), copy_bytes=size)
                 yield Case.of(direction="peer", memory="device", src=_gpu(p), dst=me, copy_bytes=size)
 
+    def per_process(self, case: Case) -> bool:
+        # A copy to or from host memory runs at a rate that follows where this process's host buffers landed.
+        return case["memory"] in HOST_MEMORY
+
     def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None) -> Workload:
         if backend.name == "cpu":
             raise Skip("no GPU: host↔device copies need a GPU (the cpu backend has no device memory)")

@@ -214,6 +214,11 @@ class Launch(Suite):
                    "timing_method": HOST_CLOCK if measure in _HOST_TIMED else DEVICE_EVENTS},
         )
 
+    def per_process(self, case: Case) -> bool:
+        # What the CPU spends, and the eager chain, whose device waits on the host issuing it (host-bound on one H100,
+        # results/reference/h100/quick-20261125).
+        return case["measure"] in (*_HOST_TIMED, "chain_eager")
+
     def summarize(self, rows: list[dict[str, Any]]) -> list[Derived]:
         """The fixed and per-node cost of a graph replay (a line fit over nodes) and the chain's graph-vs-eager
         speedup; each with samples propagated from its parents' (gpubench.stats.propagate), so that it is

@@ -243,8 +243,11 @@ def test_directory_of_runs_latest_and_baseline_window(capsys, base, tmp_path):
     code, doc = compare_json(capsys, cluster, cluster)
     assert doc["current"]["run_ids"] == ["20990103T000000Z-00000c"]
     assert doc["baseline"]["run_ids"] == ["20990101T000000Z-00000a", "20990102T000000Z-00000b"]
-    # a default window the directory cannot fill is no news; that two runs judge nothing yet is
-    assert len(doc["notes"]) == 1 and "holds 2 run(s); changes are judged from 3 on" in doc["notes"][0]
+    # a default window the directory cannot fill is no news; which runs it holds, and that two runs judge
+    # nothing yet, are
+    assert doc["notes"][0] == ("window: 2 run(s) (20990101T000000Z-00000a … 20990102T000000Z-00000b): each "
+                               "figure's latest 5 clean runs")
+    assert len(doc["notes"]) == 2 and "holds 2 run(s); changes are judged from 3 runs on" in doc["notes"][1]
     code, doc = compare_json(capsys, cluster, cluster, "--baseline-window", "1")
     assert doc["baseline"]["run_ids"] == ["20990102T000000Z-00000b"]
     code, doc = compare_json(capsys, cluster, cluster, "--baseline-window", "2")
@@ -253,7 +256,7 @@ def test_directory_of_runs_latest_and_baseline_window(capsys, base, tmp_path):
     # a baseline pooled from a 10 % worse and an equal run: the latest is better by ~5 % but within noise
     assert set(verdicts(doc).values()) <= {"UNKNOWN", "SAME"}
     code, doc = compare_json(capsys, cluster, cluster, "--baseline-window", "5")
-    assert len(doc["baseline"]["run_ids"]) == 2 and "fewer than the window of 5" in doc["notes"][0]
+    assert len(doc["baseline"]["run_ids"]) == 2 and any("fewer than the window of 5" in n for n in doc["notes"])
     code, out, _ = cli(capsys, "compare", cluster, cluster, "--baseline-window", "5")
     assert "fewer than the window of 5" in " ".join(out.split())  # the terminal shows the notes too
     # a pointer file naming the baseline run, as ci/nightly.sh keeps it

@@ -112,7 +112,7 @@ def test_the_default_window_fills_before_it_judges_and_then_catches_a_slowdown(t
     assert young.returncode == 0, young.stdout + young.stderr
     summary = (tmp_path / "summary.md").read_text()
     assert summary.splitlines()[0] == "### ✅ gpubench compare: 2 UNKNOWN"
-    assert "the baseline window holds 1 run(s); changes are judged from 3 on" in summary
+    assert "the baseline window holds 1 run(s); changes are judged from 3 runs on" in summary
     shutil.rmtree(sorted(lab.glob("2*"))[-1])  # not kept: the window should hold runs of the machine as it is
 
     for runs in (1, 2, 3):  # the window fills; nothing changed

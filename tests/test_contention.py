@@ -5,6 +5,8 @@ import os
 import sys
 import types
 
+import pytest
+
 from test_telemetry import AmdDev, fake_amdsmi, fake_nvml, three_gpus
 
 from gpubench import contention
@@ -69,13 +71,15 @@ def test_watch_names_other_processes_and_leaves_ours_out(tmp_path):
     proc = fake_proc(tmp_path, {4321: ("python3", 1, 0)})
     reader = Reader([os.getpid(), 555, 4321])
     w = contention.Watch(reader, own_pids={555}, proc=proc)
-    before = w.check()
-    assert before == ["pid 4321 (python3)"]
+    case = w.begin()
+    assert case.before == ["pid 4321 (python3)"]
     reader.pids = [os.getpid(), 9999]  # the first left, one this /proc does not show arrived
-    after = w.check()
-    assert w.note(before, after, "elementwise", "op=add") == "pid 4321 (python3), pid 9999 (not visible here)"
+    contended, load = w.end(case, "elementwise", "op=add")
+    assert contended == "pid 4321 (python3), pid 9999 (not visible here)"
+    assert load is None  # this /proc has no stat: the host's load is unknown, not idle
     reader.pids = [os.getpid()]
-    assert w.note(w.check(), w.check(), "elementwise", "op=mul") == ""  # alone again
+    w._last = None  # a case that starts later than right after the last one looks again
+    assert w.end(w.begin(), "elementwise", "op=mul")[0] == ""  # alone again
     s = w.summary()
     assert s["cases"] == {"elementwise": ["op=add"]}
     assert s["contended"] == "pid 4321 (python3), pid 9999 (not visible here)"
@@ -93,20 +97,63 @@ def test_watch_alone_unknown_and_busy_before_the_run(tmp_path):
     assert busy.summary()["gpu"]["busy_before_pct"] == 96.0
 
 
-def test_host_load_names_the_heaviest_process_outside_the_run(tmp_path, monkeypatch):
+def _cpu_stat(proc, busy_ticks, idle_ticks, cpus=2):
+    """/proc/stat with ``busy_ticks`` of user time over all CPUs."""
+    lines = [f"cpu  {busy_ticks} 0 0 {idle_ticks} 0 0 0 0 0 0"] + [f"cpu{i} 0 0 0 0 0 0 0 0 0 0" for i in range(cpus)]
+    (proc / "stat").write_text("\n".join(lines) + "\n")
+
+
+def test_host_cpu_counts_what_others_used_not_ours(tmp_path, monkeypatch):
+    # Two CPUs for 10 s: 2000 ticks of capacity. All CPUs together were busy 1500 ticks, 600 of them ours
+    # (this process 400 and a worker 200, reaped children included): others used 900 / 2000 = 45 %.
+    tick = os.sysconf("SC_CLK_TCK")
+    pid = os.getpid()
+    proc = fake_proc(tmp_path, {pid: ("gpubench", 1, 0), 4242: ("worker", pid, 0)})
+    _cpu_stat(proc, 0, 0)
+    monkeypatch.setattr(contention.time, "monotonic", iter([0.0, 10.0]).__next__)
+    cpu = contention.HostCpu({pid, 4242}, proc)
+    a = cpu.mark()
+    _cpu_stat(proc, 15 * tick, 5 * tick)
+    fake_proc(tmp_path, {pid: ("gpubench", 1, 4 * tick), 4242: ("worker", pid, 2 * tick)})
+    b = cpu.mark()
+    assert b.cpus == 2 and cpu.share(a, b) == pytest.approx(0.45)
+    assert cpu.share(a, None) is None
+
+
+def test_a_busy_host_is_said_first_and_last_and_marks_its_cases(tmp_path, monkeypatch):
+    monkeypatch.setattr(contention.os, "cpu_count", lambda: 1)  # this /proc has no stat to count them
+
+    class Busy(Reader):
+        def host_load(self):
+            return 0.8
+
+    w = contention.Watch(Busy([os.getpid()]), proc=tmp_path)
+    assert w.opening() == ["host busy: other processes used 80% of 1 CPU: figures the host sets (host-timed, "
+                           "host-bound, host buffers, the CPU backend) are not this machine's alone"]
+    assert w.end(w.begin(), "launch", "measure=host_launch") == ("", 0.8)
+    s = w.summary()
+    assert s["host"]["loaded"] is True and s["host"]["loaded_cases"] == {"launch": ["measure=host_launch"]}
+    (line,) = contention.closing(s, 4)
+    assert line.startswith("host busy during this run: other processes used 80% of 1 CPU; 1 of 4 cases")
+    assert contention.closing({**s, "host": {**s["host"], "loaded": False}}, 4) == [
+        "host busy during 1 of 4 cases: other processes used 50% of its CPUs or more while they ran (the status of "
+        "the figures the host sets says so)"]
+
+
+def test_the_heaviest_process_outside_the_run_is_named(tmp_path, monkeypatch):
     proc = fake_proc(tmp_path, {os.getpid(): ("gpubench", 1, 0), 4242: ("worker", os.getpid(), 0),
                                 99: ("stress", 1, 0), 7: ("idle", 1, 0)})
     monkeypatch.setattr(contention.time, "monotonic", iter([0.0, 10.0]).__next__)
-    load = contention.HostLoad(proc)
+    heavy = contention.Heaviest({os.getpid()}, proc)
     tick = os.sysconf("SC_CLK_TCK")
     fake_proc(tmp_path, {os.getpid(): ("gpubench", 1, 50 * tick), 4242: ("worker", os.getpid(), 30 * tick),
                          99: ("stress", 1, 18 * tick), 7: ("idle", 1, 1)})
-    monkeypatch.setattr(contention.os, "getloadavg", lambda: (9.0, 5.0, 1.0))
-    monkeypatch.setattr(contention.os, "cpu_count", lambda: 16)
-    s = load.summary()
-    assert s == {"load1": 9.0, "cpus": 16, "loaded": True, "heaviest": "pid 99 (stress) 180% CPU"}
-    assert contention.host_line(s) == "load 9.0 of 16 CPUs (heaviest: pid 99 (stress) 180% CPU)"
+    assert heavy.name() == "pid 99 (stress) 180% CPU"
+    s = {"others_share": 0.56, "cpus": 16, "loaded": True, "heaviest": "pid 99 (stress) 180% CPU"}
+    assert contention.host_line(s) == "other processes used 56% of 16 CPUs (heaviest: pid 99 (stress) 180% CPU)"
     assert contention.host_line({**s, "loaded": False}) is None
+    # run.json of an older gpubench held the load average instead
+    assert contention.host_line({"load1": 9.0, "cpus": 16, "loaded": True}) == "load 9.0 of 16 CPUs"
 
 
 def test_pids_of_another_namespace_are_counted_not_named(tmp_path):
@@ -117,3 +164,25 @@ def test_pids_of_another_namespace_are_counted_not_named(tmp_path):
     reader.pids = [123456, 234567]
     assert w.check() == ["1 other process (host pids 123456 234567)"]
     assert w.summary()["contended"] == "1 other process (host pids 123456 234567)"
+
+
+def test_a_run_beside_another_process_says_so_first_last_and_in_each_row(capsys, monkeypatch, tmp_path):
+    from gpubench.cli import main
+
+    monkeypatch.setenv("GPUBENCH_FAKE_OTHER_PIDS", str(os.getppid()))
+    monkeypatch.setenv("GPUBENCH_FAKE_HOST_BUSY", "0.9")
+    code = main(["run", "--suite", "copy", "--backend", "fake", "--quick", "--sizes", "64K", "--processes", "1",
+                 "--filter", "direction=(h2d|d2d),memory=(pinned|device)", "--out", str(tmp_path), "--cluster", "t"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    other = contention.process_name(os.getppid())
+    first = err.splitlines()[0]
+    assert first.startswith(f"GPU shared: {other}: figures measured beside it")
+    assert any(line.startswith("host busy: other processes used 90% of") for line in err.splitlines()[:4])
+    text = " ".join(out.split())
+    # each row: the co-tenant; the host copy (whose rate the host sets) the host's load as well
+    assert f"ok (shared: {other}; host busy: 90%)" in text and f"ok (shared: {other})" in text
+    lines = out.strip().splitlines()
+    assert lines[-1].startswith("run directory: ")
+    assert lines[-3].startswith(f"GPU shared during this run: {other} (2 of 2 cases measured beside it")
+    assert lines[-2].startswith("host busy during this run: other processes used 90% of")

@@ -219,3 +219,24 @@ def test_kernel_sweep_chart_ranks_launch_shapes_against_torch(tmp_path, runs):
 
     (chart,) = AutotuneKernels.charts(load_runs([run]), tmp_path / "again")  # the suite's own chart hook
     assert chart.file == "autotune-kernels.png"
+
+
+def test_a_run_that_shared_its_gpu_or_ran_on_a_busy_host_is_said_at_the_top(tmp_path, runs):
+    import json
+    import shutil
+
+    run = tmp_path / "c" / "shared-run"
+    shutil.copytree(runs["elementwise"], run)
+    meta = json.loads((run / "run.json").read_text())
+    meta["contention"] = {"contended": "pid 607 (python3)", "cases": {"elementwise": ["x"]},
+                          "host": {"loaded": True, "others_share": 0.75, "cpus": 2, "heaviest": None}}
+    (run / "run.json").write_text(json.dumps(meta))
+    code, log = quiet("report", run, "--out", tmp_path / "r")
+    assert code == 0, log
+    html = (tmp_path / "r" / "index.html").read_text()
+    top = html[html.index("<h1>"):html.index("systems and device state")]
+    assert "GPU shared during this run: pid 607 (python3) (1 of" in top
+    assert "host busy during this run: other processes used 75% of 2 CPUs" in top
+    # a run alone on its machine has no such line
+    code, log = quiet("report", runs["elementwise"], "--out", tmp_path / "quiet")
+    assert 'class="warn"><li>' not in (tmp_path / "quiet" / "index.html").read_text()

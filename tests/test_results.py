@@ -150,10 +150,14 @@ def test_not_a_run_directory(tmp_path):
         results.load(tmp_path / "nope")
 
 
+_V5 = ["processes", "sample_process", "host_load"]
+
+
 @pytest.mark.parametrize("version,dropped", [
-    (1, ["gpu_uuid", "pci_bus_id", "host_us", "host_bound", "contended"]),  # as gpubench 0.1.0 wrote it
-    (2, ["host_us", "host_bound", "contended"]),  # before the host's issue time was measured
-    (3, ["contended"]),  # before other processes on the device were looked for
+    (1, ["gpu_uuid", "pci_bus_id", "host_us", "host_bound", "contended", *_V5]),  # as gpubench 0.1.0 wrote it
+    (2, ["host_us", "host_bound", "contended", *_V5]),  # before the host's issue time was measured
+    (3, ["contended", *_V5]),  # before other processes on the device were looked for
+    (4, _V5),  # before figures were measured in several processes and the host's load per case
 ])
 def test_older_tables_read_with_the_later_columns_unknown(tmp_path, version, dropped):
     path = results.save(sample_frame(), tmp_path / "t.parquet")
@@ -161,9 +165,11 @@ def test_older_tables_read_with_the_later_columns_unknown(tmp_path, version, dro
     pq.write_table(table.drop(dropped), path)
     _rewrite_version(path, version)
     back = results.load(path)
-    assert all(back[c].isna().all() for c in dropped)
+    assert all(back[c].isna().all() for c in dropped if c not in ("processes", "sample_process"))
+    # measured in the run's own process: one process, no labels
+    assert (back["processes"] == 1).all() and all(s == [] for s in back["sample_process"])
     assert set(results.COLUMNS) <= set(back.columns)
-    assert back.attrs["schema_version"] == 4 and results.SCHEMA_VERSION == 4
+    assert back.attrs["schema_version"] == 5 and results.SCHEMA_VERSION == 5
 
 
 _REPLACER = """

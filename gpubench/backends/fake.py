@@ -133,6 +133,15 @@ class FakeBackend(Backend):
             # GPU in a box of good ones).
             factor, model = float(slow[str(device_index)]), self._duration
             self._duration = lambda workload, i: factor * model(workload, i)
+        levels = [x for x in os.environ.get("GPUBENCH_FAKE_PROCESS_LEVELS", "").split(",") if x.strip()]
+        if levels:
+            # GPUBENCH_FAKE_PROCESS_LEVELS=F0,F1,...: process k of a run (0 the run's own, k its worker k:
+            # gpubench.processes) takes Fk times as long for every call, as processes whose host buffers landed
+            # elsewhere do. For tests of figures measured in several processes (a word that is no number makes
+            # that process fail as it starts).
+            k = int(os.environ.get("GPUBENCH_WORKER_INDEX", "0"))
+            level, model = float(levels[k % len(levels)]), self._duration
+            self._duration = lambda workload, i: level * model(workload, i)
         self._slow_cases = _slow_cases()
         self._case_factor = 1.0
         self._cache = cache_bytes
@@ -201,6 +210,11 @@ class FakeBackend(Backend):
 
             def utilization(self) -> float:
                 return float(os.environ.get("GPUBENCH_FAKE_BUSY_PCT", 0.0))
+
+            def host_load(self) -> float:
+                # GPUBENCH_FAKE_HOST_BUSY=SHARE: other processes keep this share of the host's CPUs busy; the
+                # fake device never reads the real machine's load, so tests do not depend on how busy it is.
+                return float(os.environ.get("GPUBENCH_FAKE_HOST_BUSY", 0.0))
 
             def static(self) -> dict:
                 return {

@@ -40,6 +40,10 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--confirm", default=None, metavar="RERUN",
                    help="a rerun of the WORSE cases (a run directory, e.g. gpubench run --filter ...): a figure "
                         "stays WORSE only if it is WORSE against the same baseline there too (ci/nightly.sh)")
+    p.add_argument("--no-record", action="store_true",
+                   help="don't record the verdict in CURRENT's run directory (by default a run judged against the "
+                        "runs of its own directory keeps its verdict there, so that later nights leave its "
+                        "regressions out of their baseline: docs/compare.md)")
     p.add_argument("--cross-cluster", action="store_true",
                    help="compare different systems (GPU model, count, driver): ratios and %% of spec peak")
     p.add_argument("--fleet", action="store_true",
@@ -83,7 +87,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     _out_formats(args)  # a bad --out fails before anything is loaded
     if args.fleet:
         given = {"--baseline-window": args.baseline_window is not None, "--thresholds": args.thresholds,
-                 "--confirm": args.confirm,
+                 "--confirm": args.confirm, "--no-record": args.no_record,
                  "--threshold": args.threshold is not None, "--cross-cluster": args.cross_cluster}
         extra = [flag for flag, on in given.items() if on]
         if extra:
@@ -97,18 +101,10 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     th = thresholds.load(args.thresholds) if args.thresholds else thresholds.Thresholds()
     if args.threshold is not None:
         th.default = thresholds.check_fraction(args.threshold, "--threshold")
+    # build() applied what the runs' metadata knows (a shared GPU, a busy host, the rerun, the directory's memory)
+    # and recorded the verdict where the current run belongs to the baseline's directory.
     rep = report.build(args.paths[0], args.paths[1], window=args.baseline_window, thresholds=th, alpha=args.alpha,
-                       cross_cluster=args.cross_cluster)
-    # build() ran the post-passes (a shared GPU's WORSE is UNKNOWN already: a contended night never fails).
-    if args.confirm:
-        from gpubench.compare import confirm
-        from gpubench.compare.verdict import apply_post_passes, compare_frames, worst_first
-
-        rerun = _side(args.confirm)
-        again = compare_frames(rep.baseline.pooled(), rerun.pooled(), th, args.alpha,
-                               cross_cluster=bool(rep.system_differences), window=rep.baseline.is_window)
-        # worst first again: the rerun turned some WORSE rows into UNKNOWN (JSON and JUnit keep this order)
-        rep.rows = worst_first(confirm.apply(rep.rows, apply_post_passes(again, rep.baseline.runs, rerun.runs)))
+                       cross_cluster=args.cross_cluster, confirm=args.confirm, record=not args.no_record)
     contention.describe(rep)
     _emit(args, formats.terminal_table(rep, all_rows=args.all_rows),
           lambda fmt: formats.render(rep, fmt, all_rows=args.all_rows))

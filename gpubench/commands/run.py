@@ -32,6 +32,13 @@ def add(sub: argparse._SubParsersAction, suites: bool = True) -> None:
                    help="run on each of these devices at once, one process per device, into one run directory "
                         "with host and GPU columns (e.g. all, or 0,2); under srun/mpirun/torchrun each rank takes "
                         "its local GPU. gpubench compare --fleet then flags the outliers")
+    from gpubench.processes import DEFAULT_PROCESSES
+
+    p.add_argument("--processes", type=int, default=DEFAULT_PROCESSES, metavar="N",
+                   help="measure the figures whose level is set per process (host-timed and host-bound launches, "
+                        "copies to and from host memory) in N processes: this one, then N-1 fresh ones, so that a "
+                        f"run holds how far they move between processes (default: {DEFAULT_PROCESSES}; 1: this "
+                        "process only)")
     p.add_argument("--no-telemetry", action="store_true",
                    help="don't poll NVML/amdsmi while measuring (its queries can perturb latency figures)")
     if suites:
@@ -64,6 +71,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     # Everything the user typed is checked before a directory is made or a device touched.
     suites = select(args.suite)
     cluster = check_label(args.cluster or default_cluster())
+    if args.processes < 1:
+        raise UsageError(f"--processes {args.processes}: give 1 or more (1 measures in this process only)")
     sizes = parse_size_list(args.sizes) if args.sizes else None
     dtypes = [d.strip() for d in args.dtype.split(",") if d.strip()] if args.dtype else None
     options = {s.name: read(s.options, args) for s in suites}
@@ -134,7 +143,7 @@ def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, grou
     try:
         outcome = runner.execute(
             p, backend, out=args.out, cluster=cluster, argv=argv, quick=args.quick, progress=progress,
-            telemetry=not args.no_telemetry, group=group, fleet=fleet,
+            telemetry=not args.no_telemetry, group=group, fleet=fleet, processes=getattr(args, "processes", 1),
         )
     finally:
         if progress:
@@ -148,6 +157,12 @@ def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, grou
     for s in suites:  # what a suite did not measure, or measured otherwise than asked: a line each
         for line in getattr(s, "notes", ()):
             console.print(f"{s.name}: {line}", markup=False, highlight=False, soft_wrap=True)
+    from gpubench.contention import closing
+
+    measured = outcome.frame
+    measured = measured[measured["stop"] != "derived"] if len(measured) else measured
+    for line in closing(outcome.contention, int(measured["case"].nunique()) if len(measured) else 0):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"run directory: {outcome.run_dir.path}", markup=False, highlight=False)
     if outcome.status == "interrupted":
         # Read back from the run directory: what was measured before the Ctrl-C, none if none.

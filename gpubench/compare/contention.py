@@ -1,25 +1,29 @@
-"""A shared GPU is named, not blamed: the post-pass over compare's verdict rows for contended runs.
+"""A shared GPU and a busy host are named, not blamed: two of compare's passes over its verdict rows, and the
+lines that lead its summary.
 
 A run records the other processes it saw on its GPU (:mod:`gpubench.contention`): run.json's ``contention``
 names them (``contended``) and lists the cases measured while they were there (``cases``, by suite), and the
 rows carry the same in their ``contended`` column. A figure measured while someone else ran on the device says
-nothing about the code, so :func:`post_pass` (one of compare's post-passes, ``verdict.POST_PASSES``) turns a
-WORSE on a side whose case was contended into UNKNOWN, with a note naming the co-tenant, and :func:`describe`
-gives the lines that lead the report's summary.
+nothing about the code, so :func:`shared_gpu` turns a WORSE on a side whose case was contended into UNKNOWN,
+with a note naming the co-tenant.
 
-A loaded host (load average above half the CPUs) does not judge rows (host-side figures are the ones it moves,
-and the machine is one's own) but is listed among the settings that differ when one side was loaded and the
-other was not, so that a reader sees it beside the verdicts.
+A run also records how busy the host was: the share of its CPU time other processes used, over the run
+(``contention.host``) and during each case (the ``host_load`` column). Figures the host sets (gpubench.levels:
+host-timed, host-bound, host buffers, and every figure of the CPU backend) measured on a busy host say as
+little about the code: :func:`busy_host` turns their WORSE or BETTER into UNKNOWN, naming the load.
+:func:`describe` gives the lines that lead the summary.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
-from gpubench.contention import host_line
+from gpubench.compare.verdict import BETTER, COMPARED, UNKNOWN, WORSE
+from gpubench.contention import LOADED_HOST, host_line, host_text
 
 SIDES = ("baseline", "current")
 
@@ -44,12 +48,13 @@ def _cases(runs: Sequence[dict[str, Any]]) -> dict[tuple[str, str], str]:
     return out
 
 
-def post_pass(rows: pd.DataFrame, baseline_runs: Sequence[dict[str, Any]],
-              current_runs: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """``rows`` with each WORSE figure of a case measured on a shared GPU (either side) made UNKNOWN."""
-    # Imported here: verdict.py registers this function in its POST_PASSES, so it imports this module first.
-    from gpubench.compare.verdict import COMPARED, UNKNOWN, WORSE
+def _add(note: Any, text: str) -> str:
+    return "; ".join(x for x in (str(note or ""), text) if x)
 
+
+def shared_gpu(rows: pd.DataFrame, baseline_runs: Sequence[dict[str, Any]],
+               current_runs: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """``rows`` with each WORSE figure of a case measured on a shared GPU (either side) made UNKNOWN."""
     shared = {"baseline": _cases(baseline_runs), "current": _cases(current_runs)}
     if not any(shared.values()) or rows.empty:
         return rows
@@ -61,8 +66,7 @@ def post_pass(rows: pd.DataFrame, baseline_runs: Sequence[dict[str, Any]],
         who = [f"{side} run shared the GPU with {shared[side][key]}" for side in SIDES if key in shared[side]]
         if who:
             rows.at[i, "verdict"] = UNKNOWN
-            rows.at[i, "note"] = "; ".join(x for x in (str(r["note"] or ""), "; ".join(who) + ": not blamed on "
-                                                       "the code") if x)
+            rows.at[i, "note"] = _add(r["note"], "; ".join(who) + ": not blamed on the code")
     return rows
 
 
@@ -71,19 +75,63 @@ def _host(runs: Sequence[dict[str, Any]]) -> str | None:
     return "; ".join(dict.fromkeys(lines)) or None
 
 
+def _cpus(runs: Sequence[dict[str, Any]]) -> int:
+    for m in runs:
+        n = ((m.get("contention") or {}).get("host") or {}).get("cpus")
+        if n:
+            return int(n)
+    return 0
+
+
+def busy_host(rows: pd.DataFrame, baseline_runs: Sequence[dict[str, Any]],
+              current_runs: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """``rows`` with each WORSE or BETTER figure the host sets made UNKNOWN where a side's run was loaded or its
+    case ran on a busy host."""
+    if rows.empty:
+        return rows
+    runs = {"baseline": baseline_runs, "current": current_runs}
+    loaded = {side: _host(runs[side]) for side in SIDES}
+    rows = rows.copy()
+    for i, r in rows.iterrows():
+        if r["status"] != COMPARED or r["verdict"] not in (WORSE, BETTER) or not r.get("set_by_host"):
+            continue
+        why = []
+        for side in SIDES:
+            share = _num(r.get(f"host_load_{side}"))
+            if loaded[side]:
+                why.append(f"the {side} run's host was busy ({loaded[side]})")
+            elif math.isfinite(share) and share >= LOADED_HOST:
+                why.append(f"the {side} case ran on a busy host ({host_text(share, _cpus(runs[side]) or 1)})")
+        if why:
+            rows.at[i, "verdict"] = UNKNOWN
+            rows.at[i, "note"] = _add(r["note"], "; ".join(why) + f": {r['set_by_host']}, not judged")
+    return rows
+
+
+def _num(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
 def describe(report: Any) -> list[str]:
-    """The lines that lead ``report``'s summary (``GPU shared during the current run: pid 4321 (python3)``),
-    kept as ``report.contended``; a host loaded on one side only goes into its setting differences."""
+    """The lines that lead ``report``'s summary (``GPU shared during the current run: pid 4321 (python3)``,
+    ``host busy during the current run: ...``), kept as ``report.contended``; a host loaded on one side only is
+    listed among the setting differences too."""
     lines = []
     for side in SIDES:
         names = _names(getattr(report, side).runs)
         if names:
             lines.append(f"GPU shared during the {side} run: {', '.join(names)}")
     b, c = _host(report.baseline.runs), _host(report.current.runs)
+    for side, text in (("baseline", b), ("current", c)):
+        if text:
+            lines.append(f"host busy during the {side} run: {text}")
     if bool(b) != bool(c):  # loaded on one side only: two loaded sides differ in no way a reader can act on
         report.setting_differences.append(f"host load: {b or 'not loaded'} → {c or 'not loaded'}")
     report.contended = lines
     return lines
 
 
-__all__ = ["post_pass", "describe"]
+__all__ = ["shared_gpu", "busy_host", "describe"]

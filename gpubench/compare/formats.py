@@ -104,8 +104,10 @@ def headers(cross_cluster: bool) -> list[str]:
 
 
 def context_lines(report: Any) -> list[str]:
-    """What a reader needs beside the verdicts: notes on the inputs, and the settings that differ."""
+    """What a reader needs beside the verdicts: notes on the inputs, what the directory's memory knows of the
+    regressions, and the settings that differ."""
     lines = [f"note: {n}" for n in report.notes]
+    lines += [f"regression: {r.line()}" for r in getattr(report, "regressions", None) or []]
     if report.setting_differences:
         lines.append("settings differ: " + "; ".join(report.setting_differences))
     return lines
@@ -339,6 +341,10 @@ def to_json(report: Any) -> str:
         "notes": report.notes,
         "contention": list(getattr(report, "contended", None) or []),
         "setting_differences": report.setting_differences,
+        "regressions": [{"since": r.since, "nights": r.nights, "last_good": r.last_good, "figures": len(r.figures),
+                         "differences": r.differences} for r in getattr(report, "regressions", None) or []],
+        "window": report.baseline.window_line(),
+        "recorded": getattr(report, "recorded", None),
         "rows": report.rows.to_dict("records"),
     }
     return json.dumps(jsonable(doc), indent=2) + "\n"

@@ -3,9 +3,11 @@
 A path is
 - a run directory (``run.json`` and its tables),
 - a table file (``.parquet``; the ``run.json`` beside it, when there is one, gives its fingerprint),
-- a directory of runs, such as ``results/<cluster>/``: its ``window`` latest complete runs by run_id order
-  (run_ids start with the UTC start time; default :data:`DEFAULT_WINDOW`), of the same system as the other side
-  where ``like`` names one,
+- a directory of runs, such as ``results/<cluster>/``: for each figure, the ``window`` latest runs (by run_id:
+  run_ids start with the UTC start time; default :data:`DEFAULT_WINDOW`) that are evidence of its normal level,
+  of the same system as the other side where ``like`` names one. Runs that did not complete, that shared their
+  GPU or ran on a busy host are no evidence; nor is a run for a figure it was judged WORSE on and nobody
+  accepted, nor a run older than a figure's accepted level (:mod:`gpubench.compare.memory`),
 - or a small text file naming a run directory (the ``baseline`` pointer of ci/nightly.sh), relative to the
   file's own directory.
 
@@ -13,8 +15,10 @@ Pooling joins all rows of one (suite, case, metric) on a side: their samples are
 is the median of them all. That is how a run with rows from several devices is compared as one
 (``gpubench compare --fleet`` looks at its devices one by one instead). A window of runs is pooled too, but
 each run stays one piece of evidence: ``run_values`` keeps each run's own median (one process's samples share
-its level, so the runs, not the samples, say how far a figure moves when nothing changed), and ``run_n`` the
-fewest samples any of its runs has. ``history_values`` adds the run medians of older runs of the directory
+its level, so the runs, not the samples, say how far a figure moves when nothing changed) and ``run_n`` the
+fewest samples any of its runs has. A figure measured in several processes of a run (``sample_process``,
+gpubench.processes) gives one such value per process: its processes are evidence of the same kind, and one
+run of it alone already says how far it moves. ``history_values`` adds the run medians of older runs of the directory
 (up to :data:`SPREAD_HISTORY` runs in all): figures set by the host drift through quiet stretches longer than
 a window (a pageable 1 GiB copy on an H100 host, nothing changed: 115-155 ms over nine runs in seven
 minutes, 2026-11-25), so their spread is
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from gpubench import results
+from gpubench.compare import memory
 from gpubench.errors import UsageError
 from gpubench.stats import summarize
 
@@ -52,6 +57,13 @@ class Side:
     asked_window: int = 1
     notes: list[str] = field(default_factory=list)
     history: pd.DataFrame | None = None  # rows of older runs before the window (directory of runs only)
+    # A directory of runs: the directory, its runs before the current one with their verdicts (the memory),
+    # for each figure the runs of its window and the nights of its current regression, and the runs left out.
+    directory: Path | None = None
+    ledger: memory.Ledger | None = None
+    windows: dict[tuple, list[str]] = field(default_factory=dict)
+    regressions: dict[tuple, list[str]] = field(default_factory=dict)
+    left_out: dict[str, list[str]] = field(default_factory=dict)  # reason -> run_ids
 
     @property
     def run_ids(self) -> list[str]:
@@ -68,6 +80,18 @@ class Side:
         """Taken from a directory of runs as a window (a history that may still be filling), not one run."""
         return self.asked_window > 1
 
+    def window_line(self) -> str | None:
+        """``window: 5 runs (A … B); left out: 1 shared GPU, 3 regressed``, for a directory of runs."""
+        if self.directory is None or not self.is_window:
+            return None
+        ids = self.run_ids
+        span = f" ({ids[0]} … {ids[-1]})" if len(ids) > 1 else (f" ({ids[0]})" if ids else "")
+        line = f"window: {len(ids)} run(s){span}: each figure's latest {self.asked_window} clean runs"
+        order = [memory.SHARED, memory.BUSY, "regressed"]
+        reasons = sorted(self.left_out, key=lambda k: (order.index(k) if k in order else len(order), k))
+        gone = [f"{len(self.left_out[k])} {k}" for k in reasons if self.left_out[k]]
+        return line + (f"; left out: {', '.join(gone)}" if gone else "")
+
 
 def is_run_dir(path: Path) -> bool:
     return (path / results.RUN_FILE).is_file() or any(path.glob(f"*{results.TABLE_SUFFIX}"))
@@ -79,14 +103,22 @@ def run_candidates(collection: Path) -> list[tuple[str, Path, dict[str, Any]]]:
     Symlinks are skipped (a ``baseline`` link would count a run twice); runs still running, interrupted or
     failed are skipped too: their tables are partial.
     """
+    return [(i, p, m) for i, p, m, status in scan(collection) if status == "complete"]
+
+
+def scan(collection: Path) -> list[tuple[str, Path, dict[str, Any], str]]:
+    """(run_id, path, run.json, status) of every run directly under ``collection``, oldest first; a run whose
+    run.json cannot be read has status ``unreadable`` (a crash mid-write, a newer gpubench)."""
     found = []
     for child in collection.iterdir():
         if child.is_symlink() or not child.is_dir() or not (child / results.RUN_FILE).is_file():
             continue
-        meta = results.read_run_meta(child)
-        if meta.get("status") != "complete":
+        try:
+            meta = results.read_run_meta(child)
+        except UsageError:
+            found.append((child.name, child, {}, "unreadable"))
             continue
-        found.append((str(meta.get("run_id") or child.name), child, meta))
+        found.append((str(meta.get("run_id") or child.name), child, meta, str(meta.get("status") or "unknown")))
     return sorted(found, key=lambda t: t[0])
 
 
@@ -112,19 +144,23 @@ def _same_system(meta: dict[str, Any], like: dict[str, Any]) -> bool:
 
 
 def resolve(path: str | os.PathLike, *, window: int | None = 1, exclude: Sequence[str] = (),
-            like: dict[str, Any] | None = None) -> Side:
+            like: dict[str, Any] | None = None, want: Iterable[tuple] | None = None) -> Side:
     """The runs ``path`` names (see the module docstring); ``exclude`` drops run_ids from a directory of runs,
     ``like`` (system facts, :func:`gpubench.compare.cross.system_of`) keeps its runs of that system where it
-    has any. ``window=None``: :data:`DEFAULT_WINDOW` runs of a directory of runs, else the one run."""
+    has any, ``want`` names the figures (suite, case, metric) a window is looked for (default: every figure of
+    the runs it reads). ``window=None``: :data:`DEFAULT_WINDOW` runs of a directory of runs, else the one run."""
     label = str(path)
     explicit = window is not None
     window = window if explicit else 1
     p = Path(path)
+    pinned = None  # the directory holding a pointer to a pinned baseline (ci/nightly.sh's BASELINE_WINDOW=0)
     if p.is_file() and p.suffix != results.TABLE_SUFFIX:
         target = _read_pointer(p)
         if target is None:
             raise UsageError(f"{p} is neither a {results.TABLE_SUFFIX} table nor a file naming a run directory")
-        p = target
+        pinned, p = p.parent, target
+    elif p.is_symlink() and p.is_dir():
+        pinned = p.parent
     if p.is_file():
         if window > 1:
             raise UsageError(f"--baseline-window {window} needs a directory of runs, and {p} is one table")
@@ -140,30 +176,116 @@ def resolve(path: str | os.PathLike, *, window: int | None = 1, exclude: Sequenc
                              f"and {p} is one run")
         df = results.load(p)
         meta = df.attrs.get("run") or {}
-        return Side(label, [p], [meta] if meta else [], df)
-    window = window if explicit else DEFAULT_WINDOW
-    every = run_candidates(p)
-    current = [c[0] for c in every if c[0] in set(exclude)]
+        return Side(label, [p], [meta] if meta else [], df, directory=pinned)
+    return _directory(p, label, window if explicit else DEFAULT_WINDOW, explicit, exclude, like, want)
+
+
+# How many runs a directory's windows may reach back through, at most: a regression left red for weeks keeps
+# its figure's window on the nights before it, further back than the others'.
+MAX_SCAN = 200
+
+
+def _directory(p: Path, label: str, window: int, explicit: bool, exclude: Sequence[str],
+               like: dict[str, Any] | None, want: Iterable[tuple] | None) -> Side:
+    """A directory of runs as a baseline: for each figure the latest ``window`` runs that are evidence of its
+    normal level (and the older ones of its history), newest first until every wanted figure has its window."""
+    every = scan(p)
+    current = [i for i, _, _, _ in every if i in set(exclude)]
     # Where the current run is one of this directory's, its baseline is the runs before it, not any made later.
-    candidates = [c for c in every if c[0] not in set(exclude) and (not current or c[0] < min(current))]
+    before = [c for c in every if c[0] not in set(exclude) and (not current or c[0] < min(current))]
+    complete = [c for c in before if c[3] == "complete"]
     if like:
-        mine = [c for c in candidates if _same_system(c[2], like)]
-        candidates = mine or candidates  # none of that system: the latest runs, and compare says they differ
-    if not candidates:
-        if every:
+        mine = [c for c in complete if _same_system(c[2], like)]
+        complete = mine or complete  # none of that system: the latest runs, and compare says they differ
+    if not complete:
+        if any(c[3] == "complete" for c in every):
             raise UsageError(f"{p} holds no complete run other than the current one ({', '.join(exclude)}): "
                              "a baseline needs an earlier run; give its run directory")
         raise UsageError(f"{p} holds no complete run directory: give a run directory or a directory of runs "
                          "written by gpubench run")
-    chosen = candidates[-window:]
-    frames = [results.load(c[1]) for c in chosen]
-    older = candidates[max(0, len(candidates) - max(SPREAD_HISTORY, window)):len(candidates) - len(chosen)]
-    history = pd.concat([results.load(c[1]) for c in older], ignore_index=True) if older else None
-    side = Side(label, [c[1] for c in chosen], [c[2] for c in chosen],
-                pd.concat(frames, ignore_index=True), asked_window=window, history=history)
-    if len(chosen) < window and explicit:
-        side.notes.append(f"{label}: {len(chosen)} complete run(s), fewer than the window of {window}")
+    ledger = memory.Ledger(memory.Entry.read(i, path, meta) for i, path, meta, _ in complete)
+    left: dict[str, list[str]] = {}
+    for i, _, _, status in before:  # runs that never completed: their tables are partial
+        if status != "complete":
+            left.setdefault(status, []).append(i)
+    wanted = set(want) if want is not None else None
+    win: dict[tuple, list[str]] = {}
+    hist: dict[tuple, int] = {}
+    episode: dict[tuple, list[str]] = {}
+    frames, older, used = [], [], []
+    scanned = 0
+    seen: dict[tuple, int] = {}  # figure -> how many runs had been read when it was last seen
+    reach = max(SPREAD_HISTORY, window)
+
+    def done() -> bool:
+        # every wanted figure has its window, or has not been seen for a whole history (a figure new to the
+        # directory, or gone from it): only a figure still regressed keeps the reading going further back
+        return scanned >= reach and wanted is not None and \
+            all(len(win.get(k, ())) >= window or scanned - seen.get(k, 0) >= reach for k in wanted)
+
+    for entry in reversed(ledger.entries):
+        if scanned >= MAX_SCAN or done():
+            break
+        if entry.reason:
+            left.setdefault(entry.reason, []).append(entry.run_id)
+            continue
+        try:
+            df = results.load(entry.path)
+        except UsageError:
+            left.setdefault("unreadable", []).append(entry.run_id)
+            continue
+        scanned += 1
+        keys = list(zip(*(df[k].astype(str) for k in KEY))) if len(df) else []
+        place: dict[tuple, str | None] = {}  # figure -> "window", "history" or None (not taken from this run)
+        for k in dict.fromkeys(keys):
+            seen[k] = scanned
+            why = ledger.evidence(entry, k)
+            if why == "regressed" and not win.get(k):  # newer than its window: a night of its regression
+                episode.setdefault(k, []).append(entry.run_id)
+            if why is not None or (wanted is not None and k not in wanted):
+                place[k] = None
+            elif len(win.setdefault(k, [])) < window:
+                win[k].append(entry.run_id)
+                place[k] = "window"
+            elif hist.get(k, 0) + len(win[k]) < reach:
+                hist[k] = hist.get(k, 0) + 1
+                place[k] = "history"
+            else:
+                place[k] = None
+        mask = pd.Series([place[k] == "window" for k in keys], index=df.index, dtype=bool)
+        hmask = pd.Series([place[k] == "history" for k in keys], index=df.index, dtype=bool)
+        if mask.any():
+            frames.append(df[mask])
+            # the runs a side names are those of its figures' windows (a figure no run has a number for, such
+            # as a copy's TFLOP/s, is no figure)
+            if _has_number(df[mask]):
+                used.append(entry)
+        if any(entry.run_id in episode.get(k, ()) for k in place):
+            left.setdefault("regressed", []).append(entry.run_id)
+        if hmask.any():
+            older.append(df[hmask])
+    if frames and not used:
+        used = [e for e in ledger.entries if any(e.run_id in v for v in win.values())]
+    if not frames:
+        raise UsageError(f"{p} holds no run that is evidence of a normal level (left out: "
+                         f"{', '.join(f'{len(v)} {k}' for k, v in left.items()) or 'none'}): give a run directory")
+    used.sort(key=lambda e: e.run_id)
+    oldest = used[0].run_id
+    left = {k: sorted(i for i in v if i > oldest) for k, v in left.items()}
+    side = Side(label, [e.path for e in used], [e.meta for e in used],
+                pd.concat(list(reversed(frames)), ignore_index=True), asked_window=window,
+                history=pd.concat(list(reversed(older)), ignore_index=True) if older else None, directory=p,
+                ledger=ledger, windows={k: sorted(v) for k, v in win.items()},
+                regressions={k: sorted(v) for k, v in episode.items()}, left_out={k: v for k, v in left.items() if v})
+    if explicit and max((len(v) for v in win.values()), default=0) < window:
+        side.notes.append(f"{label}: {max((len(v) for v in win.values()), default=0)} clean run(s), fewer than "
+                          f"the window of {window}")
     return side
+
+
+def _has_number(df: pd.DataFrame) -> bool:
+    """Whether any row holds a finite value (rows of figures a run has no number for do not)."""
+    return bool(pd.to_numeric(df["value"], errors="coerce").notna().any()) if "value" in df.columns else False
 
 
 def _finite(x: Any) -> bool:
@@ -194,6 +316,7 @@ def pool(raw: pd.DataFrame, history: pd.DataFrame | None = None) -> pd.DataFrame
         row = ok.iloc[-1].to_dict()
         samples = [float(s) for ss in ok["samples"] for s in (ss if ss is not None else [])]
         row["run_values"], row["run_n"] = _per_run(ok)
+        row["run_count"] = runs_of(ok)
         past = older.get(tuple(row[k] for k in KEY))
         if past is not None:
             past = past[past["suite_version"] == row["suite_version"]]
@@ -220,10 +343,17 @@ def _older_runs(history: pd.DataFrame | None) -> dict[tuple, pd.DataFrame]:
 
 def _per_run(ok: pd.DataFrame) -> tuple[list[float], int]:
     """Each run's median of a figure (rows of several devices of one run: their median), oldest first, and the
-    fewest samples a run has."""
+    fewest samples a run has. A run that measured the figure in several processes gives each process's median
+    instead: they are evidence of the same kind (gpubench.processes)."""
     runs = ok["run_id"] if "run_id" in ok.columns else pd.Series(["?"] * len(ok), index=ok.index)
     values, fewest = [], None
     for _, g in ok.groupby(runs.fillna("?").astype(str), sort=False):
+        per_process = _by_process(g)
+        if per_process:
+            for samples in per_process:
+                values.append(float(np.median(samples)))
+                fewest = len(samples) if fewest is None else min(fewest, len(samples))
+            continue
         samples = [float(s) for ss in g["samples"] for s in (ss if ss is not None else [])]
         finite = [float(v) for v in g["value"] if _finite(v)]
         if len(g) == 1 and finite:
@@ -237,4 +367,25 @@ def _per_run(ok: pd.DataFrame) -> tuple[list[float], int]:
     return values, int(fewest or 0)
 
 
-__all__ = ["KEY", "DEFAULT_WINDOW", "Side", "resolve", "pool", "run_candidates", "is_run_dir"]
+def _by_process(g: pd.DataFrame) -> list[list[float]]:
+    """The samples of one run's rows of a figure split by the process that took them; empty where they all came
+    from one process."""
+    if "sample_process" not in g.columns:
+        return []
+    split: dict[int, list[float]] = {}
+    for samples, labels in zip(g["samples"], g["sample_process"]):
+        samples = list(samples if samples is not None else [])
+        labels = list(labels if labels is not None else [])
+        if len(labels) != len(samples):
+            labels = [0] * len(samples)
+        for v, k in zip(samples, labels):
+            split.setdefault(int(k), []).append(float(v))
+    return [split[k] for k in sorted(split)] if len(split) > 1 else []
+
+
+def runs_of(ok: pd.DataFrame) -> int:
+    """How many runs a figure's pooled rows come from."""
+    return int(ok["run_id"].nunique()) if "run_id" in ok.columns and len(ok) else len(ok)
+
+
+__all__ = ["KEY", "DEFAULT_WINDOW", "MAX_SCAN", "Side", "resolve", "pool", "run_candidates", "scan", "is_run_dir"]

@@ -6,14 +6,15 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from gpubench.compare import cross, settings
-from gpubench.compare.load import Side, resolve
+from gpubench.compare import cross, memory, passes, settings
+from gpubench.compare.load import KEY, Side, resolve
 from gpubench.compare.thresholds import Thresholds
-from gpubench.compare.verdict import COMPARED, DEFAULT_ALPHA, MIN_RUNS, WORSE, apply_post_passes, compare_frames
+from gpubench.compare.verdict import COMPARED, DEFAULT_ALPHA, MIN_RUNS, WORSE, compare_frames
 from gpubench.errors import UsageError
 
 EXIT_OK, EXIT_WORSE = 0, 1
@@ -32,6 +33,10 @@ class Report:
     notes: list[str] = field(default_factory=list)
     # Software and NCCL/RCCL settings that differ ("name: baseline → current"): why a figure may have moved.
     setting_differences: list[str] = field(default_factory=list)
+    # What the directory's memory knows of tonight's WORSE figures (gpubench.compare.passes.remember).
+    regressions: list[passes.Regression] = field(default_factory=list)
+    rerun: str | None = None  # the rerun that confirmed WORSE figures, as given or as recorded for the run
+    recorded: str | None = None  # where this verdict was recorded (gpubench.compare.memory), if it was
 
     @property
     def system_differences(self) -> list[str]:
@@ -72,10 +77,15 @@ class Report:
 
 
 def build(baseline: str | os.PathLike, current: str | os.PathLike, *, window: int | None = None,
-          thresholds: Thresholds | None = None, alpha: float = DEFAULT_ALPHA, cross_cluster: bool = False) -> Report:
-    """Load both sides, check they are one system (unless ``cross_cluster``), and judge every shared figure.
+          thresholds: Thresholds | None = None, alpha: float = DEFAULT_ALPHA, cross_cluster: bool = False,
+          confirm: str | os.PathLike | None = None, record: bool = True) -> Report:
+    """Load both sides, check they are one system (unless ``cross_cluster``), judge every shared figure, and
+    apply what the runs' metadata knows (gpubench.compare.passes). ``confirm``: a rerun of the WORSE cases.
 
-    Raises UsageError (exit 2) for inputs that cannot be compared; WORSE rows are the caller's exit 1.
+    Where the current run is a run of the baseline's directory (the nightly gate: ``compare DIR RUN``), the
+    verdict is ``record``-ed in the run's directory (gpubench.compare.memory), and a rerun recorded there before
+    confirms this comparison too. Raises UsageError (exit 2) for inputs that cannot be compared, or a verdict
+    that cannot be recorded; WORSE rows are the caller's exit 1.
     """
     if window is not None and window < 1:
         raise UsageError(f"--baseline-window {window}: give 1 or more runs")
@@ -83,25 +93,72 @@ def build(baseline: str | os.PathLike, current: str | os.PathLike, *, window: in
         raise UsageError(f"--alpha {alpha}: give a significance level between 0 and 1, such as 0.01")
     thresholds = thresholds or Thresholds()
     cur = resolve(current)
-    # From a directory of runs the baseline is the latest runs (DEFAULT_WINDOW unless --baseline-window) of the
-    # current run's system other than the current one, so that `compare results/A results/A` compares the
-    # newest run with the ones before it: each a run of evidence on how far a figure moves between processes.
-    base = resolve(baseline, window=window, exclude=cur.run_ids, like=cross.system_of(cur))
+    want = set(zip(*(cur.raw[k].astype(str) for k in KEY))) if len(cur.raw) else set()
+    # From a directory of runs the baseline is, for each figure, the latest clean runs (DEFAULT_WINDOW unless
+    # --baseline-window) of the current run's system before the current one, so that `compare results/A
+    # results/A` compares the newest run with the ones before it: each a run of evidence on how far a figure
+    # moves between processes.
+    base = resolve(baseline, window=window, exclude=cur.run_ids, like=cross.system_of(cur), want=want)
     b_sys, c_sys = cross.system_of(base), cross.system_of(cur)
     diff = cross.differences(b_sys, c_sys)
     if diff and not cross_cluster:
         raise UsageError(f"{baseline} and {current} ran on different systems ({'; '.join(diff)}): pass "
                          "--cross-cluster to compare them anyway (ratios and % of spec peak)")
+    gate = _gate_run(base, cur) if not diff else None
+    rerun_path = str(confirm) if confirm else (_recorded_rerun(gate) if gate is not None else None)
+    rerun = resolve(rerun_path) if rerun_path else None
     rows = compare_frames(base.pooled(), cur.pooled(), thresholds, alpha, cross_cluster=bool(diff),
                           window=base.is_window)
-    if base.is_window and len(base.paths) < MIN_RUNS:
-        base.notes.append(f"{baseline}: the baseline window holds {len(base.paths)} run(s); changes are judged "
-                          f"from {MIN_RUNS} on, so nothing is WORSE yet")
-    rows = apply_post_passes(rows, base.runs, cur.runs)
-    report = Report(base, cur, b_sys, c_sys, cross_cluster, thresholds, alpha, rows, [*base.notes, *cur.notes],
-                    settings.differences(settings.of_side(base), settings.of_side(cur)))
+    notes = [line for line in (base.window_line(),) if line]
+    if base.is_window and max((len(v) for v in base.windows.values()), default=len(base.paths)) < MIN_RUNS:
+        notes.append(f"{baseline}: the baseline window holds {len(base.paths)} run(s); changes are judged from "
+                     f"{MIN_RUNS} runs on, so nothing is WORSE yet")
+    if rerun_path and not confirm:
+        notes.append(f"confirmed with the rerun recorded for this run: {rerun_path}")
+    done = passes.apply(rows, base, cur, rerun=rerun, thresholds=thresholds, alpha=alpha, cross_cluster=bool(diff))
+    report = Report(base, cur, b_sys, c_sys, cross_cluster, thresholds, alpha, done.rows,
+                    [*notes, *base.notes, *cur.notes], settings.differences(settings.of_side(base),
+                                                                          settings.of_side(cur)),
+                    regressions=done.regressions, rerun=rerun_path)
     _check_comparable(report, baseline, current)
+    if record and gate is not None:
+        report.recorded = str(_record(report, gate, done.worse, rerun_path))
     return report
+
+
+def _gate_run(base: Side, cur: Side) -> Path | None:
+    """The current run's directory when it is judged against the runs of its own directory (a window of them,
+    or the pinned baseline named there): the nightly gate, whose verdicts the directory remembers."""
+    if base.directory is None or len(cur.paths) != 1 or not cur.paths[0].is_dir():
+        return None
+    run = cur.paths[0]
+    try:
+        same = run.parent.resolve() == Path(base.directory).resolve()
+    except OSError:
+        return None
+    return run if same else None
+
+
+def _recorded_rerun(run: Path) -> str | None:
+    """The rerun recorded with ``run``'s verdict, where it still exists (relative to the run's directory)."""
+    rec = memory.recorded(run)
+    rel = (rec or {}).get("rerun")
+    if not rel:
+        return None
+    path = (run / rel).resolve()
+    return str(path) if path.is_dir() else None
+
+
+def _record(report: Report, run: Path, worse: list[dict[str, Any]], rerun: str | None) -> Path:
+    base = report.baseline
+    rel = os.path.relpath(rerun, run) if rerun else None
+    try:
+        return memory.record(run, rows=worse, summary=report.counts(), exit_code=report.exit_code,
+                             baseline={"label": base.label, "runs": base.run_ids, "left_out": base.left_out},
+                             rerun=rel)
+    except OSError as e:
+        raise UsageError(f"cannot record the verdict in {run / memory.RECORD}: {e.strerror or e}; pass "
+                         "--no-record to compare without remembering it") from e
 
 
 def _check_comparable(report: Report, baseline: Any, current: Any) -> None:

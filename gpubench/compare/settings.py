@@ -5,7 +5,8 @@ these differences never refuse a comparison; they explain one. When a figure got
 what changed: an NCCL upgrade, a new torch, ``NCCL_P2P_DIRECT_DISABLE=1`` left set in a job script, another
 gpubench (whose method may differ). Each difference reads ``name: baseline → current``.
 
-Sources, per run: run.json's ``gpubench_version``; the fingerprint identity's software facts; the NCCL_*/RCCL_*
+Sources, per run: run.json's ``gpubench_version`` and command line (its options); the fingerprint identity's
+software facts; the NCCL_*/RCCL_*
 and device-selection variables of ``fingerprint.volatile.env``; and how the comm rows were measured (their
 ``graph``, ``alloc`` and ``register`` columns: a ``--register`` run against a default one says so). A fact one
 side does not know (a bare table, an imported log that carries no such fact) is left out rather than shown as a
@@ -21,9 +22,36 @@ from typing import Any
 from gpubench.compare import cross
 from gpubench.fingerprint import NOT_SETTINGS
 
-# Identity facts that are software, in the order they are shown. runtime_version is the CUDA/HIP runtime.
-SOFTWARE_KEYS = ("gpubench", "tool", "tool_version", "collective_lib", "nccl", "torch", "runtime_version", "python",
-                 "os")
+# Identity facts that are software, in the order they are shown (runtime_version is the CUDA/HIP runtime), and
+# the run's own options ("run options": its command line, less where it wrote and which cases it picked).
+OPTIONS = "run options"
+SOFTWARE_KEYS = ("gpubench", "tool", "tool_version", "collective_lib", "nccl", "torch", "triton", "runtime_version",
+                 "python", "os", OPTIONS)
+# Command-line options of `gpubench run` that say where a run went or which of its cases ran, not how: a
+# nightly's confirmation rerun (--filter) measures its cases as the night did.
+_NOT_HOW = ("--out", "--cluster", "--filter")
+
+
+def run_options(argv: Any) -> str | None:
+    """``--suite elementwise,gemm --quick --triton-warps 1``: a run's command line as it bears on how it measured
+    (None where run.json has none)."""
+    if not isinstance(argv, list) or not argv:
+        return None
+    words = [str(w) for w in argv]
+    if len(words) >= 2 and words[1] == "run":
+        words = words[2:]
+    out, skip = [], False
+    for w in words:
+        if skip:
+            skip = False
+            continue
+        if w in _NOT_HOW:
+            skip = True
+            continue
+        if any(w.startswith(f"{flag}=") for flag in _NOT_HOW):
+            continue
+        out.append(w)
+    return " ".join(out)
 UNSET = "unset"
 MIXED = "mixed"
 # Row columns that say how a figure was measured (the comm suite's options), in the order they are shown.
@@ -36,6 +64,7 @@ def _of_run(meta: dict[str, Any]) -> tuple[dict[str, str], dict[str, str] | None
     identity = fp.get("identity") or {}
     volatile = fp.get("volatile") or {}
     facts = {k: meta.get("gpubench_version") if k == "gpubench" else identity.get(k) for k in SOFTWARE_KEYS}
+    facts[OPTIONS] = run_options(meta.get("argv"))
     if not volatile.get("imported") and not facts["tool"]:
         facts["tool"] = "gpubench"  # measured by gpubench itself, against an import's nccl-tests
     software = {k: str(v) for k, v in facts.items() if v not in (None, "")}
@@ -102,4 +131,4 @@ def differences(baseline: Settings, current: Settings) -> list[str]:
     return out + cross.differences(baseline.method, current.method)
 
 
-__all__ = ["SOFTWARE_KEYS", "METHOD_COLUMNS", "Settings", "of_side", "differences"]
+__all__ = ["SOFTWARE_KEYS", "METHOD_COLUMNS", "Settings", "of_side", "differences", "run_options"]

@@ -16,19 +16,23 @@ between-run shift "p = 1e-50". A figure is WORSE (or BETTER) only when
    alone decide (basis ``run-medians``).
 
 A move of at least the threshold without that evidence is UNKNOWN; a smaller move is SAME. Figures whose level
-is known to move between processes (:func:`moves_between_runs`: host-timed, host-bound, pageable copies) are
-UNKNOWN, never WORSE, until the baseline has :data:`MIN_RUNS` runs of them; so is every figure of a window
-that holds fewer than :data:`MIN_RUNS` runs of it (a nightly history's first nights): one or two runs say
-nothing about how far a figure moves between processes, and GPU-timed figures move too (a graph replay's
-launch cost, pinned copies). Between two single runs a GPU-timed figure is judged as before, on its samples;
-where either side has fewer than two samples and no window (imported logs) the threshold alone decides
-(basis ``threshold-only``).
+is known to move between processes (:func:`moves_between_runs`, gpubench.levels: host-timed, host-bound, copies
+to and from host memory) are UNKNOWN, never WORSE, until the baseline has :data:`MIN_RUNS` runs of them, or
+processes (a run measures them in ``--processes`` processes, each process's median one more piece of
+evidence); so is every figure of a window that holds fewer than :data:`MIN_RUNS` runs of it (a nightly
+history's first nights): one or two runs say nothing about how far a figure moves between processes, and
+GPU-timed figures move too (a graph replay's launch cost). Between two single runs a GPU-timed figure is
+judged as before, on its samples; where either side has fewer than two samples and no window (imported logs)
+the threshold alone decides (basis ``threshold-only``).
+
+What the run metadata knows (a shared GPU, a busy host, a rerun, the directory's memory) revises these
+verdicts afterwards, in one place: :mod:`gpubench.compare.passes`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -37,6 +41,7 @@ import pandas as pd
 from gpubench.compare.cross import pct_of_peak, spec_peak
 from gpubench.compare.load import KEY
 from gpubench.compare.thresholds import Thresholds
+from gpubench.levels import disturbed_by_load, set_by_host
 from gpubench.stats import best_p, mann_whitney, run_spread
 
 WORSE, BETTER, SAME, UNKNOWN = "WORSE", "BETTER", "SAME", "UNKNOWN"
@@ -61,6 +66,9 @@ COLUMNS = (
     "suite_version_baseline", "suite_version_current", "baseline_pct_peak", "current_pct_peak", "note",
     # added with runs as the unit of evidence (older readers ignore them):
     "runs_baseline", "run_spread", "judged_on",
+    # added with the gate's memory: why the host sets the figure ("" it does not), each side's host load during
+    # the case, and for a regression the run it has been WORSE since and for how many nights
+    "set_by_host", "host_load_baseline", "host_load_current", "since", "nights",
 )
 # Worst first: regressions, then what could not be decided or compared, then the rest.
 _ORDER = {WORSE: 0, UNKNOWN: 1, NOT_OK: 2, INCOMPARABLE: 3, ONLY_BASELINE: 4, ONLY_CURRENT: 5, SAME: 6, BETTER: 7}
@@ -73,32 +81,15 @@ def spread_factor(runs: int) -> float:
     return _SPREAD_FACTOR.get(runs, _SPREAD_FACTOR_MANY)
 
 
-def moves_between_runs(row: dict[str, Any] | None) -> str:
-    """Why a row's level is known to move between processes, or "" when nothing says so.
-
-    Host clocks time what the CPU spends, and that moves with the host's state from one process to the next;
-    so do figures the device waited on the host for
-    (``host_bound``) and pageable copies (staged by the host). Rows say so in ``timing_method`` (a suite's
-    column: copy, launch and their derived rows), ``host_bound`` (the engine's) and copy's ``memory``.
-    """
-    if row is None:
-        return ""
-    method = row.get("timing_method")
-    if isinstance(method, str) and method.startswith("host"):
-        return "host-timed"
-    host_bound = row.get("host_bound")
-    if isinstance(host_bound, (bool, np.bool_)) and bool(host_bound):
-        return "host-bound"
-    if row.get("memory") == "pageable":
-        return "pageable copy"
-    return ""
+# Why a row's level moves between processes ("" when nothing says so): gpubench.levels says which figures.
+moves_between_runs = set_by_host
 
 
 def judge(
     baseline: Sequence[float], current: Sequence[float], better: str, threshold: float,
     alpha: float = DEFAULT_ALPHA, *, baseline_value: float | None = None, current_value: float | None = None,
     baseline_runs: Sequence[float] = (), per_run_n: int | None = None, moves: str = "", window: bool = False,
-    history_runs: Sequence[float] = (),
+    history_runs: Sequence[float] = (), run_count: int | None = None,
 ) -> dict[str, Any]:
     """Verdict, change, p_value, basis and note for one figure.
 
@@ -108,7 +99,8 @@ def judge(
     moves between processes (:func:`moves_between_runs`), "" if nothing says it does. ``window``: the baseline
     came from a directory of runs, so fewer than MIN_RUNS runs of the figure is a history still filling.
     ``history_runs``: run medians of the directory's longer history (the window's included); with ``moves``,
-    a change must also clear that history's spread × its factor.
+    a change must also clear that history's spread × its factor. ``run_count``: how many runs
+    ``baseline_runs`` come from, where a run gave one value per process (gpubench.processes); for the notes.
     """
     runs = [float(v) for v in baseline_runs if _finite(v)]
     k = len(runs)
@@ -138,36 +130,44 @@ def judge(
         return {**out, "verdict": SAME, "note": note}
     direction = WORSE if worse_by > 0 else BETTER
     n_text = f"n={len(baseline)} vs {len(current)}"
-    if k >= MIN_RUNS:
-        factor, over = spread_factor(k), k
+    # Runs, not processes, decide whether there is evidence enough: one run's few processes can all land in
+    # one mode of a figure whose levels are two (an H100's event round trip, 2026-11-25: 19.6-19.9 µs in one
+    # run's three processes, 18.1-28.8 in the next run's). Once there are runs enough, every process of them is
+    # one more value of the spread.
+    runs = run_count if run_count is not None and 0 < run_count <= k else k
+    if k >= MIN_RUNS and runs >= MIN_RUNS:
+        factor, over = spread_factor(k), _units(k, run_count)
         history = [float(v) for v in history_runs if _finite(v)]
         if moves and len(history) > k and spread_factor(len(history)) * run_spread(history) > factor * spread:
             # a host-set figure drifts: the longer history's range says more than a quiet stretch of the window
-            factor, over, spread = spread_factor(len(history)), len(history), run_spread(history)
+            factor, over, spread = spread_factor(len(history)), _units(len(history), None), run_spread(history)
             out["run_spread"] = spread
         if not abs(change) > factor * spread:
             return {**out, "verdict": UNKNOWN,
                     "note": f"{direction.lower()} by the threshold or more, but within the run-to-run spread "
-                            f"({100 * spread:.1f}% over {over} runs × {factor:g})"}
+                            f"({100 * spread:.1f}% over {over} × {factor:g})"}
         few = out["basis"] != "samples" or min(len(current), n_base_run) < 2 or \
             best_p(len(current), max(1, n_base_run)) > alpha
         if few:
             return {**out, "verdict": direction, "basis": "run-medians",
-                    "note": f"beyond the run-to-run spread ({100 * spread:.1f}% over {over} runs × {factor:g}); "
+                    "note": f"beyond the run-to-run spread ({100 * spread:.1f}% over {over} × {factor:g}); "
                             f"{n_text}: too few samples per run for the rank test, the run medians decide"}
         if out["p_value"] <= alpha:
-            return {**out, "verdict": direction}
+            return {**out, "verdict": direction,
+                    "note": f"beyond the run-to-run spread ({100 * spread:.1f}% over {over} × {factor:g})"}
         return {**out, "verdict": UNKNOWN,
                 "note": f"{direction.lower()} by the threshold or more, beyond the run-to-run spread, but within "
                         f"noise (p={out['p_value']:.2g} > {alpha:g}; {n_text})"}
     if window:
         return {**out, "verdict": UNKNOWN,
-                "note": f"{direction.lower()} by the threshold or more; the baseline window holds {max(k, 1)} run(s) "
-                        f"of this figure, and changes are judged from {MIN_RUNS} on (keep the runs in the directory)"}
+                "note": f"{direction.lower()} by the threshold or more; the baseline window holds {max(runs, 1)} "
+                        f"run(s) of this figure, and changes are judged from {MIN_RUNS} on (keep the runs in the "
+                        "directory)"}
     if moves:
+        measured = f", in {k} processes" if k > 1 else ""
         return {**out, "verdict": UNKNOWN,
                 "note": f"{moves}: its level moves between processes; judging it needs {MIN_RUNS} or more "
-                        f"baseline runs (has {max(k, 1)}): compare against a directory of runs"}
+                        f"baseline runs (has {max(runs, 1)}{measured}): compare against a directory of runs"}
     if out["basis"] == "threshold-only":
         return {**out, "verdict": direction, "note": f"{n_text}: no spread to test; the threshold alone decides"}
     if out["p_value"] <= alpha:
@@ -175,6 +175,13 @@ def judge(
     return {**out, "verdict": UNKNOWN,
             "note": f"{direction.lower()} by the threshold or more, but within noise "
                     f"(p={out['p_value']:.2g} > {alpha:g}; {n_text})"}
+
+
+def _units(k: int, runs: int | None) -> str:
+    """``5 runs``, or ``15 processes of 5 runs`` where runs gave one value per process."""
+    if runs is not None and 0 < runs < k:
+        return f"{k} processes of {runs} run{'s' if runs > 1 else ''}"
+    return f"{k} runs"
 
 
 def _finite(x: Any) -> bool:
@@ -246,7 +253,9 @@ def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, thresholds: Thresholds
         row.update(suite=key[0], case=key[1], metric=key[2], unit=ref.get("unit"), better=ref.get("better"),
                    threshold=thresholds.for_row(suite, metric, case),
                    suite_version_baseline=b.get("suite_version") if b else None,
-                   suite_version_current=c.get("suite_version") if c else None, note="", judged_on="figure")
+                   suite_version_current=c.get("suite_version") if c else None, note="", judged_on="figure",
+                   set_by_host=disturbed_by_load(ref), host_load_baseline=_num(b.get("host_load")) if b else None,
+                   host_load_current=_num(c.get("host_load")) if c else None)
         for name, r in (("baseline", b), ("current", c)):
             if r is not None:
                 row[name] = _num(r.get("value"))
@@ -295,10 +304,12 @@ def _judge_pair(b: dict[str, Any], c: dict[str, Any], better: str, threshold: fl
     runs = list(b.get("run_values") or [])
     history = list(b.get("history_values") or [])
     per_run_n = int(b["run_n"]) if _finite(b.get("run_n")) else None
+    run_count = int(b["run_count"]) if _finite(b.get("run_count")) else None
     moves = moves_between_runs(b) or moves_between_runs(c)
     if not cross_cluster:
         return judge(bs, cs, better, threshold, alpha, baseline_value=b.get("value"), current_value=c.get("value"),
-                     baseline_runs=runs, per_run_n=per_run_n, moves=moves, window=window, history_runs=history)
+                     baseline_runs=runs, per_run_n=per_run_n, moves=moves, window=window, history_runs=history,
+                     run_count=run_count)
     peaks = _efficiency(b, c)
     if peaks is None:
         r = judge(bs, cs, better, math.inf, alpha, baseline_value=b.get("value"), current_value=c.get("value"))
@@ -309,30 +320,12 @@ def _judge_pair(b: dict[str, Any], c: dict[str, Any], better: str, threshold: fl
     r = judge([v / pb for v in bs], [v / pc for v in cs], better, threshold, alpha,
               baseline_value=_num(b.get("value")) / pb, current_value=_num(c.get("value")) / pc,
               baseline_runs=[v / pb for v in runs], per_run_n=per_run_n, moves=moves, window=window,
-              history_runs=[v / pb for v in history])
+              history_runs=[v / pb for v in history], run_count=run_count)
     # The figures themselves stay in baseline/current (and their ratio); change is the efficiency's.
     r.update(baseline=r["baseline"] * pb, current=r["current"] * pc, ratio=(r["current"] * pc) / (r["baseline"] * pb)
              if r["baseline"] else math.nan, judged_on="% of peak")
     r["note"] = "; ".join(x for x in ("on % of each side's spec peak", r["note"]) if x)
     return r
-
-
-# Post-passes: functions (rows, baseline run.json list, current run.json list) -> rows that revise verdicts
-# with what the run metadata knows (e.g. a side measured while the GPU was shared). build() runs them in order
-# after compare_frames; append one to POST_PASSES to add a rule. Each must keep COLUMNS and may only turn a
-# verdict into UNKNOWN with a note saying why (it knows less than the samples, never more).
-PostPass = Callable[[pd.DataFrame, Sequence[dict[str, Any]], Sequence[dict[str, Any]]], pd.DataFrame]
-from gpubench.compare.contention import post_pass as _shared_gpu  # noqa: E402 — a rule over run.json's contention
-
-POST_PASSES: list[PostPass] = [_shared_gpu]
-
-
-def apply_post_passes(rows: pd.DataFrame, baseline_runs: Sequence[dict[str, Any]],
-                      current_runs: Sequence[dict[str, Any]], passes: Sequence[PostPass] | None = None) -> pd.DataFrame:
-    """The verdict rows after every post-pass (POST_PASSES unless ``passes`` is given), re-sorted worst first."""
-    for fn in (POST_PASSES if passes is None else passes):
-        rows = fn(rows, baseline_runs, current_runs)
-    return worst_first(rows)
 
 
 def _worse_by(change: Any, better: Any) -> float:
@@ -342,6 +335,6 @@ def _worse_by(change: Any, better: Any) -> float:
     return -ch if better == "higher" else ch
 
 
-__all__ = ["judge", "compare_frames", "apply_post_passes", "POST_PASSES", "moves_between_runs", "spread_factor",
+__all__ = ["judge", "compare_frames", "moves_between_runs", "spread_factor",
            "MIN_RUNS", "worst_first", "COLUMNS", "WORSE", "BETTER", "SAME", "UNKNOWN", "INCOMPARABLE",
            "COMPARED", "ONLY_BASELINE", "ONLY_CURRENT", "NOT_OK", "DEFAULT_ALPHA"]

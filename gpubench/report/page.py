@@ -77,6 +77,19 @@ def _system_rows(runs: list[Run]) -> str:
     return _table(head, rows)
 
 
+def _shared(runs: list[Run]) -> str:
+    """A warning at the top of the page for each run measured on a shared GPU or a busy host (its run.json's
+    ``contention``): those figures are not the hardware's alone."""
+    from gpubench.contention import closing
+
+    items = []
+    for r in runs:
+        c = r.meta.get("contention") or {}
+        measured = r.df[r.df["stop"] != "derived"]["case"].nunique() if len(r.df) and "stop" in r.df.columns else 0
+        items += [f"<li><b>{escape(r.label)}</b>: {escape(line)}</li>" for line in closing(c, int(measured))]
+    return f'<ul class="warn">{"".join(items)}</ul>' if items else ""
+
+
 def _table(head: list[str], rows: list[list[str]], classes: list[str] | None = None) -> str:
     out = ["<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"]
     for k, row in enumerate(rows):
@@ -142,7 +155,7 @@ def write(runs: list[Run], charts: list[Chart], tables: list[CompareTable], out:
                         '</span> SAME <span style="background:#fff3c4">UNKNOWN</span>).</p>'
                         + _compares(tables))
     html = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>gpubench report</title>"
-            f"<style>{_CSS}</style></head><body>\n<h1>gpubench report</h1>\n<p>{len(runs)} run(s). "
+            f"<style>{_CSS}</style></head><body>\n<h1>gpubench report</h1>\n{_shared(runs)}<p>{len(runs)} run(s). "
             "Charts: medians; error bars: interquartile range of the samples.</p>\n<h2>systems and device state</h2>\n"
             f"{_system_rows(runs)}\n" + "\n".join(sections) + "\n</body></html>\n")
     path = out / PAGE

@@ -9,7 +9,10 @@
 #   aa           10 A=A runs of elementwise and gemm --quick plus a forced slowdown, every pair compared
 #   kernels      the Triton launch-shape sweep and its exports
 #   triton       gpubench's Triton GEMM and elementwise kernels against torch, with the sweep's exported configs
-#   nightly      ci/nightly.sh's gate: 10 A=A nights of the quick set, a forced slowdown, a shared GPU
+#   nightly      ci/nightly.sh's gate and its memory: 10 A=A nights of the quick set, 3 slowed nights, a restored
+#                one, a shared GPU, an accepted slowdown (nightly_aa.sh); replay_nights.sh then replays them
+#                through a plain compare (on any machine)
+#   quick-wall   the quick set's wall time against another build (OTHER=<its checkout>), twice each
 #   smoke-comm   the comm suite's CUDA paths in a world of one (NCCL_TESTS_DIR for its nccl-tests part)
 # and on two or more GPUs (the default there):
 #   comm         comm beside nccl-tests (NCCL_TESTS_DIR=<built nccl-tests>/build)
@@ -40,6 +43,7 @@ for part in "${parts[@]}"; do
     kernels) bash "$here/run_autotune.sh" "$dir" "$cluster" kernels ;;
     triton) bash "$here/run_triton_roofs.sh" "$dir" "$cluster" ;;
     nightly) bash "$here/nightly_aa.sh" "$dir" 10 ;;
+    quick-wall) bash "$here/quick_wall.sh" "$dir" "${OTHER:?OTHER=<checkout of the build to compare with>}" 2 ;;
     nccl) bash "$here/run_autotune.sh" "$dir" "$cluster" nccl ;;
     smoke-comm) bash "$here/smoke_comm_one_gpu.sh" "$dir" ;;
     comm) bash "$here/run_comm.sh" "$dir" "$cluster" ;;

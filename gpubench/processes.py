@@ -1,0 +1,283 @@
+"""Figures whose level is set per process, measured in several processes of one run.
+
+A host-timed launch, a host-bound chain of kernels, a copy to or from host memory: each process of one build
+measures its own level of these (where its host buffers landed, how its threads were placed), tight within the
+process and tens of percent apart between processes (gpubench.levels). One process's samples cannot say how far
+such a figure moves, so compare could only judge it against a window of runs. As pyperf does with its worker
+processes and asv with its rounds, the run measures these cases in ``--processes`` processes: its own, then
+fresh workers one after the other, each measuring every such case once with 1/N of the sampling budget. The
+rows pool every process's samples, labelled by process (``sample_process``), so one run knows the figure's
+spread between processes.
+
+The workers (``python -m gpubench.worker``) are started with the run and lay out the same cases while it
+measures its other suites, so that their start-up (imports, a device context) is over before any figure the
+host sets is measured; they then wait, idle, for their turn. A worker that fails or stalls costs the run its
+samples, not the run: the rows keep the processes that finished, and a note says which did not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpubench.stats import finite, summarize
+
+DEFAULT_PROCESSES = 3
+READY_TIMEOUT_S = 300.0  # a worker's start-up: imports and a device context (seconds on a cold file cache)
+CASE_TIMEOUT_S = 120.0  # a worker's allowance per case, on top of a minute: a stalled device ends it
+_POLL_S = 0.05
+READY, DONE = "ready", "done"
+
+
+@dataclass
+class Spec:
+    """What a worker needs to lay out and measure the same cases as the run (pickled to it)."""
+
+    backend: str
+    device: int
+    suites: list[str]
+    options: dict[str, dict[str, Any]]
+    quick: bool
+    sizes: list[int] | None
+    dtypes: list[str] | None
+    search: bool
+    telemetry: bool
+    config: Any  # the run's engine.EngineConfig
+    processes: int
+    cases: dict[str, list[str]]  # suite -> case ids to measure
+
+
+class WorkerError(Exception):
+    """A worker ended or stalled before it gave its rows."""
+
+
+class Workers:
+    """The run's worker processes 1..N-1, started at once and measured one at a time."""
+
+    def __init__(self, spec: Spec, count: int, *, stop: Callable[[], bool] = lambda: False):
+        self.spec = spec
+        self.stop = stop
+        self.dir = Path(tempfile.mkdtemp(prefix="gpubench-workers-"))
+        (self.dir / "spec.pkl").write_bytes(pickle.dumps(spec))
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.logs: dict[int, Any] = {}
+        self.ready: set[int] = set()
+        self.failed: dict[int, str] = {}
+        for k in range(1, count + 1):
+            log = open(self.dir / f"stderr-{k}.txt", "wb")  # noqa: SIM115 — closed in close()
+            self.logs[k] = log
+            try:
+                self.procs[k] = subprocess.Popen(
+                    [sys.executable, "-m", "gpubench.worker", str(self.dir), str(k)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1)
+            except OSError as e:
+                self.failed[k] = f"could not start: {e}"
+
+    @property
+    def pids(self) -> set[int]:
+        return {p.pid for p in self.procs.values()}
+
+    def _line(self, k: int, timeout: float) -> str:
+        """The next protocol line of worker k; WorkerError when it ended, stalled or the run is stopping."""
+        proc = self.procs[k]
+        assert proc.stdout is not None
+        end = time.monotonic() + timeout
+        import selectors
+
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            while True:
+                if self.stop():
+                    raise WorkerError("stopped (Ctrl-C)")
+                if sel.select(_POLL_S):
+                    line = proc.stdout.readline()
+                    if line:
+                        return line.strip()
+                    proc.wait(timeout=5)
+                    raise WorkerError(f"ended with code {proc.returncode}{self._tail(k)}")
+                if time.monotonic() > end:
+                    raise WorkerError(f"gave no answer in {timeout:.0f} s")
+
+    def _tail(self, k: int) -> str:
+        with contextlib.suppress(OSError):
+            self.logs[k].flush()
+            lines = [x for x in (self.dir / f"stderr-{k}.txt").read_text(errors="replace").splitlines() if x.strip()]
+            if lines:
+                return f": {lines[-1][:300]}"
+        return ""
+
+    def wait_ready(self) -> None:
+        """Until every worker has laid out its cases (or failed to)."""
+        for k in sorted(self.procs):
+            if k in self.ready or k in self.failed:
+                continue
+            try:
+                line = self._line(k, READY_TIMEOUT_S)
+            except WorkerError as e:
+                self.failed[k] = str(e)
+                continue
+            if line == READY:
+                self.ready.add(k)
+            else:
+                self.failed[k] = f"said {line[:200]!r} instead of {READY!r}"
+
+    def measure(self, k: int, own_pids: Sequence[int]) -> list[dict[str, Any]]:
+        """Worker k measures its cases; its rows. WorkerError when it could not."""
+        self.wait_ready()
+        if k in self.failed:
+            raise WorkerError(self.failed[k])
+        proc = self.procs[k]
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(" ".join(str(p) for p in own_pids) + "\n")
+            proc.stdin.flush()
+        except OSError as e:
+            raise WorkerError(f"could not be told to start: {e}") from e
+        n = sum(len(c) for c in self.spec.cases.values())
+        try:
+            line = self._line(k, 60.0 + CASE_TIMEOUT_S * n)
+        except WorkerError:
+            self._end(k)
+            raise
+        if line != DONE:
+            self._end(k)
+            raise WorkerError(f"said {line[:200]!r} instead of {DONE!r}")
+        rows = pickle.loads((self.dir / f"rows-{k}.pkl").read_bytes())
+        self._end(k)
+        return rows
+
+    def _end(self, k: int) -> None:
+        proc = self.procs.get(k)
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            if proc.stdin is not None:
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def close(self) -> None:
+        """End every worker still running (an idle one reads end-of-input and leaves) and remove the folder."""
+        for k, proc in self.procs.items():
+            if proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    if proc.stdin is not None:
+                        proc.stdin.close()
+        end = time.monotonic() + 5.0
+        for proc in self.procs.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.1, end - time.monotonic()))
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        for log in self.logs.values():
+            log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def scaled(config: Any, processes: int) -> Any:
+    """The engine configuration of a per-process case: the sampling budget shared between the processes."""
+    import dataclasses
+
+    if processes <= 1:
+        return config
+    return dataclasses.replace(config, budget_s=config.budget_s / processes)
+
+
+_STAT_COLUMNS = ("mean", "min", "max", "stdev", "iqr", "cv")
+
+
+def labels(row: dict[str, Any]) -> list[int]:
+    """The process of each of a row's samples (all 0 where the row names none)."""
+    lab = list(row.get("sample_process") or [])
+    n = len(row.get("samples") or [])
+    return lab if len(lab) == n else [0] * n
+
+
+def pool(row: dict[str, Any], other: dict[str, Any], process: int, target_cv: float) -> dict[str, Any]:
+    """``row`` with the samples of ``other`` (the same case and metric, measured by worker ``process``) added.
+
+    A worker whose check failed makes the row ``invalid`` (the kernel is wrong in some process: no figure
+    stands); one that raised or skipped leaves the row as it was (the caller notes it)."""
+    if row.get("status") != "ok":
+        return row
+    if other.get("status") == "invalid":
+        why = other.get("message") or "check failed"
+        return {**row, "status": "invalid", "message": f"process {process + 1}: {why}", "value": math.nan,
+                "samples": [], "sample_process": [], "n": 0,
+                **{k: math.nan for k in _STAT_COLUMNS}}
+    if other.get("status") != "ok":
+        return row
+    samples = list(row.get("samples") or []) + list(other.get("samples") or [])
+    lab = labels(row) + [process] * len(other.get("samples") or [])
+    st = summarize(samples)
+    out = {**row, "samples": samples, "sample_process": lab, "processes": len(set(lab)),
+           "value": st["median"], **{k: st[k] for k in _STAT_COLUMNS}, "n": st["n"],
+           "noisy": bool(not math.isnan(st["cv"]) and st["cv"] > target_cv)}
+    out["contended"] = _union(row.get("contended"), other.get("contended"))
+    loads = [v for v in (row.get("host_load"), other.get("host_load")) if finite(v)]
+    out["host_load"] = max(loads) if loads else row.get("host_load")
+    return out
+
+
+def _union(a: Any, b: Any) -> str | None:
+    names = [n for s in (a, b) if isinstance(s, str) and s for n in s.split(", ")]
+    if names:
+        return ", ".join(dict.fromkeys(names))
+    return "" if any(s == "" for s in (a, b)) else None
+
+
+def one_process(row: dict[str, Any], process: int) -> dict[str, Any]:
+    """``row`` as process ``process`` alone measured it (a row measured in one process only is itself)."""
+    lab = labels(row)
+    if len(set(lab)) <= 1:
+        return row
+    samples = [s for s, p in zip(row.get("samples") or [], lab) if p == process]
+    if not samples:  # this process has no samples of the row (it failed): the row as the others measured it
+        return row
+    return {**row, "samples": samples, "sample_process": [process] * len(samples), "processes": 1,
+            "value": float(np.median(samples))}
+
+
+def derive(summarize_rows: Callable[[list[dict[str, Any]]], list[Any]],
+           rows: list[dict[str, Any]]) -> list[tuple[Any, list[float], list[int]]]:
+    """A suite's derived figures over rows pooled from several processes: (derived, samples, their processes).
+
+    Each figure is derived from the pooled rows (its value) and from each process's rows alone: where the
+    per-process figures differ, its samples are theirs, labelled, so that it too carries the spread between
+    processes; where they are all the same (no parent was measured per process) it is the pooled figure's own.
+    """
+    pooled = summarize_rows(rows)
+    present = sorted({p for r in rows if r.get("status") == "ok" for p in labels(r)})
+    if len(present) <= 1:
+        return [(d, list(d.samples), []) for d in pooled]
+    per = {p: {(d.case.id, d.metric.name): d for d in summarize_rows([one_process(r, p) for r in rows])}
+           for p in present}
+    out = []
+    for d in pooled:
+        key = (d.case.id, d.metric.name)
+        mine = [(p, per[p].get(key)) for p in present]
+        if any(m is None for _, m in mine) or all(list(m.samples) == list(mine[0][1].samples) for _, m in mine):
+            out.append((d, list(d.samples), []))
+            continue
+        samples = [float(s) for _, m in mine for s in m.samples]
+        out.append((d, samples, [p for p, m in mine for _ in m.samples]))
+    return out
+
+
+__all__ = ["DEFAULT_PROCESSES", "Spec", "Workers", "WorkerError", "scaled", "pool", "labels", "one_process", "derive"]

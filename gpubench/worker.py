@@ -1,0 +1,73 @@
+"""``python -m gpubench.worker DIR K``: worker process K of a run (gpubench.processes).
+
+It reads the run's :class:`gpubench.processes.Spec` from ``DIR/spec.pkl``, opens the same device, lays out the
+same suites and picks the cases the spec names, then says ``ready`` and waits. A line on its standard input
+(the pids of the run's own processes, which are not co-tenants) starts it: it measures each case once, as the
+run does (gpubench.runner.run_case, the same engine settings, the budget shared between the processes), writes
+its rows to ``DIR/rows-K.pkl`` and says ``done``. End of input before that line: it leaves without measuring.
+
+Its protocol has the standard output to itself: whatever a library prints goes to standard error (the run
+keeps it in DIR, and quotes its last line if the worker fails). A Ctrl-C ends it at once: the run decides.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import socket
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # the run handles a Ctrl-C; a worker just ends
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # prints of libraries go to the log, never into the protocol
+    work, index = Path(argv[0]), int(argv[1])
+    spec = pickle.loads((work / "spec.pkl").read_bytes())
+    os.environ["GPUBENCH_WORKER_INDEX"] = str(index)  # which process this is (the fake backend reads it)
+
+    from gpubench import contention, processes, runner
+    from gpubench.backends import open_backend
+    from gpubench.registry import select
+
+    backend = open_backend(spec.backend, spec.device)
+    suites = select(spec.suites)
+    plan = runner.plan(suites, backend, quick=spec.quick, sizes=spec.sizes, dtypes=spec.dtypes, search=spec.search,
+                       options=spec.options)
+    cases = [(s, c) for s in plan.suites for c in plan.cases[s.name] if c.id in set(spec.cases.get(s.name, ()))]
+    protocol.write(f"{processes.READY}\n")
+    go = sys.stdin.readline()
+    if not go.strip():
+        return 0
+    own = {int(p) for p in go.split()}
+    reader = backend.telemetry()
+    sampler = reader if spec.telemetry else None
+    watch = contention.Watch(reader if spec.telemetry else None, own)
+    base = {"backend": backend.name, "device": backend.device_name(), "device_index": backend.device_index,
+            "host": socket.gethostname()}
+    config = processes.scaled(spec.config, spec.processes)
+    rows = []
+    try:
+        for suite, case in cases:
+            token = watch.begin()
+            new = runner.run_case(suite, case, backend, base, config, sampler, ctx=plan.contexts.get(suite.name))
+            contended, load = watch.end(token)
+            for r in new:
+                r["contended"], r["host_load"] = contended, load
+            rows.extend(new)
+    finally:
+        try:
+            reader.close()
+        except Exception:  # noqa: BLE001
+            pass
+    tmp = work / f".rows-{index}.pkl"
+    tmp.write_bytes(pickle.dumps(rows))
+    os.replace(tmp, work / f"rows-{index}.pkl")
+    protocol.write(f"{processes.DONE}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

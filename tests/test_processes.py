@@ -1,0 +1,94 @@
+"""Figures whose level is set per process, measured in several processes of one run (gpubench.processes): the
+workers pool their samples into the run's rows, labelled, and one run then says how far such a figure moves
+between processes, so that compare judges it against that spread (fake backend, real worker processes)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from test_compare_helpers import cli
+
+from gpubench import processes, results
+
+# One case set per process (a pinned host-to-device copy) and one not (a device-to-device copy), small.
+COPY = ["run", "--suite", "copy", "--backend", "fake", "--quick", "--sizes", "64K", "--filter",
+        "direction=(h2d|d2d),memory=(pinned|device)"]
+
+
+def run(capsys, monkeypatch, out: Path, *more, levels: str | None = None, slow: str | None = None):
+    for name, value in (("GPUBENCH_FAKE_PROCESS_LEVELS", levels), ("GPUBENCH_FAKE_SLOW_CASES", slow)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    before = set(out.glob("t/*"))
+    code, stdout, stderr = cli(capsys, *COPY, "--out", out, "--cluster", "t", *more)
+    assert code == 0, stderr[-2000:]
+    (new,) = set(out.glob("t/*")) - before
+    return new, stdout, stderr
+
+
+def test_a_per_process_case_pools_every_process_s_samples_labelled(capsys, monkeypatch, tmp_path):
+    d, _, err = run(capsys, monkeypatch, tmp_path, levels="1,1.05,0.98")
+    df = results.load(d)
+    h2d = df[(df["direction"] == "h2d") & (df["metric"] == "time")].iloc[0]
+    d2d = df[(df["direction"] == "d2d") & (df["metric"] == "time")].iloc[0]
+    assert h2d["processes"] == 3 and sorted(set(h2d["sample_process"])) == [0, 1, 2]
+    assert len(h2d["sample_process"]) == len(h2d["samples"]) == h2d["n"]
+    by = {p: [s for s, q in zip(h2d["samples"], h2d["sample_process"]) if q == p] for p in range(3)}
+    # each process measured its own level: 1.05 and 0.98 of the run's own
+    assert by[1][0] / by[0][0] == pytest.approx(1.05) and by[2][0] / by[0][0] == pytest.approx(0.98)
+    assert d2d["processes"] == 1 and d2d["sample_process"] == []  # a device's copy is the device's alone
+    meta = json.loads((d / "run.json").read_text())
+    assert meta["processes"]["asked"] == 3 and list(meta["processes"]["cases"]) == ["copy"]
+    assert "process 2 of 3: measured the 1 case(s) set per process" in err
+
+
+def test_runs_of_several_processes_are_judged_on_every_process(capsys, monkeypatch, tmp_path):
+    window = tmp_path / "window"
+    for levels in ("1,1.05,0.98", "1,0.98,1.05", "1,1.02,1.04"):  # three runs, their workers landing anywhere
+        run(capsys, monkeypatch, window, levels=levels)
+    cur = tmp_path / "current"
+    same, _, _ = run(capsys, monkeypatch, cur, levels="1,1.04,0.98")
+    slow, _, _ = run(capsys, monkeypatch, cur, levels="1,1.05,0.98", slow="1.6:direction=h2d")
+
+    def h2d_time(*paths):
+        code, out, _ = cli(capsys, "compare", *paths, "--format", "json")
+        rows = [r for r in json.loads(out)["rows"] if r["case"].startswith("direction=h2d") and r["metric"] == "time"]
+        return code, rows[0]
+
+    code, row = h2d_time(window / "t", same)
+    assert code == 0 and row["verdict"] == "SAME" and row["runs_baseline"] == 9  # three runs, three processes each
+    code, row = h2d_time(window / "t", slow)
+    assert code == 1 and row["verdict"] == "WORSE" and "over 9 processes of 3 runs" in row["note"]
+    # one run's processes alone are not evidence enough: all of them may have landed in one mode of a figure
+    code, row = h2d_time(sorted((window / "t").iterdir())[0], slow)
+    assert code == 0 and row["verdict"] == "UNKNOWN"
+    assert "pinned host buffers: its level moves between processes; judging it needs 3 or more baseline runs " \
+           "(has 1, in 3 processes)" in row["note"]
+
+
+def test_a_worker_that_fails_costs_its_samples_not_the_run(capsys, monkeypatch, tmp_path):
+    d, out, err = run(capsys, monkeypatch, tmp_path, levels="1,x")  # worker 1 cannot start
+    h2d = results.load(d).query("direction == 'h2d' and metric == 'time'").iloc[0]
+    assert h2d["status"] == "ok" and sorted(set(h2d["sample_process"])) == [0, 2]
+    note = next(n for n in json.loads((d / "run.json").read_text())["notes"] if n.startswith("process 2 of 3"))
+    assert "ended with code 1" in note and "could not convert string to float: 'x'" in note
+    assert note in " ".join(err.split())
+
+
+def test_processes_must_be_one_or_more(capsys, tmp_path):
+    code, _, err = cli(capsys, *COPY, "--out", tmp_path, "--processes", "0")
+    assert code == 2 and "--processes 0: give 1 or more" in err
+    assert not (tmp_path / "t").exists()
+
+
+def test_pooling_a_worker_s_rows():
+    row = {"status": "ok", "samples": [1.0, 1.0], "sample_process": [], "contended": "", "host_load": 0.1}
+    other = {"status": "ok", "samples": [2.0], "contended": "pid 7 (x)", "host_load": 0.6}
+    got = processes.pool(row, other, 2, target_cv=0.01)
+    assert got["samples"] == [1.0, 1.0, 2.0] and got["sample_process"] == [0, 0, 2] and got["processes"] == 2
+    assert got["value"] == 1.0 and got["contended"] == "pid 7 (x)" and got["host_load"] == 0.6 and got["noisy"]
+    bad = processes.pool(row, {"status": "invalid", "message": "3 sampled bytes differ"}, 1, 0.01)
+    assert bad["status"] == "invalid" and bad["message"] == "process 2: 3 sampled bytes differ" and bad["n"] == 0
+    assert processes.pool(row, {"status": "error", "message": "OOM"}, 1, 0.01) == row  # noted by the runner
