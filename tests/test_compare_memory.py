@@ -261,3 +261,14 @@ def test_a_long_regression_keeps_its_window_on_the_nights_before_it(capsys, base
         assert code == 1 and verdicts(doc) == {WORSE}, k
         assert doc["baseline"]["run_ids"] == [run_id(i) for i in (2, 3, 4)]  # read past k - 1 regressed nights
     assert {r["since"] for r in doc["rows"] if r["status"] == "compared"} == {first_bad}
+
+
+def test_a_directory_as_the_current_side_is_its_latest_run_whole(capsys, base, tmp_path):
+    lab = tmp_path / "results" / "lab"
+    day = quiet_nights(capsys, base, lab)
+    cases = sorted(set(results.load(base)["case"]))
+    shared = night(base, lab, day, slow=0.5, meta=lambda m: m.update(
+        contention={"contended": "pid 4842 (python3)", "cases": {"elementwise": cases}}))
+    code, doc = judge(capsys, lab, lab)  # the latest run, even though it shared its GPU: never an older one
+    assert doc["current"]["run_ids"] == [shared.name] and code == 0
+    assert doc["contention"] == ["GPU shared during the current run: pid 4842 (python3)"]

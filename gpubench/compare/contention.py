@@ -16,7 +16,6 @@ little about the code: :func:`busy_host` turns their WORSE or BETTER into UNKNOW
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,6 +23,7 @@ import pandas as pd
 
 from gpubench.compare.verdict import BETTER, COMPARED, UNKNOWN, WORSE
 from gpubench.contention import LOADED_HOST, host_line, host_text
+from gpubench.stats import finite
 
 SIDES = ("baseline", "current")
 
@@ -97,22 +97,15 @@ def busy_host(rows: pd.DataFrame, baseline_runs: Sequence[dict[str, Any]],
             continue
         why = []
         for side in SIDES:
-            share = _num(r.get(f"host_load_{side}"))
+            share = r.get(f"host_load_{side}")
             if loaded[side]:
                 why.append(f"the {side} run's host was busy ({loaded[side]})")
-            elif math.isfinite(share) and share >= LOADED_HOST:
-                why.append(f"the {side} case ran on a busy host ({host_text(share, _cpus(runs[side]) or 1)})")
+            elif finite(share) and float(share) >= LOADED_HOST:
+                why.append(f"the {side} case ran on a busy host ({host_text(float(share), _cpus(runs[side]) or 1)})")
         if why:
             rows.at[i, "verdict"] = UNKNOWN
             rows.at[i, "note"] = _add(r["note"], "; ".join(why) + f": {r['set_by_host']}, not judged")
     return rows
-
-
-def _num(x: Any) -> float:
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def describe(report: Any) -> list[str]:

@@ -144,11 +144,12 @@ def _same_system(meta: dict[str, Any], like: dict[str, Any]) -> bool:
 
 
 def resolve(path: str | os.PathLike, *, window: int | None = 1, exclude: Sequence[str] = (),
-            like: dict[str, Any] | None = None, want: Iterable[tuple] | None = None) -> Side:
-    """The runs ``path`` names (see the module docstring); ``exclude`` drops run_ids from a directory of runs,
-    ``like`` (system facts, :func:`gpubench.compare.cross.system_of`) keeps its runs of that system where it
-    has any, ``want`` names the figures (suite, case, metric) a window is looked for (default: every figure of
-    the runs it reads). ``window=None``: :data:`DEFAULT_WINDOW` runs of a directory of runs, else the one run."""
+            like: dict[str, Any] | None = None, want: Iterable[tuple] | None = None, baseline: bool = False) -> Side:
+    """The runs ``path`` names (see the module docstring). A directory of runs is the ``baseline`` side's
+    windows (``window``: runs per figure, None for :data:`DEFAULT_WINDOW`; ``exclude`` drops run_ids, ``like``
+    (system facts, :func:`gpubench.compare.cross.system_of`) keeps its runs of that system where it has any,
+    ``want`` names the figures (suite, case, metric) a window is looked for, default every figure of the runs
+    it reads); any other side takes its latest complete run, whole."""
     label = str(path)
     explicit = window is not None
     window = window if explicit else 1
@@ -177,6 +178,13 @@ def resolve(path: str | os.PathLike, *, window: int | None = 1, exclude: Sequenc
         df = results.load(p)
         meta = df.attrs.get("run") or {}
         return Side(label, [p], [meta] if meta else [], df, directory=pinned)
+    if not baseline:
+        latest = [c for c in scan(p) if c[3] == "complete"]
+        if not latest:
+            raise UsageError(f"{p} holds no complete run directory: give a run directory or a directory of runs "
+                             "written by gpubench run")
+        df = results.load(latest[-1][1])
+        return Side(label, [latest[-1][1]], [latest[-1][2]], df)
     return _directory(p, label, window if explicit else DEFAULT_WINDOW, explicit, exclude, like, want)
 
 

@@ -98,7 +98,7 @@ def build(baseline: str | os.PathLike, current: str | os.PathLike, *, window: in
     # --baseline-window) of the current run's system before the current one, so that `compare results/A
     # results/A` compares the newest run with the ones before it: each a run of evidence on how far a figure
     # moves between processes.
-    base = resolve(baseline, window=window, exclude=cur.run_ids, like=cross.system_of(cur), want=want)
+    base = resolve(baseline, window=window, exclude=cur.run_ids, like=cross.system_of(cur), want=want, baseline=True)
     b_sys, c_sys = cross.system_of(base), cross.system_of(cur)
     diff = cross.differences(b_sys, c_sys)
     if diff and not cross_cluster:
