@@ -18,6 +18,7 @@ samples, not the run: the rows keep the processes that finished, and a note says
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import pickle
 import shutil
@@ -133,19 +134,20 @@ class Workers:
             else:
                 self.failed[k] = f"said {line[:200]!r} instead of {READY!r}"
 
-    def measure(self, k: int, own_pids: Sequence[int]) -> list[dict[str, Any]]:
-        """Worker k measures its cases; its rows. WorkerError when it could not."""
+    def measure(self, k: int, own_pids: Sequence[int], cases: dict[str, list[str]]) -> list[dict[str, Any]]:
+        """Worker k measures ``cases`` (suite -> case ids, of those its spec names); its rows. WorkerError when
+        it could not."""
         self.wait_ready()
         if k in self.failed:
             raise WorkerError(self.failed[k])
         proc = self.procs[k]
         assert proc.stdin is not None
         try:
-            proc.stdin.write(" ".join(str(p) for p in own_pids) + "\n")
+            proc.stdin.write(json.dumps({"own": sorted(own_pids), "cases": cases}) + "\n")
             proc.stdin.flush()
         except OSError as e:
             raise WorkerError(f"could not be told to start: {e}") from e
-        n = sum(len(c) for c in self.spec.cases.values())
+        n = sum(len(c) for c in cases.values())
         try:
             line = self._line(k, 60.0 + CASE_TIMEOUT_S * n)
         except WorkerError:

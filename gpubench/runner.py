@@ -440,8 +440,10 @@ def execute(
     reader = backend.telemetry()
     fingerprint = collect(backend.identity(), cluster, reader)  # one reading for the record, even if off
     sampler_source = reader if telemetry else None
+    # Measured in several processes: on a device (the CPU backend's own figures are measured in this one), by a
+    # run of one process (ranks measure in their own).
     per_process = {s.name: [c.id for c in p.cases[s.name] if s.per_process(c)] for s in p.suites} \
-        if processes > 1 and group is None else {}
+        if processes > 1 and group is None and backend.is_gpu else {}
     per_process = {k: v for k, v in per_process.items() if v}
     meta = {
         "argv": list(argv),
@@ -600,12 +602,18 @@ def _rounds(p: Plan, workers: proc.Workers, count: int, watch: contention.Watch,
             base: dict[str, Any], config: engine.EngineConfig, progress: Any) -> list[str]:
     """Workers 1..count-1 measure the per-process cases one after the other; each one's samples join the rows
     (and the suites' derived rows are made again over them). The notes of workers that could not."""
-    notes = []
-    n = sum(len(c) for c in workers.spec.cases.values())
+    notes: list[str] = []
+    # Only the cases the run measured ok: a case it skipped (no GPU, too large) or that failed is not measured again.
+    ok = {name: sorted(set(outcome.tables[name].query("status == 'ok'")["case"]) & set(ids))
+          for name, ids in workers.spec.cases.items() if name in outcome.tables}
+    ok = {name: ids for name, ids in ok.items() if ids}
+    n = sum(len(c) for c in ok.values())
+    if not n:
+        return notes
     for k in range(1, count):
         t0 = time.monotonic()
         try:
-            got = workers.measure(k, sorted(watch.own))
+            got = workers.measure(k, sorted(watch.own), ok)
         except proc.WorkerError as e:
             line = f"process {k + 1} of {count}: {e}; its cases keep the samples of the other processes"
             notes.append(line)

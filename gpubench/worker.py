@@ -2,8 +2,8 @@
 
 It reads the run's :class:`gpubench.processes.Spec` from ``DIR/spec.pkl``, opens the same device, lays out the
 same suites and picks the cases the spec names, then says ``ready`` and waits. A line on its standard input
-(the pids of the run's own processes, which are not co-tenants) starts it: it measures each case once, as the
-run does (gpubench.runner.run_case, the same engine settings, the budget shared between the processes), writes
+(JSON: ``own``, the pids of the run's own processes, which are not co-tenants, and ``cases``, suite -> the case
+ids to measure: those the run measured ok) starts it: it measures each case once, as the run does (gpubench.runner.run_case, the same engine settings, the budget shared between the processes), writes
 its rows to ``DIR/rows-K.pkl`` and says ``done``. End of input before that line: it leaves without measuring.
 
 Its protocol has the standard output to itself: whatever a library prints goes to standard error (the run
@@ -12,6 +12,7 @@ keeps it in DIR, and quotes its last line if the worker fails). A Ctrl-C ends it
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import signal
@@ -36,12 +37,13 @@ def main(argv: list[str]) -> int:
     suites = select(spec.suites)
     plan = runner.plan(suites, backend, quick=spec.quick, sizes=spec.sizes, dtypes=spec.dtypes, search=spec.search,
                        options=spec.options)
-    cases = [(s, c) for s in plan.suites for c in plan.cases[s.name] if c.id in set(spec.cases.get(s.name, ()))]
     protocol.write(f"{processes.READY}\n")
     go = sys.stdin.readline()
     if not go.strip():
         return 0
-    own = {int(p) for p in go.split()}
+    job = json.loads(go)
+    own, wanted = {int(p) for p in job["own"]}, job["cases"]
+    cases = [(s, c) for s in plan.suites for c in plan.cases[s.name] if c.id in set(wanted.get(s.name, ()))]
     reader = backend.telemetry()
     sampler = reader if spec.telemetry else None
     watch = contention.Watch(reader if spec.telemetry else None, own)

@@ -92,3 +92,21 @@ def test_pooling_a_worker_s_rows():
     bad = processes.pool(row, {"status": "invalid", "message": "3 sampled bytes differ"}, 1, 0.01)
     assert bad["status"] == "invalid" and bad["message"] == "process 2: 3 sampled bytes differ" and bad["n"] == 0
     assert processes.pool(row, {"status": "error", "message": "OOM"}, 1, 0.01) == row  # noted by the runner
+
+
+def test_the_cpu_backend_starts_no_worker(capsys, tmp_path):
+    # On the CPU a copy or a launch has nothing to measure (each case skips); nothing is measured again.
+    code, _, err = cli(capsys, "run", "--suite", "launch,copy", "--backend", "cpu", "--quick", "--out", tmp_path,
+                       "--cluster", "t")
+    assert code == 0 and "process 2 of 3" not in err
+    (run,) = (tmp_path / "t").iterdir()
+    assert json.loads((run / "run.json").read_text())["processes"] == {"asked": 3, "cases": {}}
+
+
+def test_only_the_cases_the_run_measured_ok_are_measured_again(capsys, monkeypatch, tmp_path):
+    # 64K fits the fake device; 4G does not (skipped): the workers measure the 64K case alone
+    d, _, err = run(capsys, monkeypatch, tmp_path, "--sizes", "64K,4G", "--filter", "direction=h2d,memory=pinned")
+    df = results.load(d)
+    assert set(df.loc[df["status"] == "skipped", "copy_bytes"]) == {4 << 30}
+    assert (df.loc[df["status"] == "ok", "processes"] == 3).all()
+    assert "process 3 of 3: measured the 1 case(s) set per process" in err
