@@ -272,3 +272,18 @@ def test_a_directory_as_the_current_side_is_its_latest_run_whole(capsys, base, t
     code, doc = judge(capsys, lab, lab)  # the latest run, even though it shared its GPU: never an older one
     assert doc["current"]["run_ids"] == [shared.name] and code == 0
     assert doc["contention"] == ["GPU shared during the current run: pid 4842 (python3)"]
+
+
+def test_a_run_that_cannot_be_read_is_left_out_with_a_note_naming_it(capsys, base, tmp_path):
+    lab = tmp_path / "results" / "lab"
+    day = quiet_nights(capsys, base, lab)
+    cut = night(base, lab, day)  # a crash mid-write: its table cut short
+    table = next(cut.glob("*.parquet"))
+    table.write_bytes(table.read_bytes()[:100])
+    bad_json = night(base, lab, day + 1)
+    (bad_json / "run.json").write_text('{"schema_version": 5, "run_id": ')  # and one whose run.json is cut short
+    code, doc = judge(capsys, lab, night(base, lab, day + 2))
+    assert code == 0 and verdicts(doc) == {SAME}
+    assert doc["window"].endswith("left out: 2 unreadable")
+    (note,) = [n for n in doc["notes"] if "cannot be read" in n]
+    assert cut.name in note and bad_json.name in note and "run.json" in note

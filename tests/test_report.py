@@ -237,6 +237,11 @@ def test_a_run_that_shared_its_gpu_or_ran_on_a_busy_host_is_said_at_the_top(tmp_
     top = html[html.index("<h1>"):html.index("systems and device state")]
     assert "GPU shared during this run: pid 607 (python3) (1 of" in top
     assert "host busy during this run: other processes used 75% of 2 CPUs" in top
-    # a run alone on its machine has no such line
-    code, log = quiet("report", runs["elementwise"], "--out", tmp_path / "quiet")
+    # a run alone on its machine has no such line (this copy says so: the real run's host may have been busy)
+    alone = tmp_path / "c" / "alone-run"
+    shutil.copytree(runs["elementwise"], alone)
+    meta["contention"] = {"contended": "", "cases": {}, "host": {"loaded": False, "others_share": 0.1, "cpus": 2,
+                                                                 "loaded_cases": {}}}
+    (alone / "run.json").write_text(json.dumps(meta))
+    code, log = quiet("report", alone, "--out", tmp_path / "quiet")
     assert 'class="warn"><li>' not in (tmp_path / "quiet" / "index.html").read_text()

@@ -213,9 +213,12 @@ def _directory(p: Path, label: str, window: int, explicit: bool, exclude: Sequen
                          "written by gpubench run")
     ledger = memory.Ledger(memory.Entry.read(i, path, meta) for i, path, meta, _ in complete)
     left: dict[str, list[str]] = {}
-    for i, _, _, status in before:  # runs that never completed: their tables are partial
+    unreadable: dict[str, str] = {}
+    for i, path, _, status in before:  # runs that never completed: their tables are partial
         if status != "complete":
             left.setdefault(status, []).append(i)
+        if status == "unreadable":
+            unreadable[i] = f"cannot read {path / results.RUN_FILE}"
     wanted = set(want) if want is not None else None
     win: dict[tuple, list[str]] = {}
     hist: dict[tuple, int] = {}
@@ -239,8 +242,9 @@ def _directory(p: Path, label: str, window: int, explicit: bool, exclude: Sequen
             continue
         try:
             df = results.load(entry.path)
-        except UsageError:
+        except UsageError as e:  # a table cut short by a crash or a full disk: one bad night blocks no other
             left.setdefault("unreadable", []).append(entry.run_id)
+            unreadable[entry.run_id] = str(e)
             continue
         scanned += 1
         keys = list(zip(*(df[k].astype(str) for k in KEY))) if len(df) else []
@@ -285,6 +289,9 @@ def _directory(p: Path, label: str, window: int, explicit: bool, exclude: Sequen
                 history=pd.concat(list(reversed(older)), ignore_index=True) if older else None, directory=p,
                 ledger=ledger, windows={k: sorted(v) for k, v in win.items()},
                 regressions={k: sorted(v) for k, v in episode.items()}, left_out={k: v for k, v in left.items() if v})
+    if unreadable:
+        side.notes.append(f"{label}: left out {len(unreadable)} run(s) that cannot be read: "
+                          + "; ".join(f"{i} ({why})" for i, why in unreadable.items()))
     if explicit and max((len(v) for v in win.values()), default=0) < window:
         side.notes.append(f"{label}: {max((len(v) for v in win.values()), default=0)} clean run(s), fewer than "
                           f"the window of {window}")
