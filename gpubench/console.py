@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 import sys
 from typing import Any
 
@@ -85,6 +86,13 @@ class RunProgress:
         self._progress: Progress | None = None
         self._done = 0
         self._total = 0
+        # A skip is said once per reason (its figures aside: "needs 2 TiB" and "needs 3 TiB" are one reason):
+        # a CPU run of gemm skips dozens of GPU-only cases for one reason, which the summary says once too.
+        self._reasons: set[str] = set()
+        self._unsaid = 0
+        # Skips are held back while no case has run: a run of nothing but cases too large for this machine ends
+        # in one line (gpubench.commands.run), and these would only repeat it.
+        self._held: list[str] | None = []
 
     def start(self, total: int) -> None:
         self._total = total
@@ -103,20 +111,49 @@ class RunProgress:
 
     def advance(self, suite: Any, case: Any, rows: list[dict]) -> None:
         self._done += 1
-        line = f"[{self._done}/{self._total}] {suite.name} {case.id}: {_headline(rows)}"
+        skipped = bool(rows) and rows[0]["status"] == "skipped"
+        said = True
+        if skipped:
+            reason = re.sub(r"\d[\d.,]*", "#", str(rows[0]["message"]))
+            said = reason not in self._reasons
+            self._reasons.add(reason)
+            self._unsaid += not said
+        if said:
+            line = f"[{self._done}/{self._total}] {suite.name} {case.id}: {_headline(rows)}"
+            if skipped and self._held is not None:
+                self._held.append(line)
+            else:
+                self._release()
+                self._say(line)
         if self._progress is not None:
-            self._progress.console.print(line, markup=False, highlight=False)
             self._progress.update(self._task, advance=1, description=f"{suite.name}")
-        else:
-            print(line, file=sys.stderr, flush=True)
 
     def note(self, text: str) -> None:
         self.console.print(text, markup=False)
 
+    def _release(self) -> None:
+        held, self._held = self._held or [], None
+        for line in held:
+            self._say(line)
+
+    def _say(self, line: str) -> None:
+        if self._progress is not None:
+            self._progress.console.print(line, markup=False, highlight=False)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def discard(self) -> None:
+        """Forget the skips held back (the run's one line says what they would have said)."""
+        self._held, self._unsaid = None, 0
+
     def stop(self) -> None:
+        self._release()
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+        if self._unsaid:
+            self.console.print(f"{self._unsaid} more case(s) skipped for a reason said above", markup=False)
+            self._unsaid = 0
 
 
 def summary_tables(

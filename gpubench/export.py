@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench import results
+from gpubench import DISTRIBUTION, outputs, results
 from gpubench.errors import UsageError
 from gpubench.suite import TIME_SCALE
 
@@ -36,7 +36,8 @@ def benchmark_stats(seconds: Sequence[float]) -> dict[str, Any]:
     try:
         from pytest_benchmark.stats import Stats
     except ImportError as e:
-        raise UsageError("exporting for pytest-benchmark needs it installed: pip install pytest-benchmark") from e
+        raise UsageError(f"exporting for pytest-benchmark needs it installed: pip install '{DISTRIBUTION}[pytest]' "
+                         "(or pip install pytest-benchmark)") from e
     data = [float(x) for x in seconds]
     if not data:
         raise ValueError("no samples")
@@ -132,10 +133,7 @@ def export(run: str | os.PathLike, out: str | os.PathLike) -> tuple[int, int]:
     if not doc["benchmarks"]:
         raise UsageError(f"{run} has no ok time figure (unit s, ms, us or ns) to export: pytest-benchmark holds "
                          "times only; export a run of a suite with a time metric (elementwise, launch)")
-    out = Path(out)
-    if not out.parent.is_dir():
-        raise UsageError(f"{out.parent} does not exist: give --out a file in an existing directory")
-    out.write_text(json.dumps(doc, indent=4) + "\n")
+    outputs.write_text(outputs.file(out), json.dumps(doc, indent=4) + "\n")
     return len(doc["benchmarks"]), len(df) - len(doc["benchmarks"])
 
 

@@ -40,6 +40,10 @@ def budget(backend) -> int:
     return int(HEADROOM * free)
 
 
+# The words every too_big message holds: a run whose every case was skipped for memory asked for nothing that fits.
+TOO_BIG = "a case may take"
+
+
 def too_big(need: int, backend, what: str = "") -> str | None:
     """None if ``need`` bytes fit the budget, else the skip message: the need (``what`` says of what) against
     the budget and what is available."""
@@ -47,5 +51,5 @@ def too_big(need: int, backend, what: str = "") -> str | None:
     if need <= limit:
         return None
     of = f" {what}" if what else ""
-    return (f"needs {format_bytes(need)}{of}, over the {format_bytes(limit)} a case may take "
+    return (f"needs {format_bytes(need)}{of}, over the {format_bytes(limit)} {TOO_BIG} "
             f"({int(100 * HEADROOM)} % of {format_bytes(limit / HEADROOM)} available)")

@@ -261,9 +261,16 @@ def load_table(path: str | os.PathLike) -> pd.DataFrame:
 def read_run_meta(run_dir: str | os.PathLike) -> dict[str, Any]:
     path = Path(run_dir) / RUN_FILE
     try:
-        meta = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise SchemaError(f"cannot read {path}: {e}") from e
+        text = path.read_text()
+    except OSError as e:
+        raise SchemaError(f"cannot read {path}: {e.strerror or e}") from e
+    try:
+        meta = json.loads(text)
+    except ValueError as e:
+        raise SchemaError(f"{path} is not whole JSON ({e}): it was cut short or damaged (a crash mid-write, a full "
+                          "disk); restore it from a copy, or move its run directory out of the way") from e
+    if not isinstance(meta, dict):
+        raise SchemaError(f"{path} holds no run description (a JSON object): move its run directory out of the way")
     check_version(int(meta.get("schema_version", 0)), path)
     return meta
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench import DISTRIBUTION, __version__, results
+from gpubench import DISTRIBUTION, __version__, outputs, results
 from gpubench.errors import UsageError
 
 # The message of a case's rows when a Ctrl-C abandoned it (status skipped): it was never measured.
@@ -60,14 +60,7 @@ def git_sha() -> str | None:
 
 def ensure_writable(out: str | os.PathLike, cluster: str) -> Path:
     """Create ``<out>/<cluster>`` and prove we can write there, before anything is measured."""
-    parent = Path(out) / cluster
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=parent, prefix=".probe-"):
-            pass
-    except OSError as e:
-        raise UsageError(f"cannot write results under {parent}: {e.strerror or e}; pass a writable --out DIR") from e
-    return parent
+    return outputs.folder(Path(out) / cluster, "--out", parents=True)
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

@@ -153,7 +153,7 @@ def test_unwritable_output_directory(capsys, tmp_path):
     blocker.write_text("not a directory")
     code, _, err = run(capsys, "run", "--suite", "elementwise", "--backend", "fake", "--out", str(blocker / "x"))
     assert code == 2
-    assert "cannot write results under" in one_line_error(err)
+    assert "cannot write there (Not a directory)" in one_line_error(err)
 
 
 def test_a_case_that_raises_becomes_an_error_row_and_the_run_goes_on(capsys, tmp_path, scripted):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gpubench import outputs
 from gpubench.errors import UsageError
 
 
@@ -58,27 +59,27 @@ def _out_formats(args) -> list[tuple[Path, str]]:
 
     outs = []
     for name in args.out:
-        path = Path(name)
+        path = outputs.file(name)  # a folder, a missing or read-only place: exit 2, before anything is judged
         fmt = args.format if args.format not in (None, "terminal") else SUFFIXES.get(path.suffix.lower())
         if fmt is None:
             raise UsageError(f"--out {name}: pass --format markdown|junit|json, or name the file .md, .xml or .json")
-        if not path.parent.is_dir():
-            raise UsageError(f"--out {name}: {path.parent} does not exist")
         outs.append((path, fmt))
     return outs
 
 
 def _emit(args, renderable, render) -> None:
-    """The terminal table (or, with --format and no --out, that format on stdout) and the --out files."""
+    """The --out files, then the terminal table (or, with --format and no --out, that format on stdout): a file
+    that cannot be written is exit 2 before any verdict is shown, so that a CI gate never reads a full disk as a
+    regression."""
     from gpubench.console import out_console
 
     outs = _out_formats(args)
+    for path, fmt in outs:
+        outputs.write_text(path, render(fmt))
     if args.format not in (None, "terminal") and not outs:
         print(render(args.format), end="")
     else:
         out_console().print(renderable)
-    for path, fmt in outs:
-        path.write_text(render(fmt))
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:

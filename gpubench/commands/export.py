@@ -4,8 +4,8 @@ UsageError) for input it cannot use."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from gpubench import outputs
 from gpubench.errors import UsageError
 
 
@@ -23,6 +23,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     from gpubench.console import out_console
     from gpubench.export import export
 
+    outputs.file(args.out)  # a folder, a missing or read-only place: one line, before anything is read
     if args.format in ("tunableop", "triton-configs"):
         return _export_kernel_winners(args)
 
@@ -43,7 +44,7 @@ def _export_kernel_winners(args) -> int:
         raise UsageError(f"{args.run} has no autotune-kernels rows: run gpubench run --suite autotune-kernels first")
     meta = df.attrs.get("run") or {}
     write = kernel_export.tunableop_csv if args.format == "tunableop" else kernel_export.triton_configs
-    Path(args.out).write_text(write(df, meta))
+    outputs.write_text(args.out, write(df, meta))
     n = len(kernel_export.winners(df))
     out_console().print(f"{n} winner(s) written to {args.out} ({args.format})", markup=False, highlight=False)
     return 0

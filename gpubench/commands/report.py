@@ -4,8 +4,8 @@ one line on stderr) for input it cannot use."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from gpubench import outputs
 from gpubench.errors import UsageError
 
 DEFAULT_OUT = "gpubench-report"
@@ -24,12 +24,12 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     from gpubench.console import out_console
     from gpubench.report import write
 
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file: give a folder for the page and its charts")
-    if not out.parent.is_dir():
-        raise UsageError(f"--out {out}: {out.parent} does not exist; create it or choose another folder")
-    page, charts = write(args.paths, out)
+    out = outputs.folder(args.out)  # before anything is loaded or drawn
+    try:
+        page, charts = write(args.paths, out)
+    except OSError as e:  # a full disk while the charts were written
+        raise UsageError(f"--out {out}: cannot write the report there ({e.strerror or e}); free some space or "
+                         "choose another folder") from e
     console = out_console()
     for c in charts:
         console.print(f"{c.suite}: {c.file or 'no chart (' + c.note + ')'}", markup=False, highlight=False)

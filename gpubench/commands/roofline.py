@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gpubench import outputs
 from gpubench.commands import EXIT_FAILED, EXIT_OK
 from gpubench.errors import UsageError
 
@@ -26,11 +27,12 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     if not any(ro.points for ro in all_roofs):
         raise UsageError(f"{args.run_dir} has no elementwise or gemm throughput rows: run "
                          "`gpubench run --suite elementwise,gemm` and give its run directory")
-    out = Path(args.out) if args.out else Path(args.run_dir) / "roofline.png"
-    if not out.parent.is_dir():
-        raise UsageError(f"{out.parent} does not exist: give --out a file in an existing directory")
+    out = outputs.file(Path(args.out) if args.out else Path(args.run_dir) / "roofline.png")
     bad = roofline.violations(all_roofs)
-    roofline.plot(device, all_roofs, out, bad)
+    try:
+        roofline.plot(device, all_roofs, out, bad)
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot write the chart ({e.strerror or e}); choose another file") from e
 
     def fmt(x, unit):
         return "—" if x is None else f"{x:.1f} {unit}"

@@ -129,6 +129,30 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
             group.close()
 
 
+def _nothing_fits(outcome, progress) -> None:
+    """A run in which every case was skipped for memory asked for nothing this machine can hold: its run directory
+    goes (it holds no figure), and one line says so (exit 2), as for any other request that cannot be met."""
+    import contextlib
+    import shutil
+
+    from gpubench.memory import TOO_BIG
+
+    df = outcome.frame
+    if outcome.status != "complete" or df.empty or not (df["status"] == "skipped").all():
+        return
+    messages = df["message"].astype(str)
+    if not messages.str.contains(TOO_BIG, regex=False).all():
+        return  # skipped for other reasons (no GPU for copies and launches): a run that says why, exit 0
+    if progress:
+        progress.discard()  # the skips it held back: the one line below says what they would
+    shutil.rmtree(outcome.run_dir.path, ignore_errors=True)
+    with contextlib.suppress(OSError):  # the cluster's folder too, where this run made it and left it empty
+        outcome.run_dir.path.parent.rmdir()
+    smallest = min(messages, key=len)
+    raise UsageError(f"nothing asked for fits here: each of the {df['case'].nunique()} case(s) was too large (e.g. "
+                     f"{smallest}); choose smaller --sizes")
+
+
 def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, group, fleet=False) -> int:
     from gpubench import runner
     from gpubench.console import RunProgress, out_console, summary_tables
@@ -145,6 +169,8 @@ def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, grou
             p, backend, out=args.out, cluster=cluster, argv=argv, quick=args.quick, progress=progress,
             telemetry=not args.no_telemetry, group=group, fleet=fleet, processes=getattr(args, "processes", 1),
         )
+        if root:
+            _nothing_fits(outcome, progress)
     finally:
         if progress:
             progress.stop()

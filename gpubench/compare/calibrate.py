@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gpubench import outputs
 from gpubench.compare import cross
 from gpubench.compare.load import KEY, Side, is_run_dir, resolve, run_candidates
 from gpubench.compare.thresholds import DEFAULT_THRESHOLD, NOT_GATED, Thresholds, dumps
@@ -108,9 +109,7 @@ def calibrate(sides: Sequence[Side], *, safety: float = DEFAULT_SAFETY, floor: f
 
 
 def write(cal: Calibration, out: str | os.PathLike) -> Path:
-    out = Path(out)
-    if not out.parent.is_dir():
-        raise UsageError(f"{out.parent} does not exist: give --out a file in an existing directory")
+    out = outputs.file(out)
     ids = [i for s in cal.runs for i in s.run_ids]
     header = (f"gpubench compare thresholds, written by gpubench calibrate from {len(cal.runs)} runs "
               f"({ids[0] if ids else '?'} … {ids[-1] if ids else '?'}).\n"
@@ -119,8 +118,7 @@ def write(cal: Calibration, out: str | os.PathLike) -> Path:
               "Use: gpubench compare BASELINE CURRENT --thresholds THIS_FILE")
     notes = {(d["suite"], d["case"], d["metric"]): f"spread {100 * d['spread']:.2f}% over {d['runs']} runs"
              for d in cal.detail.to_dict("records") if d["gated"]}
-    out.write_text(dumps(cal.thresholds, header, notes))
-    return out
+    return outputs.write_text(out, dumps(cal.thresholds, header, notes))
 
 
 __all__ = ["Calibration", "calibrate", "expand", "write", "DEFAULT_SAFETY", "DEFAULT_FLOOR", "DEFAULT_MAX_THRESHOLD"]
