@@ -81,3 +81,18 @@ def test_a_run_without_time_figures_exits_2(capsys, tmp_path_factory, tmp_path):
     code, _, err = cli(capsys, "export", run, "--out", tmp_path / "x.json")
     assert code == 2 and "no ok time figure" in one_line_error(err)
     assert not (tmp_path / "x.json").exists()
+
+
+def test_without_pytest_benchmark_the_line_names_the_extra_that_installs_it(capsys, monkeypatch, tmp_path_factory,
+                                                                             tmp_path):
+    import tomllib
+
+    run = base_run(tmp_path_factory)
+    monkeypatch.setitem(sys.modules, "pytest_benchmark.stats", None)  # not installed
+    code, _, err = cli(capsys, "export", run, "--out", tmp_path / "x.json")
+    assert code == 2 and "pip install 'gpubench-suite[pytest]'" in one_line_error(err)
+    assert not (tmp_path / "x.json").exists()
+    # and the extra it names is the project's own
+    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
+    assert project["name"] == "gpubench-suite"
+    assert any(d.startswith("pytest-benchmark") for d in project["optional-dependencies"]["pytest"])
