@@ -61,8 +61,9 @@ def printed_rows(path: Path, lead: int, width: int, placements, collective):
 def test_text_import_keeps_every_printed_figure_exactly(tmp_path, name):
     tool, lead, width, placements, collective = TEXT[name]
     code, dirs = do_import(tmp_path, tool, FIX / name)
-    assert code == 0 and len(dirs) == 1
+    assert len(dirs) == 1
     df = results.load(dirs[0])
+    assert code == (1 if (df["status"] == "invalid").any() else 0)  # a result the tool found wrong fails, as in run
     expected = list(printed_rows(FIX / name, lead, width, placements, collective))
     assert expected and len(df) == 3 * len(expected)  # time, algbw, busbw for each placement printed
     for lineno, coll, placement, time, algbw, busbw in expected:
@@ -182,8 +183,11 @@ def test_validation_off_gives_unknown_validity(tmp_path):
     assert df["valid"].isna().all() and df["wrong"].isna().all() and (df["status"] == "ok").all()
 
 
-def test_rccl_asterisk_marks_the_row_invalid(tmp_path):
-    _, (d,) = do_import(tmp_path, "rccl-tests", FIX / "rccl-2023-all_reduce-nthreads-colon.txt")
+def test_rccl_asterisk_marks_the_row_invalid(tmp_path, capsys):
+    code, (d,) = do_import(tmp_path, "rccl-tests", FIX / "rccl-2023-all_reduce-nthreads-colon.txt")
+    out = capsys.readouterr().out
+    # the summary says how many results the tool found wrong, and the import fails as a run with a wrong answer does
+    assert code == 1 and ", 1 wrong (status invalid)" in out and "1 result(s) the tool found wrong" in out
     df = results.load(d)
     bad = df[df["status"] == "invalid"]
     assert set(bad["bytes"]) == {1 << 25} and set(bad["inplace"]) == {True} and len(bad) == 3
@@ -241,13 +245,15 @@ def test_collective_option_is_checked(tmp_path, capsys):
         capsys.readouterr().err
 
 
-def test_tool_word_is_checked_against_the_content(tmp_path, capsys):
+def test_the_log_s_content_names_the_tool_whichever_word_was_typed(tmp_path, capsys):
+    # the command reads both tools' logs: an rccl-tests log imported as nccl-tests is rccl-tests, said once
     code, (d,) = do_import(tmp_path / "a", "nccl-tests", FIX / "rccl-develop-all_reduce-2x8-M1.txt")
-    assert code == 0 and "looks like rccl-tests output, not nccl-tests" in capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert code == 0 and err == "" and "  rccl-tests " in out
     assert set(results.load(d)["engine"]) == {"rccl-tests"}
     # A log that does not say which tool printed it takes the word the user gave.
     code, (d,) = do_import(tmp_path / "b", "rccl-tests", FIX / "pre2.13-all_reduce-2x8-error-column.txt")
-    assert code == 0 and capsys.readouterr().err == ""
+    assert code == 1 and capsys.readouterr().err == ""  # 1: the log holds a result its tool found wrong
     assert set(results.load(d)["engine"]) == {"rccl-tests"}
 
 
@@ -283,7 +289,7 @@ def test_footer_count_that_disagrees_with_the_rows_is_reported(tmp_path, capsys)
         "Out of bounds values : 1 FAILED", "Out of bounds values : 2 FAILED"))
     code, _ = do_import(tmp_path, "nccl-tests", log)
     err = capsys.readouterr().err
-    assert code == 0 and "the footer counts 2 out-of-bounds result(s), the rows show 1" in err
+    assert code == 1 and "the footer counts 2 out-of-bounds result(s), the rows show 1" in err
 
 
 def _method_of(table_dir):

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from gpubench import commtable
+from gpubench.commands import EXIT_FAILED, EXIT_OK
 from gpubench.errors import UsageError
 from gpubench.nccltests.model import TOOLS, collective_of_binary
 
@@ -33,7 +34,7 @@ def _collective(text: str | None) -> str | None:
 
 
 def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from gpubench.console import out_console
+    from gpubench.console import fmt_value, out_console
     from gpubench.nccltests.importer import import_logs
 
     done = import_logs(list(args.files), tool=args.tool, out=args.out, cluster=args.cluster,
@@ -41,13 +42,19 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
     for w in done.warnings:
         print(f"gpubench: warning: {w}", file=sys.stderr)
     console = out_console()
-    for run in done.runs:
+    for run, wrong in zip(done.runs, done.invalid or [0] * len(done.runs)):
         if not run.rows:
             continue
         peak = max((r.busbw for r in run.rows), default=float("nan"))
+        bad = f", {wrong} wrong (status invalid)" if wrong else ""
         console.print(
             f"{run.source}:{run.line}  {run.tool} {run.version or '(' + str(run.generation) + ')'}  "
-            f"{run.collective}  {run.world_size} ranks on {run.nnodes} node(s)  {len(run.rows)} results  "
-            f"peak busbw {peak:g} GB/s", markup=False, highlight=False)
+            f"{run.collective}  {run.world_size} ranks on {run.nnodes} node(s)  {len(run.rows)} results{bad}  "
+            f"peak busbw {fmt_value(peak)} GB/s", markup=False, highlight=False)
     console.print(f"{done.rows} rows; run directory: {done.run_dir.path}", markup=False, highlight=False)
-    return 0
+    wrong = sum(done.invalid)
+    if wrong:  # as gpubench run does when a case gave a wrong answer
+        console.print(f"{wrong} result(s) the tool found wrong: imported as invalid (their message says why)",
+                      markup=False, highlight=False)
+        return EXIT_FAILED
+    return EXIT_OK

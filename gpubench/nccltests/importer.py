@@ -31,6 +31,7 @@ class Imported:
     runs: list[Run]
     rows: int
     warnings: list[str] = field(default_factory=list)
+    invalid: list[int] = field(default_factory=list)  # placements each run's tool found wrong (by run)
 
 
 def read(path: str | os.PathLike, *, collective: str | None = None, tool: str = "nccl-tests") -> list[Run]:
@@ -69,11 +70,9 @@ def import_logs(paths: list[str], *, tool: str, out: str, cluster: str | None, c
     runs: list[Run] = []
     files = []
     for path in paths:
+        # nccl-tests and rccl-tests logs are read alike; each run records the tool its log names (the summary line
+        # says it), whichever was typed.
         found = read(path, collective=collective, tool=tool)
-        detected = {r.tool for r in found if r.tool_detected}
-        if detected and detected != {tool}:
-            warnings.append(f"{path} looks like {' and '.join(sorted(detected))} output, not {tool}: imported as "
-                            "the log says")
         if not found:
             raise ParseError(path, None, f"no {tool} run in this file (no '# nThread' line or result table)")
         data = Path(path).read_bytes()
@@ -90,12 +89,13 @@ def import_logs(paths: list[str], *, tool: str, out: str, cluster: str | None, c
     if env:  # the NCCL/RCCL settings the binaries ran with, when gpubench started them (a text log has none)
         fp["volatile"]["env"] = {**env, **fp["volatile"]["env"]}
     # Convert everything before the directory exists: a row that fails its check stops the import here.
-    staged = []
+    staged, wrong = [], []
     for i, run in enumerate(runs):
         rows = comm_rows(run)
         staged.append([{**r, "import_run": i} for r in rows])
         # The footer counts the placements the tool found wrong; the rows should say the same.
         invalid = len({(r["source"], r["inplace"]) for r in rows if r["status"] == "invalid"})
+        wrong.append(invalid)
         if run.rows and run.out_of_bounds is not None and run.out_of_bounds != invalid:
             warnings.append(f"{run.source}:{run.line}: the footer counts {run.out_of_bounds} out-of-bounds "
                             f"result(s), the rows show {invalid} (a printed error close to the bound?)")
@@ -126,7 +126,7 @@ def import_logs(paths: list[str], *, tool: str, out: str, cluster: str | None, c
     rd.meta["suites"][commtable.SUITE]["cases"] = int(df["case"].nunique())
     rd.write_table(commtable.SUITE, df)
     rd.finish("complete", cases_done=int(df["case"].nunique()))
-    return Imported(rd, runs, len(df), warnings)
+    return Imported(rd, runs, len(df), warnings, wrong)
 
 
 # --- convert: a parsed run → rows of gpubench's ``comm`` table (:func:`gpubench.commtable.imported_rows`).
