@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import re
 import sys
 from typing import Any
@@ -26,7 +27,8 @@ def err_console() -> Console:
 
 
 def fmt_value(value: Any) -> str:
-    """Four significant digits, never an exponent: 12,439 and 0.00001234, not 1.244e+04 and 1.234e-05."""
+    """Four significant digits, never an exponent, thousands grouped: 12,439, 7,962 and 0.00001234, not
+    1.244e+04, 7962 and 1.234e-05."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
     v = float(value)
@@ -34,11 +36,21 @@ def fmt_value(value: Any) -> str:
         return "0"
     if not math.isfinite(v):
         return str(v)
-    if abs(v) >= 1e4:
+    if abs(v) >= 1e3:
         return f"{v:,.0f}"
     if abs(v) >= 1e-4:
         return f"{v:.4g}"
     return f"{v:.{3 - math.floor(math.log10(abs(v)))}f}".rstrip("0")
+
+
+def two_digits(value: float) -> str:
+    """Two significant digits, as fmt_value writes numbers: 110, 3.5, 0.048 (a spread, a p-value)."""
+    return fmt_value(float(f"{value:.2g}")) if math.isfinite(value) else str(value)
+
+
+def p_text(p: float) -> str:
+    """A p-value: two significant digits, and below 0.0001 just that (tiny p-values say nothing more)."""
+    return "<0.0001" if 0 <= p < 1e-4 else two_digits(p)
 
 
 # Units as people read them (the tables store plain ASCII: "us").
@@ -56,7 +68,7 @@ def _headline(rows: list[dict]) -> str:
     if r["status"] != "ok":
         return f"{r['status']}: {r['message']}"
     cv = r["cv"]
-    cv_text = "" if cv is None or math.isnan(cv) else f" ±{100 * cv:.2g}%"
+    cv_text = "" if cv is None or math.isnan(cv) else f" ±{two_digits(100 * cv)}%"
     shared = [f"({s})" for s in (_beside(r),) if s]
     return " ".join([f"{fmt_value(r['value'])} {unit_text(r['unit'])}{cv_text}", *shared])
 
@@ -119,7 +131,7 @@ class RunProgress:
             self._reasons.add(reason)
             self._unsaid += not said
         if said:
-            line = f"[{self._done}/{self._total}] {suite.name} {case.id}: {_headline(rows)}"
+            line = f"[{self._done}/{self._total}] {suite.name} {case_text(case.params)}: {_headline(rows)}"
             if skipped and self._held is not None:
                 self._held.append(line)
             else:
@@ -182,7 +194,7 @@ def summary_tables(
         params = [p for p in params if p not in constant]
         title = f"{suite} (v{first['suite_version'].iloc[0]})"
         if constant:
-            title += "\n" + ", ".join(f"{p}={_param_text(p, shown[p].iloc[0])}" for p in constant)
+            title += "\n" + ", ".join(f"{p}={param_text(p, shown[p].iloc[0])}" for p in constant)
         caption = "\n".join(f"{count} cases skipped: {msg}" for msg, count in collapsed) or None
         if shown.empty:  # every case skipped for a reason shared with others: the reasons are the table
             table = Table(title=escape(title), title_justify="left", show_header=False)
@@ -212,7 +224,7 @@ def summary_tables(
                 flags += [s for s in (_beside(r),) if s]
                 status = f"ok ({', '.join(flags)})" if flags else "ok"
             table.add_row(
-                *([r["_gpu"]] if many else []), *[escape(_param_text(p, r[p])) for p in params],
+                *([r["_gpu"]] if many else []), *[escape(param_text(p, r[p])) for p in params],
                 fmt_value(r["value"]), cv_text, *(fmt_value(values[m].get((r["_gpu"], r["case"]))) for m in units),
                 str(int(r["n"])), *([fmt_value(r["sm_clock_mhz"])] if clocks else []),
                 f"[{_STATUS_STYLE.get(r['status'], '')}]{escape(status)}[/]",
@@ -244,7 +256,16 @@ def _gpu_labels(rows: pd.DataFrame) -> pd.Series:
     return hosts + ":" + idx if hosts.nunique() > 1 else idx
 
 
-def _param_text(name: str, value: Any) -> str:
+def case_text(params: Any) -> str:
+    """A case's parameters as people read them (``op=copy,dtype=fp32,array_bytes=128 MiB``), its id's order."""
+    return ",".join(f"{k}={param_text(k, v)}" for k, v in params)
+
+
+def param_text(name: str, value: Any) -> str:
+    """A parameter's value as every screen shows it: byte counts in binary units (``128 MiB``), one dtype
+    vocabulary (``fp32``), whole floats without their ``.0``; a value read from a case id (text) alike."""
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
     if name == "dtype":
         return _DTYPE_TEXT.get(str(value), str(value))
     if "bytes" in name and isinstance(value, numbers.Real) and not math.isnan(value):
@@ -257,6 +278,10 @@ def _param_text(name: str, value: Any) -> str:
 
 
 def out_console() -> Console:
-    # In a log or a pipe (not a terminal) rich would wrap and cut tables at 80 columns; a log has room.
+    # In a log or a pipe (not a terminal) rich would wrap and cut tables at 80 columns; a log has room, unless
+    # whoever reads it says how wide it is (COLUMNS).
     c = Console()
-    return c if c.is_terminal else Console(width=240)
+    if c.is_terminal:
+        return c
+    columns = os.environ.get("COLUMNS", "")
+    return Console(width=int(columns) if columns.isdigit() and int(columns) > 0 else 240)

@@ -52,9 +52,8 @@ def test_a_mostly_same_compare_fits_a_screen_and_lists_what_moved(capsys, base, 
     assert lines[0] == "5 WORSE, 120 SAME"  # the counts lead
     worse = [ln for ln in lines if ln.lstrip().startswith("WORSE")]
     assert len(worse) == 5 and not any(ln.lstrip().startswith("SAME") for ln in lines)
-    # the parameters every listed row shares are said once; the rest is a short id on one line
-    # the parameters every listed row shares are said once; what is left is a short id
-    assert "every case listed has dtype=fp32, array_bytes=8M, impl=torch" in out
+    # the parameters every listed row shares are said once, as the run's tables say them; what is left is a short id
+    assert "every case listed has dtype=fp32, array_bytes=8 MiB, impl=torch" in out
     assert sorted(ln.split()[2] for ln in worse) == ["op=copy"] * 2 + ["op=triad"] * 3
     assert "120 SAME figure(s) not listed" in out
 
@@ -76,7 +75,7 @@ def test_short_cases_drop_what_every_row_shares():
     short, shared = short_cases(["op=copy,dtype=fp32,array_bytes=1073741824,impl=torch",
                                  "op=copy,dtype=fp32,array_bytes=4194304,impl=triton"])
     assert shared == ["op=copy", "dtype=fp32"]
-    assert short == ["array_bytes=1G,impl=torch", "array_bytes=4M,impl=triton"]
+    assert short == ["array_bytes=1 GiB,impl=torch", "array_bytes=4 MiB,impl=triton"]
     assert short_cases(["a=1,b=3000"] * 2) == (["a=1,b=3000"] * 2, [])  # a lone case keeps its parameters
 
 

@@ -94,3 +94,12 @@ def test_a_suite_naming_block_columns_gets_one_table_per_block():
     text = console.export_text()
     assert "op=add" in text and "op=mul" in text  # each block's constant op sits in its own header line
     assert len(summary_tables(df, {"s": ("op", "dtype", "bytes")})) == 1
+
+
+def test_a_pipe_with_columns_set_gets_tables_that_wide(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    for name in all_suites():
+        assert name in out

@@ -19,7 +19,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     from gpubench.registry import all_suites
 
     table = Table(title="gpubench suites")
-    for col in ("suite", "version", "backends", "metrics", "description"):
+    table.add_column("suite", no_wrap=True)  # a name is typed back: never folded
+    for col in ("version", "backends", "metrics", "description"):
         table.add_column(col, overflow="fold")
     for name, cls in all_suites().items():
         metrics = ", ".join(f"{m.name} [{unit_text(m.unit)}, {'↑' if m.better == 'higher' else '↓'}]"

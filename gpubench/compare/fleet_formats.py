@@ -11,7 +11,7 @@ from rich.table import Table
 
 from gpubench.compare.fleet import FleetReport
 from gpubench.compare.formats import JunitCase, jsonable, junit_xml, markdown_table, pct
-from gpubench.console import fmt_value
+from gpubench.console import fmt_value, unit_text
 
 FLAGGED_SHOWN = 50  # the terminal lists this many flagged figures; the other formats list all of them
 DEVICE_HEADERS = ["device", "model", "figures", "flagged", "median gap (+ worse)", "worst deviation", "worst z",
@@ -30,7 +30,7 @@ def device_cells(d: dict) -> list[str]:
 
 
 def row_cells(r: dict) -> list[str]:
-    unit = r["unit"] or ""
+    unit = unit_text(r["unit"]) if r["unit"] else ""
     return [r["device_key"], str(r["suite"]), str(r["case"]), str(r["metric"]), f"{fmt_value(r['value'])} {unit}",
             f"{fmt_value(r['fleet_median'])} {unit}", pct(r["deviation"], signed=True), _z(r["z"]), r["direction"]]
 

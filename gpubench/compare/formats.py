@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpubench.compare.verdict import COMPARED, SAME, WORSE
-from gpubench.console import fmt_value
+from gpubench.console import fmt_value, p_text, param_text, unit_text
 
 FORMATS = ("terminal", "markdown", "junit", "json")
 SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".xml": "junit", ".json": "json"}
@@ -54,12 +54,12 @@ def pct(x: Any, signed: bool = False) -> str:
     v = _num(x)
     if not math.isfinite(v):
         return "—"
-    return f"{100 * v:+.1f}%" if signed else f"{100 * v:.3g}%"
+    return f"{100 * v:+.1f}%" if signed else f"{fmt_value(100 * v)}%"
 
 
 def _value(x: Any, unit: Any) -> str:
     v = _num(x)
-    return "—" if not math.isfinite(v) else f"{fmt_value(v)} {unit or ''}".strip()
+    return "—" if not math.isfinite(v) else f"{fmt_value(v)} {unit_text(unit) if unit else ''}".strip()
 
 
 def _peak(x: Any) -> str:
@@ -92,7 +92,7 @@ def row_cells(r: dict, cross_cluster: bool) -> list[str]:
         ratio = _num(r["ratio"])
         cells += [f"{ratio:.3f}×" if math.isfinite(ratio) else "—", _peak(r["baseline_pct_peak"]),
                   _peak(r["current_pct_peak"])]
-    cells += [pct(r["threshold"]), f"{p:.2g}" if math.isfinite(p) else "—", _basis(r), str(r["note"] or "")]
+    cells += [pct(r["threshold"]), p_text(p) if math.isfinite(p) else "—", _basis(r), str(r["note"] or "")]
     return cells
 
 
@@ -139,22 +139,16 @@ def shown_rows(report: Any, all_rows: bool = False) -> list[dict]:
     return sorted(rows, key=lambda r: (_RANK.get(_verdict(r), 9), -_worse_by(r)))
 
 
-def _short_value(v: str) -> str:
-    """4194304 → 4M: a byte count people read at a glance (exact powers of 1024 only)."""
-    if v.isdigit() and int(v) >= 1024:
-        n = int(v)
-        for unit in ("K", "M", "G", "T"):
-            n, rest = divmod(n, 1024)
-            if rest:
-                return v
-            if n < 1024:
-                return f"{n}{unit}"
-    return v
+def human_case(case: str) -> str:
+    """A case id with its values as every screen shows them (``array_bytes=4 MiB``)."""
+    pairs = [tuple(p.split("=", 1)) if "=" in p else (p, "") for p in str(case).split(",")]
+    return ",".join(f"{k}={param_text(k, v)}" if v else k for k, v in pairs)
 
 
 def short_cases(cases: Sequence[str]) -> tuple[list[str], list[str]]:
     """(each case id without the parameters all of them share, those shared parameters). Ids are
-    ``key=value`` lists; values that are byte counts are shortened. A lone case keeps all of its parameters."""
+    ``key=value`` lists; values read as every screen shows them (``array_bytes=4 MiB``, ``dtype=fp32``:
+    :func:`gpubench.console.param_text`). A lone case keeps all of its parameters."""
     parsed = [[tuple(p.split("=", 1)) if "=" in p else (p, "") for p in str(c).split(",")] for c in cases]
     shared: dict[str, str] = {}
     if len(set(map(str, cases))) > 1:  # one case (several metrics) keeps its whole id
@@ -162,7 +156,7 @@ def short_cases(cases: Sequence[str]) -> tuple[list[str], list[str]]:
         shared = {k: v for k, v in first.items() if all(dict(p).get(k, None) == v for p in parsed[1:])}
 
     def text(pairs):
-        return ",".join(f"{k}={_short_value(v)}" if v else k for k, v in pairs)
+        return ",".join(f"{k}={param_text(k, v)}" if v else k for k, v in pairs)
 
     short = [text([(k, v) for k, v in p if k not in shared]) or text(p) for p in parsed]
     return short, [text([kv]) for kv in shared.items()]

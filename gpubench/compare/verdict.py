@@ -41,6 +41,7 @@ import pandas as pd
 from gpubench.compare.cross import pct_of_peak, spec_peak
 from gpubench.compare.load import KEY
 from gpubench.compare.thresholds import Thresholds
+from gpubench.console import p_text
 from gpubench.levels import disturbed_by_load, set_by_host
 from gpubench.stats import best_p, mann_whitney, run_spread
 
@@ -157,7 +158,7 @@ def judge(
                     "note": f"beyond the run-to-run spread ({100 * spread:.1f}% over {over} × {factor:g})"}
         return {**out, "verdict": UNKNOWN,
                 "note": f"{direction.lower()} by the threshold or more, beyond the run-to-run spread, but within "
-                        f"noise (p={out['p_value']:.2g} > {alpha:g}; {n_text})"}
+                        f"noise (p={p_text(out['p_value'])} > {alpha:g}; {n_text})"}
     if window:
         return {**out, "verdict": UNKNOWN,
                 "note": f"{direction.lower()} by the threshold or more; the baseline window holds {max(runs, 1)} "
@@ -174,7 +175,7 @@ def judge(
         return {**out, "verdict": direction}
     return {**out, "verdict": UNKNOWN,
             "note": f"{direction.lower()} by the threshold or more, but within noise "
-                    f"(p={out['p_value']:.2g} > {alpha:g}; {n_text})"}
+                    f"(p={p_text(out['p_value'])} > {alpha:g}; {n_text})"}
 
 
 def _units(k: int, runs: int | None) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench import commtable, results
+from gpubench.console import fmt_value
 from gpubench.errors import UsageError
 from gpubench.fingerprint import identity_hash
 from gpubench.nccltests import model
@@ -271,9 +272,10 @@ def _judge_error(rows: list[dict[str, Any]], row: Row, n: int, engine: str) -> N
         r["check_tolerance"] = bound
         if not valid:
             r["status"] = "invalid"
-            r["message"] = (f"max abs error {error:.0e} above {engine}' bound {bound:.0e} ({row.type}, {n} ranks)"
+            r["message"] = (f"max abs error {fmt_value(error)} above {engine}' bound {fmt_value(bound)} ({row.type}, "
+                            f"{n} ranks)"
                             if error is not None and not row.flagged else
-                            f"{engine} marked the error {error:.0e} as above its threshold")
+                            f"{engine} marked the error {fmt_value(error)} as above its threshold")
 
 
 # --- identity: a fingerprint (the shape of :func:`gpubench.fingerprint.collect`'s) built from what logs say of a

@@ -112,10 +112,10 @@ def _chart(c: Chart, out: Path) -> str:
 
 
 def _compare(t: CompareTable) -> str:
-    from gpubench.compare.formats import context_lines, headers, row_cells
+    from gpubench.compare.formats import context_lines, headers, human_case, row_cells
 
     rep = t.report
-    cells = [row_cells(r, rep.cross_cluster) for r in rep.rows.to_dict("records")]
+    cells = [row_cells({**r, "case": human_case(r["case"])}, rep.cross_cluster) for r in rep.rows.to_dict("records")]
     diff = rep.system_differences
     info = (f"<h3>{escape(t.baseline.label)} (baseline) → {escape(t.current.label)}</h3>"
             f"<p><b>{escape(rep.summary())}</b>{' — cross-cluster: ' + escape('; '.join(diff)) if diff else ''}"
