@@ -3,9 +3,11 @@
 Per dtype, a log-log chart of TFLOP/s over arithmetic intensity (FLOP per byte, each case's declared
 ``work_flops / work_bytes``: BabelStream's bytes for ``elementwise``, A+B+C once for ``gemm``):
 
-- measured roofs, solid: the memory roof is the best ``elementwise`` copy bandwidth in the run (any dtype:
-  bytes are bytes); the compute roofs are the best ``gemm`` TF/s of the dtype (tensor cores) and the best
-  ``fma`` sweep TF/s of the dtype (vector units);
+- measured roofs, solid: the memory roof is the best bandwidth the run sustained, whichever op gave it (any
+  ``elementwise`` op and dtype: bytes are bytes; a point whose own bytes moved faster, such as a GEMM whose
+  operands stayed in cache, raises it to that rate, so that no point sits above the roof drawn); the compute
+  roofs are the best ``gemm`` TF/s of the dtype (tensor cores) and the best ``fma`` sweep TF/s of the dtype
+  (vector units);
 - spec roofs, dashed: the vendor's memory bandwidth and dense peaks (gpubench/peaks.py), where known;
 - every measured point with flops at its analytic intensity.
 
@@ -23,6 +25,8 @@ from pathlib import Path
 import pandas as pd
 
 from gpubench import peaks
+from gpubench.chartfit import thin_ticks
+from gpubench.console import fmt_value
 
 # Points never take the roofs' colours (red: tensor/gemm, orange: vector/fma).
 _POINT_COLORS = ("tab:blue", "tab:green", "tab:purple", "tab:brown", "tab:cyan", "tab:olive", "tab:gray")
@@ -45,13 +49,19 @@ class Point:
 @dataclass
 class Roofs:
     dtype: str
-    memory_gbps: float | None = None  # measured: best elementwise copy
+    memory_gbps: float | None = None  # measured: best bandwidth sustained (any elementwise op, or a point's own)
     tensor_tflops: float | None = None  # measured: best gemm of this dtype
     vector_tflops: float | None = None  # measured: best fma sweep of this dtype
     spec_memory_gbps: float | None = None
     spec_tensor_tflops: float | None = None
     spec_vector_tflops: float | None = None
     points: list[Point] = field(default_factory=list)
+
+    def measured_roof(self, p: Point) -> float:
+        """The highest measured roof drawn at the point's intensity (TF/s; inf where none is drawn)."""
+        peaks = [x for x in (self.tensor_tflops, self.vector_tflops) if x]
+        slope = self.memory_gbps * p.intensity / 1e3 if self.memory_gbps else math.inf
+        return min(slope, max(peaks) if peaks else math.inf)
 
     def spec_roof(self, p: Point) -> float | None:
         """The physical ceiling at the point's intensity, or None where the spec is unknown."""
@@ -71,9 +81,9 @@ def analyze(df: pd.DataFrame) -> tuple[str | None, list[Roofs]]:
     """(device name, roofs and points per dtype) of one run's rows."""
     device = str(df["device"].dropna().iloc[0]) if "device" in df.columns and df["device"].notna().any() else None
     spec = peaks.lookup(device)
-    copy = _ok(df, "elementwise", "bandwidth")
-    copy = copy[copy["op"] == "copy"] if "op" in copy.columns else copy.iloc[0:0]
-    memory = float(copy["value"].max()) if len(copy) else None
+    moved = _ok(df, "elementwise", "bandwidth")
+    moved = moved[pd.to_numeric(moved["value"], errors="coerce") > 0]
+    memory = float(moved["value"].max()) if len(moved) else None
 
     by_dtype: dict[str, Roofs] = {}
 
@@ -102,6 +112,10 @@ def analyze(df: pd.DataFrame) -> tuple[str | None, list[Roofs]]:
                 ro.tensor_tflops = max(ro.tensor_tflops or 0.0, float(r.value))
             elif family == "fma":
                 ro.vector_tflops = max(ro.vector_tflops or 0.0, float(r.value))
+    for ro in by_dtype.values():  # a point's own rate above the best op's (operands in cache) raises the roof to it
+        fastest = max((p.tflops * 1e3 / p.intensity for p in ro.points), default=0.0)
+        if ro.memory_gbps is not None or fastest:
+            ro.memory_gbps = max(ro.memory_gbps or 0.0, fastest)
     return device, [by_dtype[d] for d in sorted(by_dtype)]
 
 
@@ -167,6 +181,7 @@ def plot(device: str | None, all_roofs: list[Roofs], path: Path, bad: list) -> N
         ax.axis("off")
     fig.suptitle(f"gpubench roofline — {device or 'unknown device'}")
     fig.tight_layout()
+    thin_ticks(fig)
     fig.savefig(path, dpi=130)
     plt.close(fig)
 
@@ -174,9 +189,9 @@ def plot(device: str | None, all_roofs: list[Roofs], path: Path, bad: list) -> N
 def _roof_label(kind: str, bw: float | None, peak: float | None, unit: str) -> str:
     parts = []
     if bw:
-        parts.append(f"{bw:.0f} GB/s")
+        parts.append(f"{fmt_value(bw)} GB/s")
     if peak:
-        parts.append(f"{peak:.1f} TF/s {unit}")
+        parts.append(f"{fmt_value(peak)} TF/s {unit}")
     return f"{kind}: " + ", ".join(parts) if parts else kind
 
 

@@ -4,14 +4,16 @@ and the compare table for several runs; a note instead of an empty chart; exit 2
 import contextlib
 import io
 import json
+import os
 import re
 import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
-from gpubench import engine
+from gpubench import engine, results
 from gpubench.cli import main
 from gpubench.report.plotting import spread
 
@@ -245,3 +247,127 @@ def test_a_run_that_shared_its_gpu_or_ran_on_a_busy_host_is_said_at_the_top(tmp_
     (alone / "run.json").write_text(json.dumps(meta))
     code, log = quiet("report", alone, "--out", tmp_path / "quiet")
     assert 'class="warn"><li>' not in (tmp_path / "quiet" / "index.html").read_text()
+
+
+H100_RUN = Path(__file__).resolve().parent.parent / "results" / "reference" / "h100" / "gate-memory-20261125" / \
+    "runs" / "20261125T184855Z-57eba7"  # the quick set on one H100, 2026-11-25 (docs/measurements.md)
+_BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--window-size=1400,1800")
+
+
+def _chromium():
+    import shutil
+
+    found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if found is None:
+        if os.environ.get("GPUBENCH_REQUIRE_BROWSER"):  # CI installs it: a missing browser is a failure there
+            pytest.fail("GPUBENCH_REQUIRE_BROWSER is set and no chromium is installed")
+        pytest.skip("no chromium here (.ci/run installs Debian's)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def browsed(runs, tmp_path_factory):
+    """Reports of a CPU run, of an H100 run and of an imported H200 nccl-tests sweep beside the other runs, with
+    every figure's tick labels checked as it is saved."""
+    import matplotlib.figure
+
+    from gpubench.chartfit import overlaps
+
+    crowded = []
+    save = matplotlib.figure.Figure.savefig
+
+    def checked(fig, *a, **kw):
+        out = save(fig, *a, **kw)
+        renderer = fig.canvas.get_renderer()
+        for ax in fig.axes:
+            for axis in (ax.xaxis, ax.yaxis):
+                shown = [t for minor in (False, True) for t in axis.get_ticklabels(minor=minor)]
+                if overlaps(shown, renderer):
+                    crowded.append((str(a[0]), ax.get_title(), [t.get_text() for t in shown if t.get_visible()]))
+        return out
+
+    out = tmp_path_factory.mktemp("browsed")
+    sweep = _wide_sweep(runs["imported"], out / "sweep")
+    pages = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(matplotlib.figure.Figure, "savefig", checked)
+        for name, paths in (("cpu", [runs["elementwise"]]), ("h100", [H100_RUN]),
+                            ("many", [H100_RUN, runs["imported"], sweep, runs["comm"], runs["fake"]])):
+            code, log = quiet("report", *paths, "--out", out / name)
+            assert code == 0, log[-2000:]
+            pages[name] = out / name / "index.html"
+    return pages, crowded
+
+
+def _wide_sweep(imported: Path, dest: Path) -> Path:
+    """The imported H200 all_reduce's 1 MiB rows at every size nccl-tests' default sweep prints (-b 8 -e 16G -f 2:
+    32 sizes), as a run of their own: a bus-bandwidth chart with that many sizes on its x axis."""
+    df = results.load(imported)
+    one = df[df["bytes"] == (1 << 20)]
+    rows = []
+    for k in range(3, 35):
+        part = one.copy()
+        part["case"] = part["case"].str.replace("bytes=1048576", f"bytes={1 << k}", regex=False)
+        part["bytes"] = 1 << k
+        rows.append(part)
+    shutil.copytree(imported, dest)
+    results.save(pd.concat(rows, ignore_index=True), dest / "comm.parquet")
+    return dest
+
+
+def test_no_tick_labels_overlap_in_any_chart(browsed):
+    _, crowded = browsed
+    assert not crowded, crowded
+
+
+def test_no_roofline_point_sits_above_the_roof_drawn(runs):
+    from gpubench import roofline
+
+    for path in (runs["elementwise"], H100_RUN, runs["fake"]):
+        _, roofs = roofline.analyze(results.load(path))
+        assert roofs, path
+        for ro in roofs:
+            for p in ro.points:
+                assert p.tflops <= ro.measured_roof(p) * (1 + 1e-9), (path, ro.dtype, p)
+
+
+def test_the_pages_fit_1400_pixels_in_a_real_browser(browsed, tmp_path):
+    import subprocess
+
+    pages, _ = browsed
+    browser = _chromium()
+    for name, page in pages.items():
+        probe = page.with_name("probe.html")  # the page, telling its own laid-out width
+        probe.write_text(page.read_text(encoding="utf-8").replace(
+            "</body>", '<script>document.body.setAttribute("data-width", '
+                       'document.documentElement.scrollWidth)</script></body>'), encoding="utf-8")
+        argv = [browser, *_BROWSER_FLAGS, f"--user-data-dir={tmp_path / name}"]
+        dom = subprocess.run([*argv, "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120).stdout
+        width = re.search(r'data-width="(\d+)"', dom)
+        assert width and int(width.group(1)) <= 1400, (name, width and width.group(1))
+        shot = tmp_path / f"{name}.png"
+        subprocess.run([*argv, f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120)
+        assert shot.read_bytes()[:8] == PNG_MAGIC  # what a reader sees, for the record
+
+
+def test_crowded_tick_labels_are_thinned_until_none_overlap():
+    from matplotlib.ticker import FixedLocator, FuncFormatter
+
+    from gpubench.chartfit import overlaps, thin_ticks
+    from gpubench.report.plotting import fmt_bytes, pyplot
+
+    fig, ax = pyplot().subplots(figsize=(3.0, 2.0))
+    sizes = [1 << k for k in range(3, 35)]  # nccl-tests' default sweep, every size labelled, a narrow panel
+    ax.plot(sizes, range(len(sizes)))
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(sizes))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: fmt_bytes(x)))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    assert overlaps(ax.xaxis.get_ticklabels(), renderer)  # as drawn: 32M128M512M2G
+    thin_ticks(fig)
+    fig.savefig(io.BytesIO(), format="png")  # what is written keeps the thinning
+    shown = [t for t in ax.xaxis.get_ticklabels() if t.get_visible()]
+    assert not overlaps(shown, fig.canvas.get_renderer()) and shown[0].get_text() == "8B" and len(shown) > 2

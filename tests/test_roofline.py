@@ -19,7 +19,7 @@ def frame(rows):
 
 H200_ROWS = [
     row("elementwise", "bandwidth", 4200.0, op="copy", case="copy fp32"),
-    row("elementwise", "bandwidth", 4300.0, op="triad", case="triad fp32"),  # not the memory roof: copy is
+    row("elementwise", "bandwidth", 4300.0, op="triad", case="triad fp32"),  # the memory roof: the best op's
     row("elementwise", "bandwidth", 4400.0, op="copy", case="copy bad", status="invalid"),  # never counted
     row("elementwise", "throughput", 0.7, op="triad", flops=2 * 10, nbytes=12 * 10, case="triad fp32"),
     row("elementwise", "throughput", 60.0, op="fma256", flops=512 * 10, nbytes=8 * 10, case="fma256 fp32"),
@@ -31,11 +31,12 @@ H200_ROWS = [
 ]
 
 
-def test_roofs_are_the_best_copy_gemm_and_fma_rows_and_specs_come_from_the_table():
+def test_roofs_are_the_best_bandwidth_gemm_and_fma_rows_and_specs_come_from_the_table():
     device, all_roofs = roofline.analyze(frame(H200_ROWS))
     by = {r.dtype: r for r in all_roofs}
     assert device == "NVIDIA H200" and set(by) == {"fp32", "bf16"}
-    assert by["fp32"].memory_gbps == by["bf16"].memory_gbps == 4200.0
+    # the best bandwidth sustained, whichever op (a copy-only roof sat under the triad bars and points)
+    assert by["fp32"].memory_gbps == by["bf16"].memory_gbps == 4300.0
     assert by["bf16"].tensor_tflops == 680.0 and by["bf16"].vector_tflops is None
     assert by["fp32"].vector_tflops == 60.0 and by["fp32"].tensor_tflops is None
     spec = peaks.lookup("NVIDIA H200")
@@ -44,6 +45,15 @@ def test_roofs_are_the_best_copy_gemm_and_fma_rows_and_specs_come_from_the_table
     fp32 = sorted((p.label, p.intensity) for p in by["fp32"].points)
     assert fp32 == [("elementwise fma", 64.0), ("elementwise triad", pytest.approx(1 / 6))]
     assert roofline.violations(all_roofs) == []
+    assert all(p.tflops <= ro.measured_roof(p) for ro in all_roofs for p in ro.points)
+
+
+def test_a_point_whose_own_bytes_moved_faster_raises_the_memory_roof_to_it():
+    # a small GEMM whose operands stay in cache: 2 TF/s at 1 FLOP/byte is 2000 GB/s, above the 1000 measured
+    rows = [row("elementwise", "bandwidth", 1000.0, op="copy", case="copy"),
+            row("gemm", "throughput", 2.0, dtype="fp32", flops=1000, nbytes=1000, impl="torch", case="small")]
+    (ro,) = roofline.analyze(frame(rows))[1]
+    assert ro.memory_gbps == 2000.0 and ro.measured_roof(ro.points[0]) == pytest.approx(2.0)
 
 
 def test_a_point_above_its_spec_roof_is_a_measurement_error():

@@ -16,13 +16,14 @@ from gpubench.report.runs import Run
 
 PAGE = "index.html"
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1500px}
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1352px}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}
 h3{font-size:15px;margin:14px 0 6px} table{border-collapse:collapse;font-size:12px;margin:6px 0}
 td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top} th{background:#f4f4f4}
 img{max-width:100%;border:1px solid #eee} .note{color:#555;font-style:italic} .warn{color:#b00}
 tr.WORSE td{background:#fbd5d5} tr.BETTER td{background:#d6f5d6} tr.UNKNOWN td{background:#fff3c4}
-tr.SAME td{background:#fff} tr.other td{color:#888} code{font-size:11px;word-break:break-all}\n.small{font-size:11px;color:#555}
+tr.SAME td{background:#fff} tr.other td{color:#888} code{font-size:11px;overflow-wrap:anywhere}
+.small{font-size:11px;color:#555} table{max-width:100%} td{overflow-wrap:anywhere}
 """
 _ORDER = ("elementwise", "roofline", "gemm", "launch", "copy", "comm", "autotune")
 
@@ -43,10 +44,18 @@ def _median(df: pd.DataFrame, col: str, how: str = "median"):
 
 
 def _throttle(df: pd.DataFrame) -> str:
-    if "throttle" not in df.columns:
-        return "—"
+    """The throttle reasons seen while sampling; "not observed" where nothing read them (telemetry off, no NVML),
+    which is not the same as none."""
+    if "throttle" not in df.columns or not df["throttle"].notna().any():
+        return "not observed"
     seen = sorted({t.strip() for v in df["throttle"].dropna() for t in str(v).split(",") if t.strip()})
     return ", ".join(seen) or "none"
+
+
+def _observed(r: Run) -> bool:
+    """Whether device state was read at all for this run (a telemetry source, and not --no-telemetry)."""
+    return r.meta.get("telemetry") not in ("off", "none", None) and r.volatile.get("telemetry_source") not in (None,
+                                                                                                            "none")
 
 
 def _system_rows(runs: list[Run]) -> str:
@@ -65,7 +74,8 @@ def _system_rows(runs: list[Run]) -> str:
         start = (f"{_fmt(v.get('sm_clock_mhz'))} / {_fmt(v.get('mem_clock_mhz'))} MHz "
                  f"({_fmt(v.get('max_sm_clock_mhz'))} / {_fmt(v.get('max_mem_clock_mhz'))}), "
                  f"{_fmt(v.get('power_w'), ' W', 3)} of {_fmt(v.get('power_limit_w'), ' W', 3)}, "
-                 f"{_fmt(v.get('temp_c'), ' °C', 3)}, {', '.join(v.get('throttle') or []) or 'no throttle'}"
+                 f"{_fmt(v.get('temp_c'), ' °C', 3)}, "
+                 + (", ".join(v.get("throttle") or []) or "no throttle" if _observed(r) else "throttle not observed")
                  if v else "—")
         df = r.df
         during = (f"{_fmt(_median(df, 'sm_clock_mhz'))} / {_fmt(_median(df, 'mem_clock_mhz'))} MHz, "
@@ -73,7 +83,8 @@ def _system_rows(runs: list[Run]) -> str:
         argv = " ".join(str(a) for a in r.meta.get("argv") or [])
         rows.append([f"<b>{escape(r.label)}</b> <span class=\"small\">{escape(str(r.meta.get('start_time', '')))}<br>"
                      f"<code>{escape(str(r.path))}</code><br><code>{escape(argv)}</code></span>", escape(system),
-                     escape(soft), escape(start), escape(during), escape(_throttle(df))])
+                     escape(soft), escape(start), escape(during),
+                     escape(_throttle(df) if _observed(r) else "not observed")])
     return _table(head, rows)
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gpubench.chartfit import thin_ticks
+
 # A run keeps its colour across every chart of the page, so a reader can follow one run down the page.
 RUN_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray",
               "tab:olive", "tab:cyan")
@@ -51,6 +53,7 @@ def note(suite: str, title: str, why: str) -> Chart:
 def save(fig, out: Path, name: str) -> str:
     out.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
+    thin_ticks(fig)  # no tick labels overlap, whatever the panel holds
     fig.savefig(out / name, dpi=DPI)
     pyplot().close(fig)
     return name
