@@ -48,14 +48,15 @@ def process_name(pid: int, proc: Path = PROC) -> str:
     return f"pid {pid} ({name})"
 
 
-def _stat_fields(pid: int, proc: Path) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name (state, ppid, ...), or None."""
+def _stat(pid: int | str, proc: Path) -> tuple[str, list[str]] | None:
+    """(comm, the fields of /proc/PID/stat after it: state, ppid, ...), or None."""
     try:
         stat = (proc / str(pid) / "stat").read_text()
     except OSError:
         return None
     # comm is parenthesised and may hold spaces or parentheses: split after the last ")".
-    return stat.rpartition(")")[2].split()
+    head, _, rest = stat.rpartition(")")
+    return head.partition("(")[2], rest.split()
 
 
 @dataclass(frozen=True)
@@ -71,11 +72,12 @@ class HostCpu:
 
     /proc/stat's first line sums every CPU's time: busy is user + nice + system + irq + softirq + steal (guest
     time is inside user). The run's own time is each own process's utime + stime + cutime + cstime, so a worker
-    that ended and was reaped moves into its parent's cutime without being counted twice.
+    that ended and was reaped moves into its parent's cutime without being counted twice. ``own`` is read at
+    each mark (the watch adds its workers to the same set).
     """
 
-    def __init__(self, own: Iterable[int], proc: Path = PROC):
-        self.own = set(own)
+    def __init__(self, own: set[int], proc: Path = PROC):
+        self.own = own
         self.proc = proc
         self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -92,9 +94,9 @@ class HostCpu:
         cpus = sum(1 for line in lines[1:] if line.startswith("cpu") and line[3:4].isdigit()) or os.cpu_count() or 1
         ours = 0.0
         for pid in self.own:
-            f = _stat_fields(pid, self.proc)
-            if f is not None and len(f) > 12:  # utime stime (cutime cstime)
-                ours += sum(float(x) for x in f[11:15])
+            stat = _stat(pid, self.proc)
+            if stat is not None and len(stat[1]) > 12:  # utime stime (cutime cstime)
+                ours += sum(float(x) for x in stat[1][11:15])
         return _CpuMark(time.monotonic(), busy, ours, cpus)
 
     def share(self, a: _CpuMark | None, b: _CpuMark | None) -> float | None:
@@ -110,16 +112,12 @@ def _cpu_times(proc: Path) -> dict[int, tuple[int, float, str]]:
     """{pid: (ppid, utime+stime in clock ticks, comm)} of every process /proc shows."""
     out = {}
     for d in proc.iterdir() if proc.is_dir() else ():
-        if not d.name.isdigit():
+        stat = _stat(d.name, proc) if d.name.isdigit() else None
+        if stat is None:
             continue
+        name, fields = stat
         try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        head, _, rest = stat.rpartition(")")
-        fields = rest.split()
-        try:
-            out[int(d.name)] = (int(fields[1]), float(fields[11]) + float(fields[12]), head.partition("(")[2])
+            out[int(d.name)] = (int(fields[1]), float(fields[11]) + float(fields[12]), name)
         except (IndexError, ValueError):
             continue
     return out
@@ -141,8 +139,8 @@ def _descendants(roots: Iterable[int], table: dict[int, tuple[int, float, str]])
 class Heaviest:
     """The heaviest process outside the run over its duration (CPU time from /proc at the start and the end)."""
 
-    def __init__(self, own: Iterable[int], proc: Path = PROC):
-        self.own, self.proc = set(own), proc
+    def __init__(self, own: set[int], proc: Path = PROC):
+        self.own, self.proc = own, proc  # read at the end: the watch adds its workers to the same set
         self.t0 = time.monotonic()
         self.start = _cpu_times(proc)
 
@@ -189,9 +187,7 @@ class Watch:
 
     def add_own(self, pids: Iterable[int]) -> None:
         """Processes of this run started after the watch (its workers): ours, not co-tenants."""
-        self.own.update(pids)
-        self._cpu.own.update(pids)
-        self._heaviest.own.update(pids)
+        self.own.update(pids)  # the host readers share this set
 
     def host_load(self, a: _CpuMark | None, b: _CpuMark | None) -> float | None:
         """The share of the host's CPU time others used between two marks; a reader that knows better (the fake

@@ -18,6 +18,7 @@ samples, not the run: the rows keep the processes that finished, and a note says
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import pickle
@@ -194,8 +195,6 @@ class Workers:
 
 def scaled(config: Any, processes: int) -> Any:
     """The engine configuration of a per-process case: the sampling budget shared between the processes."""
-    import dataclasses
-
     if processes <= 1:
         return config
     return dataclasses.replace(config, budget_s=config.budget_s / processes)

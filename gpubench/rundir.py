@@ -63,7 +63,7 @@ def ensure_writable(out: str | os.PathLike, cluster: str) -> Path:
     return outputs.folder(Path(out) / cluster, "--out", parents=True)
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def write_json(path: Path, data: dict[str, Any]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
@@ -130,7 +130,7 @@ class RunDir:
         return rd
 
     def flush(self) -> None:
-        _write_json(self.path / results.RUN_FILE, self.meta)
+        write_json(self.path / results.RUN_FILE, self.meta)
 
     def write_table(self, suite: str, df: pd.DataFrame) -> Path:
         return results.save(df, self.path / f"{suite}{results.TABLE_SUFFIX}", suite=suite)

@@ -397,7 +397,8 @@ class _StopFlag:
         return False
 
 
-def _mark(rows: list[dict[str, Any]], contended: str | None, host_load: float | None) -> None:
+def mark_rows(rows: list[dict[str, Any]], contended: str | None, host_load: float | None) -> None:
+    """Who else used the machine while a case ran, on each of its rows (gpubench.contention.Watch.end)."""
     for r in rows:
         r["contended"], r["host_load"] = contended, host_load
 
@@ -528,7 +529,7 @@ def execute(
                     else:
                         new = run_case(suite, case, backend, base, cfg, sampler_source, group,
                                        interrupted=interrupted, ctx=p.contexts.get(suite.name))
-                    _mark(new, *watch.end(token, suite.name, case.id))
+                    mark_rows(new, *watch.end(token, suite.name, case.id))
                     if fleet:
                         mine.extend(new)
                         new = _everyones(group, new)

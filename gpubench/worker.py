@@ -3,8 +3,9 @@
 It reads the run's :class:`gpubench.processes.Spec` from ``DIR/spec.pkl``, opens the same device, lays out the
 same suites and picks the cases the spec names, then says ``ready`` and waits. A line on its standard input
 (JSON: ``own``, the pids of the run's own processes, which are not co-tenants, and ``cases``, suite -> the case
-ids to measure: those the run measured ok) starts it: it measures each case once, as the run does (gpubench.runner.run_case, the same engine settings, the budget shared between the processes), writes
-its rows to ``DIR/rows-K.pkl`` and says ``done``. End of input before that line: it leaves without measuring.
+ids to measure: those the run measured ok) starts it: it measures each case once, as the run does
+(gpubench.runner.run_case, the same engine settings, the budget shared between the processes), writes its rows
+to ``DIR/rows-K.pkl`` and says ``done``. End of input before that line: it leaves without measuring.
 
 Its protocol has the standard output to itself: whatever a library prints goes to standard error (the run
 keeps it in DIR, and quotes its last line if the worker fails). A Ctrl-C ends it at once: the run decides.
@@ -55,9 +56,7 @@ def main(argv: list[str]) -> int:
         for suite, case in cases:
             token = watch.begin()
             new = runner.run_case(suite, case, backend, base, config, sampler, ctx=plan.contexts.get(suite.name))
-            contended, load = watch.end(token)
-            for r in new:
-                r["contended"], r["host_load"] = contended, load
+            runner.mark_rows(new, *watch.end(token))
             rows.extend(new)
     finally:
         try:

@@ -39,6 +39,7 @@ import pandas as pd
 
 from gpubench import results
 from gpubench.compare import memory
+from gpubench.processes import labels
 from gpubench.errors import UsageError
 from gpubench.stats import summarize
 
@@ -388,12 +389,8 @@ def _by_process(g: pd.DataFrame) -> list[list[float]]:
     if "sample_process" not in g.columns:
         return []
     split: dict[int, list[float]] = {}
-    for samples, labels in zip(g["samples"], g["sample_process"]):
-        samples = list(samples if samples is not None else [])
-        labels = list(labels if labels is not None else [])
-        if len(labels) != len(samples):
-            labels = [0] * len(samples)
-        for v, k in zip(samples, labels):
+    for row in g[["samples", "sample_process"]].to_dict("records"):
+        for v, k in zip(row["samples"] or [], labels(row)):
             split.setdefault(int(k), []).append(float(v))
     return [split[k] for k in sorted(split)] if len(split) > 1 else []
 

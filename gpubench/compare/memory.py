@@ -18,18 +18,16 @@ stays at its regressed level is therefore WORSE every night, against the last go
 
 from __future__ import annotations
 
-import datetime as dt
 import getpass
 import json
-import os
 import socket
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpubench.contention import LOADED_HOST
+from gpubench.rundir import utc_now, write_json
 
 RECORD = "verdict.json"
 ACCEPTED = "accepted.json"
@@ -54,24 +52,6 @@ def _read(path: Path, fmt: str) -> dict[str, Any] | None:
     if not isinstance(doc, dict) or doc.get("format") != fmt or doc.get("version") != FILE_VERSION:
         return None
     return doc
-
-
-def write_json(path: Path, doc: dict[str, Any]) -> None:
-    """Written beside, then renamed: a reader sees the old file or the new one whole."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, indent=2, default=str)
-            f.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def who() -> str:
@@ -149,10 +129,6 @@ class Ledger:
         starts = [a.start for a in self.accepted.get(key, ())]
         return max(starts) if starts else None
 
-    def latest_acceptance(self, key: Key) -> Acceptance | None:
-        found = self.accepted.get(key)
-        return max(found, key=lambda a: a.start) if found else None
-
     def regressed(self, entry: Entry, key: Key) -> bool:
         """``entry`` holds a WORSE of ``key`` that nobody accepted: a night of a regression, no evidence of normal.
 
@@ -180,7 +156,7 @@ def record(run_dir: Path, *, rows: list[dict[str, Any]], summary: dict[str, int]
            baseline: dict[str, Any], rerun: str | None) -> Path:
     """Write ``run_dir``'s verdict (``rows``: compare's WORSE rows, each with its ``since`` and ``nights``)."""
     doc = {
-        "format": RECORD_FORMAT, "version": FILE_VERSION, "run_id": run_dir.name, "judged_at": now(),
+        "format": RECORD_FORMAT, "version": FILE_VERSION, "run_id": run_dir.name, "judged_at": utc_now(),
         "baseline": baseline, "rerun": rerun, "exit_code": exit_code, "summary": summary,
         "worse": [{k: r.get(k) for k in ("suite", "case", "metric", "change", "since", "nights")} for r in rows],
     }
@@ -198,7 +174,7 @@ def accept(run_dir: Path, figures: list[dict[str, Any]], reason: str, pattern: s
     ``run_dir``'s accepted.json; the acceptance written."""
     path = run_dir / ACCEPTED
     doc = _read(path, ACCEPTED_FORMAT) or {"format": ACCEPTED_FORMAT, "version": FILE_VERSION, "acceptances": []}
-    entry = {"at": now(), "by": who(), "reason": reason, "filter": pattern, "figures": figures}
+    entry = {"at": utc_now(), "by": who(), "reason": reason, "filter": pattern, "figures": figures}
     doc["acceptances"].append(entry)
     write_json(path, doc)
     return entry
@@ -214,4 +190,4 @@ def acceptances_of(run_dir: Path) -> dict[Key, dict[str, Any]]:
 
 
 __all__ = ["RECORD", "ACCEPTED", "SHARED", "BUSY", "Entry", "Ledger", "Acceptance", "left_out", "record",
-           "recorded", "accept", "acceptances_of", "key_of", "write_json"]
+           "recorded", "accept", "acceptances_of", "key_of"]

@@ -110,7 +110,7 @@ def _mark_ended(store, reason: str, status: str = "failed") -> Path | None:
     """Rank 0 published its run directory; if it did not close the run itself, record why it ended. Returns
     that directory (None if rank 0 published none)."""
     from gpubench import results
-    from gpubench.rundir import _write_json, utc_now
+    from gpubench.rundir import write_json, utc_now
 
     run = _run_dir(store)
     if run is None:
@@ -122,7 +122,7 @@ def _mark_ended(store, reason: str, status: str = "failed") -> Path | None:
         return run
     if meta.get("status") == "running":
         meta.update(status=status, error=reason, end_time=utc_now())
-        _write_json(path, meta)
+        write_json(path, meta)
     return run
 
 
