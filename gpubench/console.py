@@ -68,7 +68,8 @@ def _headline(rows: list[dict]) -> str:
     if r["status"] != "ok":
         return f"{r['status']}: {r['message']}"
     cv = r["cv"]
-    cv_text = "" if cv is None or math.isnan(cv) else f" ±{two_digits(100 * cv)}%"
+    # Below 0.001 % a spread is rounding in the clock, not noise: "±0%", never "±0.000000000000013%".
+    cv_text = "" if cv is None or math.isnan(cv) else f" ±{two_digits(100 * cv) if cv >= 1e-5 else '0'}%"
     shared = [f"({s})" for s in (_beside(r),) if s]
     return " ".join([f"{fmt_value(r['value'])} {unit_text(r['unit'])}{cv_text}", *shared])
 

@@ -344,7 +344,7 @@ def _pci(backend: Any) -> str | None:
 def _same_plan(p: Plan, group: Any) -> None:
     """The ranks of a fleet go case by case together: they must lay out the same cases (GPUs of different
     sizes may not), or say so on every rank before anything is written."""
-    mine = [(s.name, [c.id for c in p.cases[s.name]]) for s in p.suites]
+    mine = [(s.name, [s.fleet_key(c, p.contexts[s.name]) for c in p.cases[s.name]]) for s in p.suites]
     plans = group.gather_objects(mine)
     for rank, theirs in enumerate(plans):
         if theirs != plans[0]:

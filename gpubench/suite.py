@@ -239,6 +239,12 @@ class Suite:
         them. False by default."""
         return False
 
+    def fleet_key(self, case: Case, ctx: GridContext) -> str:
+        """What ``case`` is to the GPUs of a ``--devices`` run, which go case by case in step and so must lay out
+        the same grid: its id by default. A suite whose cases name devices (copy: gpu0→gpu1) says which case it is
+        relative to the rank's own device, so that the grids of two GPUs agree where their ids cannot."""
+        return case.id
+
     def summarize(self, rows: list[dict[str, Any]]) -> list[Derived]:
         """Figures derived across this suite's measured rows, after its last case. None by default."""
         return []

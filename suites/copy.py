@@ -70,7 +70,9 @@ class Copy(Suite):
     def cases(self, ctx: GridContext):
         sizes = ctx.sizes or (QUICK_SIZES if ctx.quick else SIZES)
         me, host = _gpu(ctx.device_index), "host"
-        peers = [i for i in range(ctx.device_count) if i != ctx.device_index]
+        # Each GPU's k-th peer is the one k + 1 places after it: in a --devices run, where every GPU runs its
+        # k-th peer case at once, each GPU then copies to a different one (no GPU takes every other's writes).
+        peers = [(ctx.device_index + k) % ctx.device_count for k in range(1, ctx.device_count)]
         for size in sizes:
             for memory in HOST_MEMORY:
                 yield Case.of(direction="h2d", memory=memory, src=host, dst=me, copy_bytes=size)
@@ -81,6 +83,16 @@ class Copy(Suite):
             for p in peers:
                 yield Case.of(direction="peer", memory="device", src=me, dst=_gpu(p), copy_bytes=size)
                 yield Case.of(direction="peer", memory="device", src=_gpu(p), dst=me, copy_bytes=size)
+
+    def fleet_key(self, case: Case, ctx: GridContext) -> str:
+        # gpu<me> is "self" and a peer is named by how many places after this GPU it is, as cases() orders them.
+        def rel(end: str) -> str:
+            if not end.startswith("gpu"):
+                return end
+            k = (_index(end) - ctx.device_index) % max(ctx.device_count, 1)
+            return "self" if k == 0 else f"peer+{k}"
+
+        return ",".join(f"{k}={rel(v) if k in ('src', 'dst') else v}" for k, v in case.params)
 
     def per_process(self, case: Case) -> bool:
         # A copy to or from host memory runs at a rate that follows where this process's host buffers landed.
@@ -99,7 +111,10 @@ class Copy(Suite):
         me = backend.device_index
         gpu_numa = topology.pci_numa_node(backend.pci_bus_id())
         extra: dict[str, Any] = {"gpu_numa": gpu_numa, "host_numa": None, "numa_bound": False,
-                                 "peer_access": None, "link": None}
+                                 "peer_access": None, "link": None,
+                                 # The roof a figure is held against (gpubench check's spec fallback); d2d has none
+                                 # (it counts its bytes once, though memory is read and written).
+                                 "roof": {"peer": "peer link", "d2d": None}.get(direction, "host link")}
 
         if direction == "peer":
             src_dev, dst_dev = _index(case["src"]), _index(case["dst"])

@@ -309,7 +309,10 @@ class Elementwise(Suite):
             flops=spec.flops_per_element * n,
             check=_checker(op, dtype),
             footprint=spec.arrays * size,
-            extra={"elements": n, "impl_config": config, "fma_steps": _fma_steps(op) if op in FMA_OPS else 0},
+            extra={"elements": n, "impl_config": config, "fma_steps": _fma_steps(op) if op in FMA_OPS else 0,
+                   # The roof a figure is held against (gpubench check's spec fallback): the streaming ops are
+                   # bound by device memory; the fma sweep climbs toward the vector units.
+                   "roof": "vector" if op in FMA_OPS else "memory"},
             # On GPUs, samples of 20 ms: H100, 2026-11-23, ten --quick runs (five 1 ms samples each) read the
             # same Triton kernel up to 3-5 % apart now and then, each run's own samples within 1 %: a few ms
             # can fall inside a slow spell that a run's next cases do not see.

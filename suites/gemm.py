@@ -511,6 +511,7 @@ class Gemm(Suite):
         # the grid runs products back to back under continuous load, as training does.
         search = on_gpu and case["shape"] == "search"
         extra["method"] = "flush, one call per sample, queued in batches" if search else "back to back"
+        extra["roof"] = "tensor"  # the dtype's matrix-unit peak (gpubench.peaks), as pct_peak is taken
         # Only large GEMMs meet the power limit: a small one runs held, idling before every batch.
         large = on_gpu and work > HOLD_MAX_FLOPS
         # A search warms the GPU up once per dtype, as mamf-finder does (30 s once, then 50 calls per shape):

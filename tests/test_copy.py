@@ -42,8 +42,24 @@ def test_grid_covers_every_direction_and_host_memory_kind():
 def test_peer_cases_are_both_directions_to_every_other_gpu():
     grid = ids(C.Copy().cases(ctx(sizes=(MiB,), device_index=1, device_count=3)))
     peers = [(s, d) for direction, _, s, d, _ in grid if direction == "peer"]
-    assert peers == [("gpu1", "gpu0"), ("gpu0", "gpu1"), ("gpu1", "gpu2"), ("gpu2", "gpu1")]
+    # the k-th peer is the GPU k + 1 places after this one: in a --devices run every GPU copies to another at once
+    assert peers == [("gpu1", "gpu2"), ("gpu2", "gpu1"), ("gpu1", "gpu0"), ("gpu0", "gpu1")]
     assert not [g for g in C.Copy().cases(ctx(sizes=(MiB,))) if g["direction"] == "peer"]  # one GPU: none
+
+
+def test_every_gpu_of_a_fleet_lays_out_the_same_peer_cases_relative_to_itself():
+    copy = C.Copy()
+    keys = []
+    for me in range(4):
+        c = ctx(sizes=(MiB,), device_index=me, device_count=4)
+        grid = list(copy.cases(c))
+        keys.append([copy.fleet_key(case, c) for case in grid])
+        # at the k-th peer case every GPU writes to a different GPU: no GPU takes every other's copies
+    assert keys[0] == keys[1] == keys[2] == keys[3] and "src=self,dst=peer+1" in ",".join(keys[0])
+    targets = [[case["dst"] for case in copy.cases(ctx(sizes=(MiB,), device_index=me, device_count=4))
+                if case["direction"] == "peer" and case["src"] == f"gpu{me}"] for me in range(4)]
+    for k in range(3):
+        assert len({t[k] for t in targets}) == 4
 
 
 def test_runner_tells_the_grid_which_device_and_how_many():

@@ -55,7 +55,7 @@ def test_bytes_are_counted_as_babelstream_counts_them(op, arrays, flops_per_elem
     w = E.Elementwise().prepare(Case.of(op=op, dtype="fp32", array_bytes=4096, impl="torch"), CpuBackend())
     assert w.bytes == arrays * 4096
     assert w.flops == flops_per_elem * 1024
-    assert w.extra == {"elements": 1024, "impl_config": "", "fma_steps": 0}
+    assert w.extra == {"elements": 1024, "impl_config": "", "fma_steps": 0, "roof": "memory"}
 
 
 def test_intensity_sweep_on_gpus_only_at_one_size_in_fp32_and_half_types():

@@ -147,7 +147,9 @@ class FakeBackend(Backend):
         self._cache = cache_bytes
         self._memory = memory_bytes
         self._available = memory_bytes if available_bytes is None else available_bytes
-        self._model = model_name
+        # GPUBENCH_FAKE_MODEL: the name the device reports (a real model's, for tests of what follows from it: the
+        # spec peaks, gpubench check's envelopes); the argument wins where a test gives one.
+        self._model = os.environ.get("GPUBENCH_FAKE_MODEL", model_name) if model_name == "Fake GPU" else model_name
         self._count = device_count
         self._reading = reading or {
             "sm_clock_mhz": 1980.0,

@@ -27,21 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpubench.errors import UsageError
+from gpubench.tomlfile import loads
 
 DEFAULT_THRESHOLD = 0.05
 SUITE_DEFAULT = "threshold"  # the key a suite's table uses for all its metrics
 NOT_GATED = "not gated"  # a case metric's value starting with this: too noisy to gate
-
-
-def _toml_loads(text: str) -> dict:
-    try:
-        import tomllib  # Python 3.11+
-    except ModuleNotFoundError:  # Python 3.10
-        try:
-            import tomli as tomllib  # type: ignore[no-redef]
-        except ModuleNotFoundError as e:
-            raise UsageError("reading a thresholds file on Python 3.10 needs tomli: pip install tomli") from e
-    return tomllib.loads(text)
 
 
 def check_fraction(value: object, where: str) -> float:
@@ -124,7 +114,7 @@ def load(path: str | os.PathLike) -> Thresholds:
     except OSError as e:
         raise UsageError(f"cannot read thresholds file {path}: {e.strerror or e}") from e
     try:
-        data = _toml_loads(text)
+        data = loads(text)
     except ValueError as e:  # tomllib.TOMLDecodeError is a ValueError
         raise UsageError(f"{path} is not valid TOML: {e}") from e
     return parse(data, str(path))

@@ -123,4 +123,17 @@ def detect(env: Mapping[str, str] | None = None) -> RankEnv | None:
     return None
 
 
-__all__ = ["RankEnv", "detect", "first_host", "DEFAULT_PORT"]
+def share_host_cores(backend: str, local_world_size: int) -> None:
+    """On backends that compute on the host's cores (cpu, fake), give each of this node's ranks its share of them:
+    ranks that each spread over all of them spin against each other in torch's thread pools (2 ranks on 2 cores: a
+    1 MiB fake copy took 27 s instead of 1.6). GPU backends keep torch's default."""
+    if backend not in ("cpu", "fake"):
+        return
+    import os
+
+    import torch
+
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_world_size)))
+
+
+__all__ = ["RankEnv", "detect", "first_host", "share_host_cores", "DEFAULT_PORT"]

@@ -103,6 +103,9 @@ def join(args: Any, suites: list, renv: Any):
     if renv.local_rank >= len(devices):
         raise UsageError(f"local rank {renv.local_rank} has no device: this node has {len(devices)} "
                          "(start one process per device)")
+    from gpubench.ranks.env import share_host_cores
+
+    share_host_cores(name, renv.local_world_size)
     backend = open_backend(name, devices[renv.local_rank])
     return backend, Group(renv, "gloo", args.timeout)  # the control plane only: the ranks exchange rows
 

@@ -55,8 +55,11 @@ def join(args: Any, renv: RankEnv):
     from gpubench.backends import open_backend, resolve_name
     from gpubench.ranks.group import Group
 
+    from gpubench.ranks.env import share_host_cores
+
     name = resolve_name(args.backend)
     gpu = name in ("cuda", "hip")
+    share_host_cores(name, renv.local_world_size)
     backend = open_backend(name, renv.local_rank if gpu else 0)  # each rank its own GPU; --device is not used
     group = Group(renv, "nccl" if gpu else "gloo", args.timeout, device=backend.torch_device if gpu else None)
     return backend, group
