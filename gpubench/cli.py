@@ -23,6 +23,8 @@ COMMANDS = {
     "run": "gpubench.commands.run",
     "compare": "gpubench.commands.compare",
     "accept": "gpubench.commands.accept",
+    "check": "gpubench.commands.check",
+    "expect": "gpubench.commands.expect",
     "calibrate": "gpubench.commands.calibrate",
     "export": "gpubench.commands.export",
     "import": "gpubench.commands.import_",

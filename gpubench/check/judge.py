@@ -1,0 +1,264 @@
+"""A figure's verdict: against its envelope (or the spec fallback) and against its peers, with confidence.
+
+For a figure where higher is better (a time mirrors every rule):
+
+- **Absolute.** Below ``fail_at`` beyond its own noise — the upper end of the 95 % interval of its median, from its
+  samples, is still below — it is a FAIL candidate; a median below ``warn_at`` (or below ``fail_at`` within noise)
+  is a WARN.
+- **Peers.** Its peers are the same figure on the node's other GPUs (or pairs), and with ``--fleet`` other nodes':
+  their median, leaving the figure itself out, so that one slow GPU of four is set against the three others and
+  a good GPU against a median the slow one cannot move. Worse than that median by more than ``PEER_FAIL`` beyond
+  noise is a FAIL candidate (gpu-fryer holds a GPU to within 10 % of the node's best); by more than ``PEER_WARN``
+  a WARN (SuperBench: 5 % of the fleet mean).
+- **Retry.** A FAIL candidate is measured again in a fresh process; if the retry reaches the thresholds it is a
+  PASS with a note (Azure's health check passes a node if any repeat reaches its floor), else a FAIL naming both.
+- **Not idle.** A figure measured while another process used the GPU (or, for a figure the host sets, while
+  others kept the host busy) is never a FAIL: what would fail is a WARN naming the process.
+- **Nothing to hold it against** (no envelope, no spec roof, no peer) is a SKIP that says so, never a PASS.
+
+``confidence`` is the share of bootstrap resamples of the median that fall on the decided side of the threshold
+that decided the state (for a PASS, the nearest one).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from gpubench.check.checkset import Evidence
+from gpubench.check.envelope import Envelope, Thresholds, thresholds
+from gpubench.check.model import Verdict
+from gpubench.levels import disturbed_by_load, set_by_host
+from gpubench.console import fmt_value as format_value
+from gpubench.console import unit_text
+
+PEER_WARN, PEER_FAIL = 0.05, 0.10
+# Figures the host sets (host-timed launches, copies to host memory: gpubench.levels) are the host's, which every GPU
+# of a node shares: how they differ between its GPUs is how the processes landed, not how the GPUs differ (2 × H100,
+# 2026-11-25: the two GPUs' host-timed launch read 6 % apart in two of three idle checks, 28 % on another machine).
+# They are held to their envelope (or spec) only; their peers' median is kept as evidence.
+SHARED_NOTE = "measured while"
+BUSY_HOST = 0.5  # the share of the host's CPUs others used at which a host-set figure is not judged
+_RESAMPLES = 2000
+_PID = re.compile(r"pid (\d+)(?: \(([^)]*)\))?")
+
+
+def interval(samples: list[float]) -> tuple[float, float] | None:
+    """95 % percentile-bootstrap interval of the median (fixed seed: the same samples, the same verdict)."""
+    if len(samples) < 3:
+        return None
+    draws = _medians(samples)
+    return float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))
+
+
+def _medians(samples: list[float]) -> np.ndarray:
+    x = np.asarray(samples, dtype=float)
+    rng = np.random.default_rng(0)
+    return np.median(x[rng.integers(0, len(x), size=(_RESAMPLES, len(x)))], axis=1)
+
+
+def _share_beyond(samples: list[float], threshold: float, sign: int) -> float | None:
+    """Share of resampled medians on the good side of ``threshold`` (sign +1: above is good; -1: below is good)."""
+    if len(samples) < 3:
+        return None
+    return float(np.mean(sign * (_medians(samples) - threshold) >= 0))
+
+
+def shared_with(ev: Evidence, foreign: dict[int, str] | None = None) -> str:
+    """Who else used the GPU (or the host, for a figure the host sets) while the figure was measured, as words that
+    follow "while": "the GPU was shared with pid 4242 (python3)"; "" none. ``foreign``: {pid: "pid N (name)"} the
+    facts watch saw on the figure's GPU."""
+    row = ev.row or {}
+    contended = str(row.get("contended") or "")
+    if contended:  # the rows say more ("pid 1144 (python3), device 100% busy before the run"): the pids suffice
+        named = pids_in(contended)
+        who = ", ".join(f"pid {p} ({n})" if n else f"pid {p}" for p, n in list(named.items())[:3]) or contended
+        return f"the GPU was shared with {who}"
+    if foreign:
+        return "the GPU was shared with " + ", ".join(list(foreign.values())[:3])
+    load = row.get("host_load")
+    if isinstance(load, (int, float)) and math.isfinite(load) and load >= BUSY_HOST and disturbed_by_load(row):
+        return f"other processes kept {load:.0%} of the host's CPUs busy"
+    return ""
+
+
+def pids_in(text: str) -> dict[int, str]:
+    return {int(m.group(1)): m.group(2) or "" for m in _PID.finditer(text or "")}
+
+
+class Judge:
+    """Judges every figure of a node. ``retry(ev)`` measures ``ev`` again in a fresh process (None: it could not);
+    ``fleet`` maps a check key to figures of other nodes' GPUs of the same model, extra peers."""
+
+    def __init__(self, envelope: Envelope | None, retry: Callable[[Evidence], float | None] | None = None,
+                 fleet: dict[str, list[float]] | None = None, links: dict[int, float | None] | None = None,
+                 foreign: dict[int, dict[int, str]] | None = None):
+        self.envelope, self.retry, self.fleet = envelope, retry, fleet or {}
+        self.links, self.foreign = links or {}, foreign or {}
+
+    def all(self, evidence: list[Evidence]) -> list[Verdict]:
+        by_key: dict[str, list[Evidence]] = {}
+        for ev in evidence:
+            by_key.setdefault(ev.figure.key, []).append(ev)
+        out = []
+        for key, evs in by_key.items():
+            for ev in evs:
+                out.append(self.one(ev, [o for o in evs if o is not ev]))
+        return out
+
+    def one(self, ev: Evidence, others: list[Evidence]) -> Verdict:
+        v = _base(ev)
+        if ev.row is None or ev.row.get("status") != "ok":
+            return _not_measured(v, ev)
+        shared = shared_with(ev, self._foreign_on(ev))
+        th = thresholds(ev.figure.key, ev.row, self.envelope, self.links.get(ev.gpu) if ev.gpu is not None else None)
+        peers = [o.value for o in others if o.row is not None and o.row.get("status") == "ok"
+                 and not shared_with(o, self._foreign_on(o)) and math.isfinite(o.value)]
+        peers += list(self.fleet.get(ev.figure.key, []))
+        if th is None and not peers:
+            v.state = "SKIP"
+            v.text = (f"{_fmt(v)}: nothing to hold it against (no envelope for {ev.row.get('device')}, no spec roof, "
+                      "no peer GPU): give --expect FILE (gpubench expect)")
+            return v
+        _fill(v, th, peers)
+        host = bool(set_by_host(ev.row))
+        if host and th is None:
+            v.state = "SKIP"
+            v.text = (f"{_fmt(v)}: the host sets this figure, and no envelope holds it for {ev.row.get('device')}: "
+                      "give --expect FILE (gpubench expect)")
+            return v
+        state, why, decisive = _decide(v, ev.samples, None if host else (PEER_WARN, PEER_FAIL))
+        if decisive is not None:  # how many resamples agree with what the figure was found to be
+            v.confidence = _share_beyond(ev.samples, decisive, -_sign(v) if state != "PASS" else _sign(v))
+        if shared:
+            v.notes.append(f"{SHARED_NOTE} {shared}")  # other nodes' checks do not take it for a peer (--fleet)
+        if state == "FAIL" and shared:
+            state, why = "WARN", f"{why}, while {shared}: not judged"
+        elif state == "FAIL" and self.retry is not None:
+            state, why = self._retried(v, ev, why)
+        v.state, v.text = state, why
+        return v
+
+    def _foreign_on(self, ev: Evidence) -> dict[int, str]:
+        """Other processes the facts watch saw on the GPUs a figure involves: its GPU, both GPUs of a pair, every
+        GPU for a node-wide figure (a collective runs at the pace of its slowest GPU)."""
+        gpus = [ev.gpu] if ev.gpu is not None else list(ev.pair) if ev.pair else list(self.foreign)
+        return {p: n for g in gpus for p, n in (self.foreign.get(g) or {}).items()}
+
+    def _retried(self, v: Verdict, ev: Evidence, why: str) -> tuple[str, str]:
+        again = self.retry(ev)
+        v.retry = again
+        if again is None or not math.isfinite(again):
+            v.notes.append("the retry in a fresh process could not measure it")
+            return "FAIL", why
+        probe = Verdict(**{**v.as_dict(), "pair": v.pair, "ci": None, "value": again})
+        state, _, _ = _decide(probe, [], None if set_by_host(ev.row) else (PEER_WARN, PEER_FAIL))
+        if state == "FAIL":
+            return "FAIL", f"{why} (retry: {format_value(again)})"
+        v.notes.append(f"first {format_value(v.value)}, a retry in a fresh process read {format_value(again)}")
+        v.confidence = None  # decided by the retry's figure, not by the first one's samples
+        return "PASS", f"{_fmt(v)}: the retry in a fresh process reached the thresholds ({format_value(again)})"
+
+
+def _base(ev: Evidence) -> Verdict:
+    row = ev.row or {}
+    better = row.get("better")
+    return Verdict(check=ev.figure.key, target=ev.target, state="SKIP", text="", kind="performance", gpu=ev.gpu,
+                   pair=ev.pair, title=ev.figure.title, value=ev.value if math.isfinite(ev.value) else None,
+                   unit=row.get("unit"), better=better, run_dir=ev.run_dir, case=row.get("case"))
+
+
+def _not_measured(v: Verdict, ev: Evidence) -> Verdict:
+    status = (ev.row or {}).get("status")
+    if status == "invalid":  # a wrong result is never excused: not by a co-tenant, not by a retry
+        v.state, v.text = "FAIL", f"wrong results: {ev.why}"
+    elif status == "error":
+        shared = shared_with(ev)
+        v.state = "WARN" if shared else "FAIL"
+        v.text = f"the measurement failed: {ev.why}" + (f" (while {shared})" if shared else "")
+    else:
+        v.state, v.text = "SKIP", ev.why or "not measured"
+    return v
+
+
+def _fill(v: Verdict, th: Thresholds | None, peers: list[float]) -> None:
+    if th is not None:
+        v.fail_at, v.warn_at, v.typical, v.reference = th.fail_at, th.warn_at, th.typical, th.reference
+        v._ceiling = th.ceiling  # type: ignore[attr-defined] — for the text only; the JSON carries reference
+    if peers:
+        v.peer_median, v.peers = float(np.median(peers)), len(peers)
+
+
+def _sign(v: Verdict) -> int:
+    return 1 if v.better == "higher" else -1
+
+
+def _worse(v: Verdict, x: float, limit: float) -> bool:
+    return (x < limit) if v.better == "higher" else (x > limit)
+
+
+def _decide(v: Verdict, samples: list[float], bands: tuple[float, float] | None = (PEER_WARN, PEER_FAIL)) \
+        -> tuple[str, str, float | None]:
+    """(state, text, the threshold that decided it) from the value, its interval and the references in ``v``.
+    Every threshold is crossed only beyond noise: by the figure's most favourable end of its interval; a median
+    past the floor whose interval still reaches it is a WARN, and one past ``warn_at`` within noise a PASS."""
+    ci = interval(samples)
+    v.ci = ci
+    value = float(v.value)
+    best = value if ci is None else (ci[1] if v.better == "higher" else ci[0])  # the figure's most favourable read
+    text = _fmt(v)
+    peers = bool(v.peer_median) and bands is not None  # None: the peers' median is evidence, not a reference
+    peer_warn, peer_fail = bands or (PEER_WARN, PEER_FAIL)
+    if v.fail_at is not None and _worse(v, best, v.fail_at):
+        return "FAIL", f"{text}, {_pct_of(v)} ({_limit(v, v.fail_at)})", v.fail_at
+    if peers:
+        limit = v.peer_median * (1 - _sign(v) * peer_fail)
+        if _worse(v, best, limit):
+            return "FAIL", f"{text}, {_dev(value, v)} {_peers(v)}", limit
+    if v.fail_at is not None and _worse(v, value, v.fail_at):
+        return "WARN", f"{text}, within noise of {_limit(v, v.fail_at)}", v.fail_at
+    if v.warn_at is not None and _worse(v, best, v.warn_at):
+        word = "below" if v.better == "higher" else "above"
+        return "WARN", f"{text}, {word} what healthy GPUs read ({_limit(v, v.warn_at, 'warn at')})", v.warn_at
+    if peers:
+        limit = v.peer_median * (1 - _sign(v) * peer_warn)
+        if _worse(v, best, limit):
+            return "WARN", f"{text}, {_dev(value, v)} {_peers(v)}", limit
+    decisive = v.fail_at if v.fail_at is not None else (v.peer_median * (1 - _sign(v) * peer_fail) if peers else None)
+    ref = f"{_limit(v, v.fail_at)}" if v.fail_at is not None else _peers(v).removeprefix("its ")
+    return "PASS", f"{text} ({ref})", decisive
+
+
+def _fmt(v: Verdict) -> str:
+    return f"{format_value(v.value)} {unit_text(v.unit or '')}".rstrip() if v.value is not None else "no figure"
+
+
+def _peers(v: Verdict) -> str:
+    if v.peers == 1:
+        return f"its peer's {format_value(v.peer_median)}"
+    return f"its {v.peers} peers' median {format_value(v.peer_median)}"
+
+
+def _limit(v: Verdict, x: float, word: str | None = None) -> str:
+    word = word or ("floor" if v.better == "higher" else "limit")
+    return f"{word} {format_value(x)}"
+
+
+def _pct_of(v: Verdict) -> str:
+    ref = v.typical if v.typical else None
+    if ref:
+        return f"{v.value / ref:.0%} of typical {format_value(ref)}"
+    ceiling = getattr(v, "_ceiling", None)
+    return f"{v.value / ceiling:.0%} of spec" if ceiling else (v.reference or "")
+
+
+def _dev(value: float, v: Verdict) -> str:
+    d = value / v.peer_median - 1
+    return f"{abs(d):.0%} {'below' if d < 0 else 'above'}"
+
+
+__all__ = ["SHARED_NOTE", "Judge", "interval", "shared_with", "pids_in", "PEER_WARN", "PEER_FAIL"]

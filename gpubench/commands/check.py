@@ -1,0 +1,66 @@
+"""``gpubench check``: a node's verdict, each GPU, link and copy path PASS / WARN / FAIL / SKIP with its evidence.
+
+Exit 0 PASS or WARN (and SKIP), 1 FAIL (with --strict, WARN too), 2 bad input. docs/check.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from gpubench.commands import EXIT_FAILED, EXIT_OK, add_device_args, default_cluster
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check", help="a node's health verdict: every GPU, link and copy path, in about a minute")
+    add_device_args(p)
+    p.add_argument("--devices", default="all", metavar="all|LIST", help="GPUs to check (default: all)")
+    p.add_argument("--out", default="results", metavar="DIR",
+                   help="results root for the check's run directories (default: ./results)")
+    p.add_argument("--cluster", default=None, metavar="LABEL", help="this node's label (default: host name)")
+    p.add_argument("--expect", default=None, metavar="FILE|none",
+                   help="envelope to hold the figures against (default: the shipped one for the GPU model; none: "
+                        "the spec fallback and peers only); make one with gpubench expect")
+    p.add_argument("--fleet", default=None, metavar="DIR",
+                   help="other nodes' check runs: their GPUs' figures are peers too; with --gather, the verdicts "
+                        "to gather")
+    p.add_argument("--gather", action="store_true",
+                   help="measure nothing: gather the nodes' verdicts under --fleet DIR, each held against the fleet")
+    p.add_argument("--checks", default=None, metavar="FILE.toml",
+                   help="another check set than the shipped one (same form as gpubench/check/checks.toml)")
+    p.add_argument("--strict", action="store_true", help="WARN fails too (exit 1)")
+    p.add_argument("--no-retry", action="store_true",
+                   help="a figure that would FAIL is not measured again in a fresh process before it does")
+    p.add_argument("--format", default="table", choices=("table", "json", "junit", "prometheus"),
+                   help="what to print (default: table); json/junit/prometheus go to --report FILE or stdout")
+    p.add_argument("--report", default=None, metavar="FILE",
+                   help="write the --format output here (a .prom file for prometheus: node-exporter's textfile)")
+
+
+def main(args: argparse.Namespace, argv: list[str]) -> int:
+    from gpubench.check import formats
+    from gpubench.check.node import Request, run
+    from gpubench.console import out_console
+    from gpubench.errors import UsageError
+
+    if args.gather:
+        from gpubench.check import gather
+
+        if not args.fleet:
+            raise UsageError("--gather reads the verdicts under --fleet DIR: give the folder of the nodes' check runs")
+        return gather.main(args.fleet, args.format, args.report, args.strict)
+    if args.format == "prometheus" and not args.report:
+        raise UsageError("--format prometheus writes a textfile: add --report PATH.prom (node-exporter's folder)")
+    if args.device != 0 and args.devices == "all":
+        args.devices = str(args.device)  # --device N: that GPU alone
+    req = Request(backend=args.backend, devices=args.devices, out=args.out, cluster=args.cluster or default_cluster(),
+                  expect=args.expect,
+                  fleet=args.fleet, strict=args.strict, retry=not args.no_retry, checks=args.checks)
+    node = run(req, argv)
+    console = out_console()
+    if args.format == "table":
+        formats.write(node, "table", args.report, console)
+    else:
+        formats.write(node, args.format, args.report, console)
+        if args.report:  # the machine format went to a file: people still get the one line
+            console.print(node.headline(), markup=False, highlight=False, soft_wrap=True)
+    return EXIT_FAILED if node.exit_code() else EXIT_OK

@@ -1,0 +1,211 @@
+"""`gpubench check` end to end on fake GPUs: the children it starts, the facts it reads, the verdict it prints and
+writes (JSON against its schema, JUnit, Prometheus text read back by real parsers), gather and expect."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# Two figures keep these runs short on a 2-core machine; the shipped set runs once below.
+SMALL = """
+[[figure]]
+key = "hbm"
+title = "HBM bandwidth (triad, fp32)"
+suite = "elementwise"
+case = 'op=triad,dtype=fp32,array_bytes=\\d+,impl=torch'
+metric = "bandwidth"
+largest = "array_bytes"
+
+[[figure]]
+key = "launch"
+title = "kernel launch, host side"
+suite = "launch"
+case = 'measure=host_launch,api=torch,nodes=1'
+metric = "time"
+"""
+FAKE_ENV = ("GPUBENCH_FAKE_",)
+
+
+def _gpubench(*args, env=None, timeout=300):
+    base = {k: v for k, v in os.environ.items() if not k.startswith(FAKE_ENV)}
+    return subprocess.run([sys.executable, "-m", "gpubench", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env={**base, **(env or {})})
+
+
+def _check(tmp_path, *args, env=None, checks=True):
+    small = tmp_path / "small.toml"
+    small.write_text(SMALL)
+    extra = ["--checks", small] if checks else []
+    return _gpubench("check", "--backend", "fake", "--out", tmp_path / "r", "--cluster", "n1", *extra, *args, env=env)
+
+
+def _verdict(tmp_path) -> dict:
+    (path,) = list((tmp_path / "r").rglob("check.json"))
+    return json.loads(path.read_text())
+
+
+def _states(doc) -> dict[tuple[str, str], str]:
+    return {(v["check"], v["target"]): v["state"] for v in doc["verdicts"]}
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory):
+    """Four fake GPUs: GPU 3 20 % slow, GPU 0 throttled by hardware, GPU 1's link at x8, GPU 2 with ECC errors."""
+    tmp = tmp_path_factory.mktemp("four")
+    facts = {"0": {"throttle": ["HwSlowdown"]}, "1": {"pcie_width": 8}, "2": {"ecc_uncorrected": 3}}
+    proc = _check(tmp, "--format", "json", "--report", tmp / "v.json",
+                  env={"GPUBENCH_FAKE_DEVICES": "4", "GPUBENCH_FAKE_SLOW": "3:1.25",
+                       "GPUBENCH_FAKE_FACTS": json.dumps(facts)})
+    return tmp, proc
+
+
+def test_a_slow_gpu_and_bad_facts_are_named_and_the_others_pass(four):
+    tmp, proc = four
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    doc = json.loads((tmp / "v.json").read_text())
+    s = _states(doc)
+    assert s[("hbm", "gpu3")] == "FAIL" and all(s[("hbm", f"gpu{i}")] == "PASS" for i in range(3))
+    assert s[("throttle", "gpu0")] == "FAIL" and s[("pcie_link", "gpu1")] == "FAIL" and s[("ecc", "gpu2")] == "FAIL"
+    assert s[("throttle", "gpu1")] == "PASS" and s[("ecc", "gpu0")] == "PASS"
+    texts = {(v["check"], v["target"]): v["text"] for v in doc["verdicts"]}
+    assert "x8 of x16" in texts[("pcie_link", "gpu1")] and "HwSlowdown" in texts[("throttle", "gpu0")]
+    assert "20% below its 3 peers' median" in texts[("hbm", "gpu3")]
+    hbm3 = next(v for v in doc["verdicts"] if v["target"] == "gpu3" and v["check"] == "hbm")
+    assert hbm3["retry"] == pytest.approx(hbm3["value"], rel=0.01)  # the retry in a fresh process agreed
+    assert doc["state"] == "FAIL" and doc["headline"].startswith("node n1: FAIL — GPU 0")
+    assert proc.stdout.strip().splitlines()[-1] == doc["headline"]  # the one line beside the JSON file
+    # the verdict beside the figures, in an ordinary run directory
+    assert _verdict(tmp)["verdicts"] == doc["verdicts"]
+    run = Path(doc["run_dirs"][0])
+    assert (run / "run.json").is_file() and (run / "elementwise.parquet").is_file()
+
+
+def test_the_json_validates_against_its_schema(four):
+    jsonschema = pytest.importorskip("jsonschema")
+    from gpubench.check.formats import load_schema
+
+    tmp, _ = four
+    doc = json.loads((tmp / "v.json").read_text())
+    jsonschema.Draft202012Validator(load_schema()).validate(doc)
+    doc["verdicts"][0]["state"] = "OK"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(load_schema()).validate(doc)
+
+
+def test_a_shared_gpu_is_warned_with_the_pid_never_failed(tmp_path):
+    proc = _check(tmp_path, "--no-retry", env={"GPUBENCH_FAKE_DEVICES": "3", "GPUBENCH_FAKE_SLOW": "1:1.3",
+                                               "GPUBENCH_FAKE_FACTS": json.dumps({"1": {"pids": [4242]}})})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    s = _states(doc := _verdict(tmp_path))
+    assert s[("hbm", "gpu1")] == "WARN" and s[("processes", "gpu1")] == "WARN"
+    assert s[("hbm", "gpu0")] == "PASS" and s[("processes", "gpu0")] == "PASS"
+    assert "pid 4242" in next(v["text"] for v in doc["verdicts"] if v["target"] == "gpu1" and v["check"] == "hbm")
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("node n1: WARN — GPU 1 hbm") and "pid 4242" in first
+
+
+def test_a_figure_below_the_floor_whose_retry_reaches_it_passes_with_the_note(tmp_path):
+    env_file = tmp_path / "fake.toml"
+    env_file.write_text('format = "gpubench-expect"\nversion = 1\ngpu = "Fake GPU"\nmatch = "^Fake GPU$"\n'
+                        'source = "test"\n[figure.hbm]\nunit = "GB/s"\nbetter = "higher"\ntypical = 96.0\n'
+                        'warn_at = 91.0\nfail_at = 86.0\n')
+    marker = tmp_path / "slow-once"
+    marker.write_text("")
+    proc = _check(tmp_path, "--expect", env_file, "--devices", "0",
+                  env={"GPUBENCH_FAKE_SLOW_CASES": "1.3:op=triad", "GPUBENCH_FAKE_SLOW_ONCE": str(marker)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    hbm = next(v for v in _verdict(tmp_path)["verdicts"] if v["check"] == "hbm")
+    assert hbm["state"] == "PASS" and hbm["value"] < 86.0 and hbm["retry"] >= 91.0
+    assert "retry in a fresh process reached" in hbm["text"] and not marker.exists()
+
+
+def test_all_slow_without_an_envelope_fail_against_the_spec(tmp_path):
+    # The fake triad reads 96 GB/s at factor 1: 0.0398 makes it 2,412 GB/s, 72 % of the H100's 3,350 (fallback 80 %)
+    proc = _check(tmp_path, "--expect", "none", "--no-retry",
+                  env={"GPUBENCH_FAKE_DEVICES": "2", "GPUBENCH_FAKE_MODEL": "NVIDIA H100 80GB HBM3",
+                       "GPUBENCH_FAKE_SLOW": "0:0.0398,1:0.0398"})
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    hbm = [v for v in _verdict(tmp_path)["verdicts"] if v["check"] == "hbm"]
+    assert [v["state"] for v in hbm] == ["FAIL", "FAIL"]
+    assert all("72% of spec" in v["text"] and v["reference"].startswith("spec fallback") for v in hbm)
+    launch = [v for v in _verdict(tmp_path)["verdicts"] if v["check"] == "launch"]
+    assert {v["state"] for v in launch} == {"SKIP"}  # host-timed, no envelope: not judged, and says why
+
+
+def test_junit_and_prometheus_read_back(tmp_path):
+    junitparser = pytest.importorskip("junitparser")
+    parser = pytest.importorskip("prometheus_client.parser")
+    env = {"GPUBENCH_FAKE_DEVICES": "2", "GPUBENCH_FAKE_FACTS": json.dumps({"1": {"pcie_width": 8}})}
+    proc = _check(tmp_path, "--format", "junit", "--report", tmp_path / "j.xml", env=env)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    xml = junitparser.JUnitXml.fromfile(str(tmp_path / "j.xml"))
+    cases = [(c.classname, c.name, [type(r).__name__ for r in c.result]) for s in xml for c in s]
+    assert ("gpubench.check.pcie_link", "GPU 1", ["Failure"]) in cases or \
+        any(c[0] == "gpubench.check.pcie_link" and "Failure" in c[2] for c in cases)
+    prom = tmp_path / "node.prom"
+    proc = _check(tmp_path, "--format", "prometheus", "--report", prom, env=env)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    families = {f.name: f for f in parser.text_string_to_metric_families(prom.read_text())}
+    status = {(s.labels["gpu"], s.labels["check"]): s.value for s in families["gpubench_check_status"].samples}
+    assert status[("1", "pcie_link")] == 0 and status[("0", "pcie_link")] == 1
+    node = families["gpubench_check_node_status"].samples[0]
+    assert node.labels["host"] == "n1" and node.value == 0
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    for args, words in ((["--devices", "7"], "no device 7"), (["--expect", tmp_path / "none.toml"], "cannot read"),
+                        (["--format", "prometheus"], "--report PATH.prom"),
+                        (["--gather"], "--fleet DIR"), (["--backend", "cpu"], "judges GPUs")):
+        proc = _check(tmp_path, *args)
+        assert proc.returncode == 2 and words in proc.stderr, (args, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "r" / "n1").exists() or not any((tmp_path / "r" / "n1").iterdir())
+
+
+def test_the_shipped_set_on_three_gpus_runs_every_figure_and_pairs_in_rounds(tmp_path):
+    # GPUBENCH_FAKE_CALL_S keeps the fake collectives to a few hundred real gloo calls; it makes every fake copy
+    # 2 ms long too, 0.52 GB/s: against the fake Gen5 x16 link's nominal 63 GB/s, host copies FAIL (as they should)
+    proc = _check(tmp_path, "--no-retry", checks=False,
+                  env={"GPUBENCH_FAKE_DEVICES": "3", "GPUBENCH_FAKE_CALL_S": "2e-3"})
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "sendrecv on 3 GPU pairs in 3 rounds" in proc.stderr
+    doc = _verdict(tmp_path)
+    targets = {(v["check"], v["target"]) for v in doc["verdicts"]}
+    for pair in ("gpu0-gpu1", "gpu0-gpu2", "gpu1-gpu2"):
+        assert ("sendrecv", pair) in targets and ("peer", pair) in targets
+    assert ("all_reduce", "node") in targets and ("hbm", "gpu2") in targets
+    s = _states(doc)
+    assert s[("gemm_bf16", "gpu0")] == "SKIP"  # the fake device has no bf16 products: said, never passed
+    assert len(doc["run_dirs"]) == 5  # per-GPU figures, the node's all_reduce, three pairs
+    failed = {v["check"] for v in doc["verdicts"] if v["state"] == "FAIL"}
+    assert failed == {"h2d", "d2h"}, failed
+    h2d = next(v for v in doc["verdicts"] if v["check"] == "h2d")
+    assert "PCIe link's nominal 63.0 GB/s" in h2d["reference"] and h2d["fail_at"] == pytest.approx(0.7 * 63.0, rel=1e-3)
+
+
+def test_expect_makes_an_envelope_that_the_next_check_uses_and_gather_reads_the_fleet(tmp_path, four):
+    tmp4, _ = four
+    proc = _gpubench("expect", tmp4 / "r", "--out", tmp_path / "fake.toml")
+    assert proc.returncode == 0, proc.stderr
+    from gpubench.check import envelope
+
+    env = envelope.load_file(tmp_path / "fake.toml")
+    assert env.matches("Fake GPU") and {"hbm", "launch"} <= set(env.entries)
+    assert env.entries["hbm"].figures == 4 and "1 check runs on 1 node(s) (n1)" in env.source
+    # a second node, healthy, checked against that envelope; then the fleet gathered
+    proc = _gpubench("check", "--backend", "fake", "--out", tmp4 / "r", "--cluster", "n2", "--checks",
+                     tmp4 / "small.toml", "--expect", tmp_path / "fake.toml", env={"GPUBENCH_FAKE_DEVICES": "2"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("node n2: PASS")
+    proc = _gpubench("check", "--gather", "--fleet", tmp4 / "r", "--format", "json")
+    assert proc.returncode == 1, proc.stderr  # n1 FAILed
+    nodes = json.loads(proc.stdout)["nodes"]
+    assert [n["host"] for n in nodes] == ["n1", "n2"] and [n["state"] for n in nodes] == ["FAIL", "PASS"]
+    table = _gpubench("check", "--gather", "--fleet", tmp4 / "r")
+    assert "2 nodes — 1 FAIL, 1 PASS" in table.stdout
