@@ -294,7 +294,7 @@ def test_an_older_per_suite_thresholds_file_still_loads(tmp_path):
     assert th.for_row("launch", "time", "measure=host_launch") == 0.99
     assert th.for_row("copy", "bandwidth", "memory=pageable") == 0.2
     assert th.for_row("copy", "bandwidth", "memory=pinned") == 0.02  # a case's own wins
-    assert thresholds.parse(thresholds._toml_loads(thresholds.dumps(th)), "again").as_dict()["cases"] == \
+    assert thresholds.parse(thresholds.loads(thresholds.dumps(th)), "again").as_dict()["cases"] == \
         {"copy/memory=pinned": {"bandwidth": 0.02}}
 
 

@@ -14,7 +14,7 @@ import pytest
 import gpubench.backends.fake  # noqa: F401
 import gpubench.engine  # noqa: F401
 import gpubench.stats  # noqa: F401
-from gpubench.compare.thresholds import _toml_loads  # tomllib, or tomli on Python 3.10
+from gpubench.tomlfile import loads as _toml_loads  # tomllib, or tomli on Python 3.10
 
 pytest_plugins = ["pytester"]
 
