@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from gpubench.console import fmt_value
 from gpubench.stats import summarize
 from gpubench.suite import Case, Metric
 
@@ -108,7 +109,7 @@ def imported_rows(
     time_us: float,
     algbw: float,
     busbw: float,
-    wrong: int | None,
+    wrong: int | float | None,
     world_size: int,
     nnodes: int | None,
     engine: str,
@@ -122,7 +123,9 @@ def imported_rows(
     c = case(collective, nbytes, dtype, op, inplace)
     valid = None if wrong is None else wrong == 0
     status = "invalid" if valid is False else "ok"
-    message = f"{wrong} wrong elements reported by {engine}" if valid is False else ""
+    # A float is a count the tool printed with %g's exponent: six digits, said as about that many.
+    said = f"about {fmt_value(wrong)}" if isinstance(wrong, float) else f"{wrong}"
+    message = f"{said} wrong elements reported by {engine}" if valid is False else ""
     rows = []
     for m, v in ((TIME, time_us), (ALGBW, algbw), (BUSBW, busbw)):
         st = summarize([v] if v is not None and math.isfinite(v) else [])

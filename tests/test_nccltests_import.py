@@ -286,10 +286,15 @@ def test_comm_rows_follow_the_table_contract(tmp_path):
 def test_footer_count_that_disagrees_with_the_rows_is_reported(tmp_path, capsys):
     log = tmp_path / "f.txt"
     log.write_text((FIX / "pre2.13-all_reduce-2x8-error-column.txt").read_text().replace(
-        "Out of bounds values : 1 FAILED", "Out of bounds values : 2 FAILED"))
+        "Out of bounds values : 16 FAILED", "Out of bounds values : 2 FAILED"))
     code, _ = do_import(tmp_path, "nccl-tests", log)
     err = capsys.readouterr().err
-    assert code == 1 and "the footer counts 2 out-of-bounds result(s), the rows show 1" in err
+    assert code == 1 and "the footer counts 2 out-of-bounds result(s) and the rows show 1 wrong result(s)" in err
+    assert "once per process and thread, so 1 over 16 process(es) would print 16" in err
+    # as the tool counts (one per wrong result in each process): nothing to say
+    log.write_text((FIX / "pre2.13-all_reduce-2x8-error-column.txt").read_text())
+    code, _ = do_import(tmp_path / "b", "nccl-tests", log)
+    assert code == 1 and "out-of-bounds" not in capsys.readouterr().err
 
 
 def _method_of(table_dir):

@@ -28,7 +28,7 @@ EXPECTED = {
     "nt-2.19.6-alltoall-h200x2.txt":
         ("nccl-tests", "2.19.6", "alltoall", "log", 2, 1, "2.13+", "2.28.9", 14, 217.518, 0),
     "pre2.13-all_reduce-2x8-error-column.txt":
-        ("nccl-tests", None, "all_reduce", "table", 16, 2, "pre-2.13", "2.10.3+cuda11.4", 12, 139.936, 1),
+        ("nccl-tests", None, "all_reduce", "table", 16, 2, "pre-2.13", "2.10.3+cuda11.4", 12, 139.936, 16),
     "pre2020-all_gather-6wide-type.txt":
         ("nccl-tests", None, "all_gather", "hint", 8, 1, "pre-2.13", None, 18, 98.4688, 0),
     "nt-2.15-reduce_scatter-2x8-nccl-info.txt":

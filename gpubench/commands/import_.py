@@ -22,6 +22,9 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="cluster label (default: the host of rank 0 in the first log)")
     p.add_argument("--collective", default=None, metavar="NAME",
                    help="collective of runs whose log does not name it (nccl-tests before 2.16.7), e.g. all_reduce")
+    p.add_argument("--ranks", default=None, type=int, metavar="N",
+                   help="the world size of runs whose log does not list every rank (a fragment of a paste) and whose "
+                        "table cannot settle it (busbw of sendrecv, broadcast and reduce does not depend on it)")
 
 
 def _collective(text: str | None) -> str | None:
@@ -37,8 +40,10 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from gpubench.console import fmt_value, out_console
     from gpubench.nccltests.importer import import_logs
 
+    if args.ranks is not None and args.ranks < 1:
+        raise UsageError(f"--ranks {args.ranks}: give the number of ranks the run had (1 or more)")
     done = import_logs(list(args.files), tool=args.tool, out=args.out, cluster=args.cluster,
-                       collective=_collective(args.collective), argv=list(argv))
+                       collective=_collective(args.collective), argv=list(argv), ranks=args.ranks)
     for w in done.warnings:
         print(f"gpubench: warning: {w}", file=sys.stderr)
     console = out_console()
@@ -51,7 +56,15 @@ def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
             f"{run.source}:{run.line}  {run.tool} {run.version or '(' + str(run.generation) + ')'}  "
             f"{run.collective}  {run.world_size} ranks on {run.nnodes} node(s)  {len(run.rows)} results{bad}  "
             f"peak busbw {fmt_value(peak)} GB/s", markup=False, highlight=False)
+    for run in done.failed:  # what a user pastes such a log for: the reason, and NCCL's last words before it
+        console.print(f"{run.source}:{run.line}  {run.tool}  failed: {run.failure}", markup=False, highlight=False)
+        for w in run.warnings:
+            console.print(f"  NCCL WARN {w}", markup=False, highlight=False)
     console.print(f"{done.rows} rows; run directory: {done.run_dir.path}", markup=False, highlight=False)
+    if done.failed:
+        console.print(f"{len(done.failed)} run(s) failed: imported as failed with the reason (run.json 'failure')",
+                      markup=False, highlight=False)
+        return EXIT_FAILED
     wrong = sum(done.invalid)
     if wrong:  # as gpubench run does when a case gave a wrong answer
         console.print(f"{wrong} result(s) the tool found wrong: imported as invalid (their message says why)",

@@ -78,25 +78,35 @@ def find_binary(collective: str, dirs: Sequence[str | os.PathLike] | None = None
 
 
 @functools.lru_cache(maxsize=32)
-def _help_mentions_json(binary: str, mtime: float, timeout_s: float) -> bool:
+def _help_text(binary: str, mtime: float, timeout_s: float) -> str:
     try:
         out = subprocess.run([binary, "-h"], capture_output=True, text=True, timeout=timeout_s,
                              stdin=subprocess.DEVNULL, start_new_session=True)
     except (OSError, subprocess.SubprocessError):
-        return False
-    # nccl-tests 2.17.3+: "[-J,--output_file <file> ...]". rccl-tests has --output_file too, as -x, writing its
-    # own CSV/JSON reports: only -J means nccl-tests' JSON.
-    return re.search(r"-J,\s*--output_file\b", out.stdout + out.stderr) is not None
+        return ""
+    return out.stdout + out.stderr
 
 
-def supports_json(binary: str | os.PathLike, timeout_s: float = 10.0) -> bool:
-    """Whether the binary takes ``-J FILE`` (asks ``binary -h`` once per binary file)."""
+def _help(binary: str | os.PathLike, timeout_s: float) -> str:
+    """``binary -h``, asked once per binary file."""
     path = Path(binary)
     try:
         mtime = path.stat().st_mtime
     except OSError:
-        return False
-    return _help_mentions_json(str(path.resolve()), mtime, timeout_s)
+        return ""
+    return _help_text(str(path.resolve()), mtime, timeout_s)
+
+
+def supports_json(binary: str | os.PathLike, timeout_s: float = 10.0) -> bool:
+    """Whether the binary takes ``-J FILE``: nccl-tests 2.17.3+ lists "[-J,--output_file <file> ...]". rccl-tests
+    has --output_file too, as -x, writing its own CSV/JSON reports: only -J means nccl-tests' JSON."""
+    return re.search(r"-J,\s*--output_file\b", _help(binary, timeout_s)) is not None
+
+
+def supports_graph(binary: str | os.PathLike, timeout_s: float = 10.0) -> bool:
+    """Whether the binary takes ``-G N`` (CUDA/HIP graph launches: nccl-tests 2.13+ and rccl-tests list
+    "[-G,--cudagraph <num graph launches>]")."""
+    return re.search(r"-G,\s*--cudagraph\b", _help(binary, timeout_s)) is not None
 
 
 def build_command(binary: str | os.PathLike, *, min_bytes: int, max_bytes: int, step_factor: int, dtype: str,
@@ -303,15 +313,21 @@ def sweep(args: Any, options: Mapping[str, Any], dtypes: list[str] | None, clust
     ensure_writable(args.out, cluster)
 
     staging = Path(tempfile.mkdtemp(prefix="gpubench-nccl-tests-"))
-    logs, runs, failed = [], [], []
+    logs, runs, failed, graphs = [], [], [], []
     console = out_console()
+    if getattr(args, "eager", False) and getattr(args, "graph", False):
+        raise UsageError("--graph and --eager ask for opposite timings: give one (graphs are the default)")
     try:
         for name in names:
             for dtype in kinds:
                 for op in (ops if name in commtable.REDUCING else ["none"]):
+                    # Graphs by default, as the torch engine times (nccl-tests -G 1); --eager, or a binary
+                    # older than -G, times the calls issued one by one. The rows' graph column says which.
+                    graph = not getattr(args, "eager", False) and supports_graph(binaries[name])
+                    graphs.append(graph)
                     cmd = build_command(binaries[name], min_bytes=lo, max_bytes=hi, step_factor=factor,
                                         dtype=dtype, op=op, iters=ITERS, warmup=WARMUP, check=True,
-                                        graph=args.graph, ngpus=1 if prefix else nproc, launcher_prefix=prefix,
+                                        graph=graph, ngpus=1 if prefix else nproc, launcher_prefix=prefix,
                                         register=args.register)
                     stem = f"{name}-{dtype}-{op}"
                     console.print(f"nccl-tests: {' '.join(cmd)}", markup=False, highlight=False)
@@ -342,7 +358,7 @@ def sweep(args: Any, options: Mapping[str, Any], dtypes: list[str] | None, clust
         for item in runs:
             for key in ("log", "stderr"):
                 shutil.copy2(staging / item[key], rd.path / item[key])
-        rd.meta["engine"] = {"name": "nccl-tests", "iters": ITERS, "warmup": WARMUP, "graph": bool(args.graph),
+        rd.meta["engine"] = {"name": "nccl-tests", "iters": ITERS, "warmup": WARMUP, "graph": all(graphs),
                              "register": bool(args.register), "launcher": prefix, "runs": runs, "failed": failed}
         rd.flush()
     finally:

@@ -33,9 +33,11 @@ class Imported:
     rows: int
     warnings: list[str] = field(default_factory=list)
     invalid: list[int] = field(default_factory=list)  # placements each run's tool found wrong (by run)
+    failed: list[Run] = field(default_factory=list)  # runs that died ("Test NCCL failure ..."), kept with the reason
 
 
-def read(path: str | os.PathLike, *, collective: str | None = None, tool: str = "nccl-tests") -> list[Run]:
+def read(path: str | os.PathLike, *, collective: str | None = None, tool: str = "nccl-tests",
+         ranks: int | None = None) -> list[Run]:
     """The runs of one log file: nccl-tests ``-J`` JSON when it starts with ``{``, else text."""
     source = str(path)
     try:
@@ -45,10 +47,20 @@ def read(path: str | os.PathLike, *, collective: str | None = None, tool: str = 
     head = text.lstrip()[:1]
     if head == "{":
         return parse_json(text, source, collective=collective)
-    if head == "[":
+    if head == "[" and _is_json(text):  # a log may start with a launcher's "[1,0]<stdout>:" too
         raise ParseError(source, 1, "rccl-tests' -x/-Z report files are not read (their size is the receive "
                                     "size, not the table's); import the text log instead")
-    return parse_text(text, source, collective=collective, tool=tool)
+    return parse_text(text, source, collective=collective, tool=tool, ranks=ranks)
+
+
+def _is_json(text: str) -> bool:
+    import json
+
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def default_cluster(runs: list[Run]) -> str:
@@ -64,7 +76,7 @@ def default_cluster(runs: list[Run]) -> str:
 
 def import_logs(paths: list[str], *, tool: str, out: str, cluster: str | None, collective: str | None,
                 argv: list[str], env: dict[str, str] | None = None,
-                method: dict[str, Any] | None = None) -> Imported:
+                method: dict[str, Any] | None = None, ranks: int | None = None) -> Imported:
     """Import nccl-tests/rccl-tests logs as one run. ``env`` and ``method`` (comm method columns such as
     ``register``) are what gpubench knows of binaries it started itself and the logs do not print."""
     warnings: list[str] = []
@@ -73,7 +85,7 @@ def import_logs(paths: list[str], *, tool: str, out: str, cluster: str | None, c
     for path in paths:
         # nccl-tests and rccl-tests logs are read alike; each run records the tool its log names (the summary line
         # says it), whichever was typed.
-        found = read(path, collective=collective, tool=tool)
+        found = read(path, collective=collective, tool=tool, ranks=ranks)
         if not found:
             raise ParseError(path, None, f"no {tool} run in this file (no '# nThread' line or result table)")
         data = Path(path).read_bytes()
@@ -81,10 +93,12 @@ def import_logs(paths: list[str], *, tool: str, out: str, cluster: str | None, c
         files.append({"path": str(path), "sha256": hashlib.sha256(data).hexdigest(), "format": kind,
                       "runs": len(found)})
         runs.extend(found)
+    failed = [r for r in runs if r.failure]
     for run in runs:
-        if not run.rows:
+        if not run.rows and not run.failure:
             warnings.append(f"{run.source}:{run.line}: a run with no result rows (did it fail? "
                             f"{'; '.join(run.errors) or 'no error printed'})")
+        warnings += [f"{run.source}:{run.line}: {w}" for w in _notes(run)]
     label = check_label(cluster or default_cluster(runs))
     fp = fingerprint(runs, label)
     if env:  # the NCCL/RCCL settings the binaries ran with, when gpubench started them (a text log has none)
@@ -97,11 +111,11 @@ def import_logs(paths: list[str], *, tool: str, out: str, cluster: str | None, c
         # The footer counts the placements the tool found wrong; the rows should say the same.
         invalid = len({(r["source"], r["inplace"]) for r in rows if r["status"] == "invalid"})
         wrong.append(invalid)
-        if run.rows and run.out_of_bounds is not None and run.out_of_bounds != invalid:
-            warnings.append(f"{run.source}:{run.line}: the footer counts {run.out_of_bounds} out-of-bounds "
-                            f"result(s), the rows show {invalid} (a printed error close to the bound?)")
+        mismatch = _out_of_bounds(run, invalid)
+        if mismatch:
+            warnings.append(f"{run.source}:{run.line}: {mismatch}")
     total = sum(len(s) for s in staged)
-    if not total:
+    if not total and not failed:
         raise UsageError(f"no result rows in {', '.join(paths)}: nothing to import")
     meta = {
         "argv": argv,
@@ -117,6 +131,10 @@ def import_logs(paths: list[str], *, tool: str, out: str, cluster: str | None, c
         "fingerprint": fp,
     }
     rd = RunDir.create(out, label, meta)
+    if not total:  # every run died before its first result: a failed run that keeps why
+        rd.finish("failed", failure="; ".join(f"{r.source}:{r.line}: {r.failure}" for r in failed),
+                  nccl_warnings=[w for r in failed for w in r.warnings])
+        return Imported(rd, runs, 0, warnings, wrong, failed)
     base = {"run_id": rd.run_id, "cluster": label, "backend": fp["identity"]["backend"]}
     rows: list[dict[str, Any]] = []
     for run, staged_rows in zip(runs, staged):
@@ -126,8 +144,46 @@ def import_logs(paths: list[str], *, tool: str, out: str, cluster: str | None, c
     df = results.frame(rows, commtable.PARAMS)
     rd.meta["suites"][commtable.SUITE]["cases"] = int(df["case"].nunique())
     rd.write_table(commtable.SUITE, df)
-    rd.finish("complete", cases_done=int(df["case"].nunique()))
-    return Imported(rd, runs, len(df), warnings, wrong)
+    rd.finish("complete", cases_done=int(df["case"].nunique()),
+              **({"failure": "; ".join(f"{r.source}:{r.line}: {r.failure}" for r in failed)} if failed else {}))
+    return Imported(rd, runs, len(df), warnings, wrong, failed)
+
+
+def _processes(run: Run) -> int | None:
+    """How many processes printed the run (its device lines' pids), where the log lists them all."""
+    pids = {(d.host, d.pid) for d in run.devices if d.pid is not None}
+    return len(pids) if pids and len(run.devices) == run.world_size else None
+
+
+def _out_of_bounds(run: Run, invalid: int) -> str | None:
+    """What is true when the footer's count is not the rows' wrong results. nccl-tests counts one per wrong result
+    per thread, then sums over threads and processes (src/common.cu): 2 wrong rows of 2 processes print 4."""
+    if not run.rows or run.out_of_bounds is None or run.out_of_bounds == invalid:
+        return None
+    procs = _processes(run)
+    threads = int(run.config.get("nthreads") or 1)
+    if procs and run.out_of_bounds == invalid * procs * threads:
+        return None  # as the tool counts: one per wrong result in each of its processes
+    per = (f"; nccl-tests counts each wrong result once per process and thread, so {invalid} over {procs} process(es)"
+           f" would print {invalid * procs * threads}" if procs else "")
+    return (f"the footer counts {run.out_of_bounds} out-of-bounds result(s) and the rows show {invalid} wrong "
+            f"result(s){per}: rows are missing from the log, or a printed error sits at its bound")
+
+
+def _notes(run: Run) -> list[str]:
+    """What a reader of the run should know that the rows do not say: how the world size was found where no
+    device lines gave it, and a footer average the rows kept do not reproduce (a truncated paste)."""
+    out = []
+    if run.config.get("world_size_from"):
+        out.append(f"world size {run.world_size} from {run.config['world_size_from']}")
+    if run.rows and run.avg_busbw is not None and math.isfinite(run.avg_busbw):
+        kept = [r.busbw for r in run.rows if math.isfinite(r.busbw)]
+        mean = sum(kept) / len(kept) if kept else math.nan
+        slack = 0.005 + max((r.busbw_tol for r in run.rows), default=0.0)  # the footer prints 2 decimals
+        if kept and abs(mean - run.avg_busbw) > slack + 1e-9:
+            out.append(f"the rows kept average {mean:.3f} GB/s busbw and the footer says {run.avg_busbw:g}: rows "
+                       "are missing from this log (a truncated paste?)")
+    return out
 
 
 # --- convert: a parsed run → rows of gpubench's ``comm`` table (:func:`gpubench.commtable.imported_rows`).

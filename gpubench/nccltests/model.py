@@ -53,7 +53,9 @@ class Row:
     time_us: float
     algbw: float  # GB/s
     busbw: float  # GB/s
-    wrong: int | None  # wrong elements summed over ranks; None when not validated (N/A) or before 2.13
+    # wrong elements summed over ranks; None when not validated (N/A) or before 2.13; a float where nccl-tests printed
+    # it with %g's exponent (1.04858e+06: six digits, not an exact count)
+    wrong: int | float | None
     error: float | None = None  # before 2.13: the max absolute deviation the `error` column printed
     flagged: bool = False  # rccl-tests marked the error with '*' (above its threshold)
     # Half a unit in the last printed digit of each figure: how far the true value may lie from the printed one.
@@ -87,6 +89,8 @@ class Run:
     generation: str | None = None  # "pre-2.13" (error column), "2.13+" (#wrong column), "json-vN"
     columns: tuple[str, ...] = ()  # the table's column names (text logs), for the collective inference
     errors: list[str] = field(default_factory=list)  # "# error: ..." lines
+    failure: str | None = None  # "Test NCCL failure common.cu:392 'unhandled system error'": the run died there
+    warnings: list[str] = field(default_factory=list)  # the last NCCL/RCCL WARN lines before it (the reason, often)
 
     @property
     def hostnames(self) -> list[str]:
@@ -113,6 +117,8 @@ class Run:
             "out_of_bounds": self.out_of_bounds,
             "out_of_bounds_ok": self.out_of_bounds_ok,
             "errors": self.errors,
+            "failure": self.failure,
+            "nccl_warnings": self.warnings,
         }
 
 
@@ -251,12 +257,13 @@ def figure(token: str) -> tuple[float, float] | None:
     return float(token), 0.5 * 10.0 ** (exponent - decimals)
 
 
-def count(token: str) -> int | None:
-    """A ``%6g``-printed element count (``0``, ``12``, ``1.23457e+06``) → int; None if not a count."""
+def count(token: str) -> int | float | None:
+    """A ``%6g``-printed element count: ``0``, ``12`` → int; ``1.04858e+06`` → the float it is (six digits of a
+    count, never the exact integer it was not); None if not a count."""
     f = figure(token)
     if f is None or not math.isfinite(f[0]) or f[0] < 0:
         return None
-    return int(round(f[0]))
+    return f[0] if re.search(r"[eE]", token) else int(round(f[0]))
 
 
 def integer(token: str) -> int | None:
@@ -275,6 +282,12 @@ def world(run: Run) -> None:
     if not run.devices:
         return
     ranks = Counter(d.rank for d in run.devices)
+    if set(ranks) != set(range(len(ranks))) and not any(d.group for d in run.devices):
+        # A paste that starts inside the device list (``#  Rank 71 ...``): the lines kept are not the world, only
+        # its lower bound; infer_world settles it from the table.
+        run.config["ranks_seen"] = f"{min(ranks)}-{max(ranks)}"
+        run.config["world_at_least"] = max(ranks) + 1
+        return
     twice = sorted(r for r, n in ranks.items() if n > 1)
     if twice:
         raise ParseError(
@@ -286,6 +299,98 @@ def world(run: Run) -> None:
     mine = [d for d in run.devices if d.group == first.group]
     run.world_size = len(mine)
     run.nnodes = len({d.host for d in mine})
+
+
+def _ranks_between(family: str, lo: float, hi: float) -> tuple[float, float]:
+    """The world sizes whose busbw factor lies in [lo, hi] for a family of collectives."""
+    def n(r: float) -> float:
+        if family == "all_reduce":  # 2 (n - 1) / n
+            return math.inf if r >= 2 else 2 / (2 - r)
+        return math.inf if r >= 1 else 1 / (1 - r)  # (n - 1) / n
+
+    return n(lo), n(hi)
+
+
+def _family(run: Run, mid: float) -> str | None:
+    """Which busbw factor the run's rows follow: "all_reduce" (2 (n − 1) / n), "n-1/n" (all_gather,
+    reduce_scatter, alltoall), or None where it does not depend on n (sendrecv, broadcast, reduce)."""
+    if run.collective in ("all_gather", "reduce_scatter", "alltoall"):
+        return "n-1/n"
+    if run.collective is not None and run.collective != "all_reduce":
+        return None
+    return "all_reduce" if (run.collective == "all_reduce" or mid >= 1) else "n-1/n"
+
+
+def _ranks_fitting(run: Run) -> tuple[str | None, float, float, float, int]:
+    """(family, lowest n, highest n, the median busbw / algbw, rows used): the world sizes every row's printed
+    busbw / algbw allows, within its printed digits."""
+    usable = [r for r in run.rows if r.algbw > 1 and r.busbw > 0 and math.isfinite(r.busbw)]
+    if not usable:
+        return None, 0.0, math.inf, math.nan, 0
+    mid = sorted(r.busbw / r.algbw for r in usable)[len(usable) // 2]
+    family = _family(run, mid)
+    lo, hi = 1.0, math.inf
+    if family is not None:
+        for r in usable:
+            a, b = _ranks_between(family, (r.busbw - r.busbw_tol) / (r.algbw + r.algbw_tol),
+                                  (r.busbw + r.busbw_tol) / max(r.algbw - r.algbw_tol, 1e-9))
+            lo, hi = max(lo, a), min(hi, b)
+    return family, lo, hi, mid, len(usable)
+
+
+def contradicts(run: Run) -> bool:
+    """Whether the device lines' world size is one the table's busbw / algbw rules out: the paste kept only the
+    first of its device lines (NVIDIA/nccl-tests#322 printed ranks 0-99 of 1024). The lines are then a lower bound."""
+    # Only all_reduce, named by the log, a command line or the user: its factor has always been 2 (n - 1) / n
+    # (all_gather's and reduce_scatter's were not before 2020), and every row must agree on one other world size (a
+    # single row off is the row's error, which the import reports as such).
+    if not run.rows or not run.world_size or run.world_size < 2 or run.collective != "all_reduce" \
+            or run.collective_source == "table":
+        return False
+    family, lo, hi, _, used = _ranks_fitting(run)
+    if family is None or not used or lo > hi or lo - 1e-9 <= run.world_size <= hi + 1e-9:
+        return False
+    run.config["ranks_seen"] = f"0-{run.world_size - 1}"
+    run.config["world_at_least"] = run.world_size
+    run.world_size = None
+    return True
+
+
+def infer_world(run: Run, ranks: int | None = None) -> None:
+    """The world size of a run whose device lines do not give it (a fragment of a paste), and from what:
+    ``--ranks`` when given; else the busbw / algbw ratio its rows print, which is the collective's busbw factor
+    (2 (n − 1) / n for all_reduce, (n − 1) / n for all_gather, reduce_scatter and alltoall), solved for n within the
+    printed digits of every row; the highest rank a device line shows is a lower bound. The evidence goes into
+    ``run.config["world_size_from"]``."""
+    least = int(run.config.get("world_at_least") or 1)
+    if len(run.devices) != (ranks or 0):  # the device lines are not the world: their hosts are not its nodes
+        run.nnodes = None
+    if ranks:
+        if ranks < least:
+            raise ParseError(run.source, run.line, f"--ranks {ranks}, but the log shows rank {least - 1}")
+        run.world_size, run.config["world_size_from"] = ranks, "--ranks"
+        return
+    family, lo, hi, mid, used = _ranks_fitting(run)
+    if not used:
+        raise ParseError(run.source, run.line, _no_world(least, "no row with a bandwidth to read it from"))
+    if family is None:
+        raise ParseError(run.source, run.line, _no_world(least, f"{run.collective}'s busbw does not depend on it"))
+    lo = max(lo, least)
+    fits = list(range(max(2, math.ceil(lo - 1e-9)), math.floor(hi + 1e-9) + 1)) if hi < math.inf else []
+    if len(fits) != 1:
+        why = "busbw / algbw fits no whole number of ranks" if not fits and hi < math.inf else \
+            f"busbw / algbw = {mid:.4f} fits {len(fits) or 'many'} world sizes"
+        raise ParseError(run.source, run.line, _no_world(least, why))
+    run.world_size = fits[0]
+    formula = "2 (n - 1) / n" if family == "all_reduce" else "(n - 1) / n"
+    run.config["world_size_from"] = (f"busbw / algbw = {mid:.4f} = {formula} on {used} rows"
+                                     + (f"; ranks up to {least - 1} listed" if least > 1 else ""))
+
+
+def _no_world(least: int, why: str) -> str:
+    seen = f"the log lists ranks up to {least - 1}, " if least > 1 else ""
+    return (f"no device lines for the whole world (a fragment of a log?): {seen}and the table cannot settle the "
+            f"world size ({why}): give --ranks N")
 
 
 def collective(run: Run, user: str | None, hints: set[str]) -> None:

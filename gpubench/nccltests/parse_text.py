@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from gpubench.nccltests import model
 from gpubench.nccltests.model import Device, ParseError, Row, Run
+from gpubench.nccltests.prefix import Prefixes
 
 # nccl-tests 2.17.4+; rccl-tests synced with it (ROCm/rocm-systems, 2026) prints "rccl-tests version ... rccl-...".
 _VERSION = re.compile(r"^#\s*([nr]ccl-tests) version\s+(\S+)(?:\s+\(([^)]*)\))?"
@@ -45,6 +46,9 @@ _ROW_STRICT = re.compile(rf"^\s*\d+\s+\d+\s+(?:{_TYPES})\s")
 _ROW_LOOSE = re.compile(r"^\s*\d+\s+\d+\s+\S+\s+\S+")
 _ROW_INSIDE = re.compile(rf"\s\d+\s+\d+\s+(?:{_TYPES})\s+\S+\s+\S+\s+\S+\s+\S+")
 _GLUED = re.compile(r"^(\d+(?:\.\d*)?(?:e[-+]?\d+)?\*?|N/A)([A-Za-z_].*)$")
+# How a run that dies says so (nccl-tests' NCCLCHECK/CUDACHECK; rccl-tests' HIP), and NCCL's warnings before it.
+_FAILURE = re.compile(r"\bTest (?:NCCL|CUDA|HIP|RCCL) failure\b.*$")
+_WARN = re.compile(r"\b[NR]CCL WARN\b\s*(.*)$")
 _STAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
 
 _CONFIG_FIELDS = (
@@ -207,6 +211,8 @@ class _Reader:
     places: list[str] = field(default_factory=list)
     in_table: bool = False
     footer: bool = False  # cur printed its footer: later version lines belong to the next run
+    prefixes: Prefixes = field(default_factory=Prefixes)  # what stands before the tool's text on this log's lines
+    ranks: int | None = None  # --ranks: the world size where the log does not list it
 
     # -- runs ---------------------------------------------------------------------------------------------
     def start(self, lineno: int) -> Run:
@@ -218,6 +224,7 @@ class _Reader:
             run.tool, run.tool_detected = "rccl-tests", True
         run.config.update(pending.pop("config", {}))
         run.nccl_version = pending.pop("nccl_version", None)
+        run.warnings = pending.pop("warnings", [])
         self.cur, self.table, self.in_table, self.footer = run, None, False, False
         return run
 
@@ -226,10 +233,11 @@ class _Reader:
         if run is None:
             return
         model.world(run)
-        if run.rows and run.world_size is None:
-            raise ParseError(run.source, run.line,
-                             "no device lines (# Using devices) before the table: the world size is unknown")
+        if run.rows and (run.world_size is None or self.ranks):
+            model.infer_world(run, self.ranks)
         model.collective(run, self.user_collective, self.hints)
+        if model.contradicts(run):  # the device lines were cut short: what they show is a lower bound
+            model.infer_world(run, None)
         self.runs.append(run)
 
     def run(self, lineno: int) -> Run:
@@ -255,7 +263,7 @@ class _Reader:
 
     # -- lines ----------------------------------------------------------------------------------------------
     def feed(self, lineno: int, raw: str) -> None:
-        line = strip_prefix(raw).rstrip()
+        line = self.prefixes.strip(raw).rstrip()
         if not line.strip():
             return
         if not line.startswith("#"):
@@ -385,6 +393,15 @@ class _Reader:
             return
         if self.in_table and _ROW_INSIDE.search(line):
             raise ParseError(self.source, lineno, "a result row behind a line prefix gpubench does not know", line)
+        if m := _FAILURE.search(line):
+            run = self.cur if self.cur is not None and not self.footer else self.start(lineno)
+            if run.failure is None:
+                run.failure = m.group(0).strip()
+            return
+        if m := _WARN.search(line):
+            warnings = self.cur.warnings if self.cur is not None else self.pending.setdefault("warnings", [])
+            warnings[:] = (warnings + [m.group(1).strip()])[-5:]
+            return
         if m := _RCCL_TESTS.match(line):
             self.rccl()
             run = self.target()
@@ -420,39 +437,24 @@ class _Reader:
 
 
 def parse_text(text: str, source: str = "<text>", *, collective: str | None = None,
-               tool: str = "nccl-tests") -> list[Run]:
+               tool: str = "nccl-tests", ranks: int | None = None) -> list[Run]:
     """The runs of an nccl-tests / rccl-tests text log.
 
     ``collective`` (the user's ``--collective``) labels runs whose log does not name their binary; ``tool`` is
     assumed where the log's content does not say which tool printed it.
     """
-    reader = _Reader(source, collective, tool)
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    reader = _Reader(source, collective, tool, prefixes=Prefixes.learn(lines), ranks=ranks)
+    for lineno, raw in enumerate(lines, 1):
         reader.feed(lineno, raw)
     reader.close()
     return reader.runs
 
 
-# --- prefixes: launchers put a prefix before every line of a job's output; the table is read from what follows it.
-#
-# - Open MPI ``--tag-output``: ``[1,0]<stdout>:`` / ``[1,3]<stderr>:``
-# - Slurm ``srun --label``: ``0: `` (right-aligned when there are 10 or more tasks: `` 7: ``)
-# - MPICH / Intel MPI ``-prepend-rank``: ``[0] ``
-#
-# A result row never contains ``digits: `` at its start, nor starts with ``[``, so these cannot eat data.
-
-
-_PREFIX = re.compile(
-    r"^(?:\[\d+,\d+\]<(?:stdout|stderr)>:\s?"  # Open MPI
-    r"|\s*\d+:\s"  # srun --label
-    r"|\[\d+\]\s)"  # MPICH/Intel MPI -prepend-rank
-)
-
-
 def strip_prefix(line: str) -> str:
-    """The line without its launcher prefix (unchanged when it has none)."""
-    m = _PREFIX.match(line)
-    return line[m.end():] if m else line
+    """The line without a known launcher's prefix (unchanged when it has none); a log's own prefixes are learnt
+    by :class:`gpubench.nccltests.prefix.Prefixes`."""
+    return Prefixes().strip(line)
 
 
-__all__ = ["parse_text"]
+__all__ = ["parse_text", "strip_prefix"]
