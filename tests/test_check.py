@@ -302,3 +302,26 @@ def test_pcie_nominal_rates():
     row = {"roof": "host link", "better": "higher", "unit": "GB/s", "device": "x"}
     th = envelope.thresholds("h2d", row, None, envelope.pcie_gbps(5, 16))
     assert th.fail_at == pytest.approx(0.70 * 63.0, rel=1e-3) and "PCIe link" in th.reference
+
+
+def test_fleet_peers_take_other_nodes_of_the_same_model_and_never_a_shared_gpu(tmp_path):
+    import json
+
+    from gpubench.check.node import fleet_peers, read_all
+
+    def node(host, started, values, model=H100, shared=()):
+        verdicts = [{"check": "hbm", "kind": "performance", "value": v, "state": "PASS", "gpu": i,
+                     "notes": ["measured while the GPU was shared with pid 9 (x)"] if i in shared else []}
+                    for i, v in enumerate(values)]
+        d = tmp_path / host / started
+        d.mkdir(parents=True)
+        (d / "check.json").write_text(json.dumps({"format": "gpubench-check", "host": host, "started": started,
+                                                  "gpus": [{"name": model}], "verdicts": verdicts}))
+
+    node("a", "2026-11-25T10:00:00Z", [3000.0, 3010.0])
+    node("a", "2026-11-25T11:00:00Z", [3020.0, 3030.0])  # the newest check of a node counts
+    node("b", "2026-11-25T10:00:00Z", [2990.0, 1500.0], shared=(1,))
+    node("c", "2026-11-25T10:00:00Z", [4300.0], model="NVIDIA H200")
+    assert [d["host"] for d in read_all(tmp_path)] == ["a", "b", "c"]
+    assert sorted(fleet_peers(tmp_path, H100, "me")["hbm"]) == [2990.0, 3020.0, 3030.0]
+    assert sorted(fleet_peers(tmp_path, H100, "a")["hbm"]) == [2990.0]  # a node is not its own peer
