@@ -315,7 +315,8 @@ def test_fleet_peers_take_other_nodes_of_the_same_model_and_never_a_shared_gpu(t
                     for i, v in enumerate(values)]
         d = tmp_path / host / started
         d.mkdir(parents=True)
-        (d / "check.json").write_text(json.dumps({"format": "gpubench-check", "host": host, "started": started,
+        (d / "check.json").write_text(json.dumps({"format": "gpubench-check", "version": 1, "host": host,
+                                                  "started": started,
                                                   "gpus": [{"name": model}], "verdicts": verdicts}))
 
     node("a", "2026-11-25T10:00:00Z", [3000.0, 3010.0])
@@ -325,3 +326,9 @@ def test_fleet_peers_take_other_nodes_of_the_same_model_and_never_a_shared_gpu(t
     assert [d["host"] for d in read_all(tmp_path)] == ["a", "b", "c"]
     assert sorted(fleet_peers(tmp_path, H100, "me")["hbm"]) == [2990.0, 3020.0, 3030.0]
     assert sorted(fleet_peers(tmp_path, H100, "a")["hbm"]) == [2990.0]  # a node is not its own peer
+
+    newer = tmp_path / "z" / "x"
+    newer.mkdir(parents=True)
+    (newer / "check.json").write_text(json.dumps({"format": "gpubench-check", "version": 99, "host": "z"}))
+    with pytest.raises(UsageError, match="newer than this gpubench reads .*upgrade gpubench"):
+        read_all(tmp_path)

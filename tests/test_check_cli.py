@@ -161,7 +161,8 @@ def test_junit_and_prometheus_read_back(tmp_path):
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     for args, words in ((["--devices", "7"], "no device 7"), (["--expect", tmp_path / "none.toml"], "cannot read"),
                         (["--format", "prometheus"], "--report PATH.prom"),
-                        (["--gather"], "--fleet DIR"), (["--backend", "cpu"], "judges GPUs")):
+                        (["--gather"], "--fleet DIR"), (["--backend", "cpu"], "judges GPUs"),
+                        (["--format", "json", "--report", tmp_path / "no" / "v.json"], "does not exist")):
         proc = _check(tmp_path, *args)
         assert proc.returncode == 2 and words in proc.stderr, (args, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

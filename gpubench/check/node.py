@@ -13,7 +13,7 @@ from typing import Any
 
 from gpubench.check import checkset, drive, envelope, facts
 from gpubench.check.judge import SHARED_NOTE, Judge, pids_in
-from gpubench.check.model import NodeVerdict, Verdict
+from gpubench.check.model import FORMAT, FORMAT_VERSION, NodeVerdict, Verdict
 from gpubench.errors import UsageError
 
 VERDICT_FILE = "check.json"
@@ -29,7 +29,7 @@ class Request:
     fleet: str | None = None  # a directory of other nodes' check runs: their figures are peers too
     strict: bool = False
     retry: bool = True
-    quiet: bool = False
+    quiet: bool = False  # no "check: ..." lines on stderr (the children's progress still shows)
     checks: str | None = None  # another check set (a TOML file like gpubench/check/checks.toml)
 
 
@@ -173,8 +173,11 @@ def read_all(root: Path) -> list[dict[str, Any]]:
             doc = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if doc.get("format") != "gpubench-check":
+        if doc.get("format") != FORMAT:
             continue
+        if not isinstance(doc.get("version"), int) or doc["version"] > FORMAT_VERSION:
+            raise UsageError(f"{path} is a check verdict of version {doc.get('version')}, newer than this gpubench "
+                             f"reads ({FORMAT_VERSION}): upgrade gpubench")
         host, when = str(doc.get("host")), str(doc.get("started") or "")
         if host not in newest or when >= newest[host][0]:
             newest[host] = (when, {**doc, "_path": str(path)})

@@ -48,19 +48,21 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         if not args.fleet:
             raise UsageError("--gather reads the verdicts under --fleet DIR: give the folder of the nodes' check runs")
         return gather.main(args.fleet, args.format, args.report, args.strict)
-    if args.format == "prometheus" and not args.report:
-        raise UsageError("--format prometheus writes a textfile: add --report PATH.prom (node-exporter's folder)")
+    if args.format == "prometheus" and not (args.report or "").endswith(".prom"):
+        raise UsageError("--format prometheus writes a node-exporter textfile: add --report PATH.prom (in "
+                         "node-exporter's --collector.textfile.directory)")
+    if args.report and args.report != "-":
+        from gpubench import outputs
+
+        outputs.file(args.report, "--report")  # a report that cannot be written says so before a GPU is touched
     if args.device != 0 and args.devices == "all":
         args.devices = str(args.device)  # --device N: that GPU alone
     req = Request(backend=args.backend, devices=args.devices, out=args.out, cluster=args.cluster or default_cluster(),
-                  expect=args.expect,
-                  fleet=args.fleet, strict=args.strict, retry=not args.no_retry, checks=args.checks)
+                  expect=args.expect, fleet=args.fleet, strict=args.strict, retry=not args.no_retry, checks=args.checks)
     node = run(req, argv)
     console = out_console()
-    if args.format == "table":
-        formats.write(node, "table", args.report, console)
-    else:
-        formats.write(node, args.format, args.report, console)
-        if args.report:  # the machine format went to a file: people still get the one line
-            console.print(node.headline(), markup=False, highlight=False, soft_wrap=True)
+    formats.write(node, args.format, args.report, console)
+    if args.format != "table" and args.report and args.report != "-":
+        # the machine format went to a file: people still get the one line
+        console.print(node.headline(), markup=False, highlight=False, soft_wrap=True)
     return EXIT_FAILED if node.exit_code() else EXIT_OK
