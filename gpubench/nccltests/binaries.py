@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -278,13 +279,28 @@ def _sweep(args: Any, options: Mapping[str, Any]) -> tuple[int, int, int]:
     return min(sizes), max(sizes), 4
 
 
-def sweep(args: Any, options: Mapping[str, Any], dtypes: list[str] | None, cluster: str, argv: list[str]) -> int:
+@dataclass
+class _SweepPlan:
+    """What one --engine nccl-tests run will start: every binary, dtype and op, and how."""
+
+    binaries: dict[str, Path]
+    dtypes: list[str]
+    ops: list[str]
+    sizes: tuple[int, int, int]  # min, max, factor
+    nproc: int
+    prefix: list[str]
+
+    def commands(self):
+        for name, binary in self.binaries.items():
+            for dtype in self.dtypes:
+                for op in (self.ops if name in commtable.REDUCING else ["none"]):
+                    yield name, binary, dtype, op
+
+
+def _plan_sweep(args: Any, options: Mapping[str, Any], dtypes: list[str] | None) -> _SweepPlan:
+    """The sweep's plan, every input checked (a missing binary fails before anything runs)."""
     from gpubench.commtable import COLLECTIVES, DTYPES, canonical_dtype
-    from gpubench.console import out_console, summary_tables
-    from gpubench.nccltests import model
-    from gpubench.nccltests.importer import import_logs
     from gpubench.ranks.env import detect
-    from gpubench.rundir import ensure_writable
 
     if detect() is not None:
         raise UsageError("--engine nccl-tests runs the binaries on this machine (-g N); under a launcher, run "
@@ -294,6 +310,8 @@ def sweep(args: Any, options: Mapping[str, Any], dtypes: list[str] | None, clust
     if args.alloc == "torch":
         raise UsageError("nccl-tests takes its buffers from ncclMemAlloc: --alloc torch is the torch engine's "
                          "(leave --alloc out)")
+    if getattr(args, "eager", False) and getattr(args, "graph", False):
+        raise UsageError("--graph and --eager ask for opposite timings: give one (graphs are the default)")
     names = options.get("collectives") or list(COLLECTIVES)
     unknown = [c for c in names if c not in COLLECTIVES]
     if unknown:
@@ -302,51 +320,62 @@ def sweep(args: Any, options: Mapping[str, Any], dtypes: list[str] | None, clust
     bad = [d for d in kinds if d not in DTYPES]
     if bad:
         raise UsageError(f"comm has no dtype {', '.join(bad)}: choose from {', '.join(DTYPES)}")
-    ops = options.get("op") or ["sum"]
     dirs = [args.nccl_tests_dir] if args.nccl_tests_dir else None
-    binaries = {c: find_binary(c, dirs) for c in names}  # a missing binary fails before anything runs
-    lo, hi, factor = _sweep(args, options)
+    binaries = {c: find_binary(c, dirs) for c in names}
     nproc = args.nproc or _gpus()
     if nproc < 1:
         raise UsageError("nccl-tests needs GPUs and this machine shows none")
-    prefix = _launcher(args.nccl_tests_launcher)
-    ensure_writable(args.out, cluster)
+    return _SweepPlan(binaries, kinds, options.get("op") or ["sum"], _sweep(args, options), nproc,
+                      _launcher(args.nccl_tests_launcher))
 
-    staging = Path(tempfile.mkdtemp(prefix="gpubench-nccl-tests-"))
-    logs, runs, failed, graphs = [], [], [], []
-    console = out_console()
-    if getattr(args, "eager", False) and getattr(args, "graph", False):
-        raise UsageError("--graph and --eager ask for opposite timings: give one (graphs are the default)")
+
+def _run_one(plan: _SweepPlan, args: Any, name: str, binary: Path, dtype: str, op: str, staging: Path,
+             say) -> tuple[dict[str, Any], str | None, str | None]:
+    """One binary run: (its record for run.json, its log to import or None, why it failed or None)."""
+    # Graphs by default, as the torch engine times (nccl-tests -G 1); --eager, or a binary older than -G, times the
+    # calls issued one by one. The rows' graph column says which.
+    graph = not getattr(args, "eager", False) and supports_graph(binary)
+    lo, hi, factor = plan.sizes
+    cmd = build_command(binary, min_bytes=lo, max_bytes=hi, step_factor=factor, dtype=dtype, op=op, iters=ITERS,
+                        warmup=WARMUP, check=True, graph=graph, ngpus=1 if plan.prefix else plan.nproc,
+                        launcher_prefix=plan.prefix, register=args.register)
+    stem = f"{name}-{dtype}-{op}"
+    say(f"nccl-tests: {' '.join(cmd)}")
     try:
-        for name in names:
-            for dtype in kinds:
-                for op in (ops if name in commtable.REDUCING else ["none"]):
-                    # Graphs by default, as the torch engine times (nccl-tests -G 1); --eager, or a binary
-                    # older than -G, times the calls issued one by one. The rows' graph column says which.
-                    graph = not getattr(args, "eager", False) and supports_graph(binaries[name])
-                    graphs.append(graph)
-                    cmd = build_command(binaries[name], min_bytes=lo, max_bytes=hi, step_factor=factor,
-                                        dtype=dtype, op=op, iters=ITERS, warmup=WARMUP, check=True,
-                                        graph=graph, ngpus=1 if prefix else nproc, launcher_prefix=prefix,
-                                        register=args.register)
-                    stem = f"{name}-{dtype}-{op}"
-                    console.print(f"nccl-tests: {' '.join(cmd)}", markup=False, highlight=False)
-                    try:
-                        out, err, rc, elapsed = run_binary(cmd, timeout_s=max(600.0, 10 * args.timeout),
-                                                           stall_s=args.timeout)
-                    except BinaryError as e:
-                        out, err, rc, elapsed = getattr(e, "stdout", ""), f"{e}\n{getattr(e, 'stderr', '')}", -1, None
-                    (staging / f"{stem}.log").write_text(out)
-                    (staging / f"{stem}.stderr").write_text(err)
-                    runs.append({"command": cmd, "returncode": rc, "elapsed_s": elapsed, "log": f"{stem}.log",
-                                 "stderr": f"{stem}.stderr"})
-                    wrong_world = _wrong_world(staging / f"{stem}.log", nproc) if rc == 0 else None
-                    if wrong_world:
-                        failed.append(f"{stem} ({wrong_world})")
-                    elif rc == 0:
-                        logs.append(str(staging / f"{stem}.log"))
-                    else:
-                        failed.append(f"{stem} (exit {rc}: {err.strip().splitlines()[-1] if err.strip() else 'no stderr'})")
+        out, err, rc, elapsed = run_binary(cmd, timeout_s=max(600.0, 10 * args.timeout), stall_s=args.timeout)
+    except BinaryError as e:
+        out, err, rc, elapsed = getattr(e, "stdout", ""), f"{e}\n{getattr(e, 'stderr', '')}", -1, None
+    (staging / f"{stem}.log").write_text(out)
+    (staging / f"{stem}.stderr").write_text(err)
+    record = {"command": cmd, "returncode": rc, "elapsed_s": elapsed, "log": f"{stem}.log", "stderr": f"{stem}.stderr",
+              "graph": graph}
+    wrong_world = _wrong_world(staging / f"{stem}.log", plan.nproc) if rc == 0 else None
+    if wrong_world:
+        return record, None, f"{stem} ({wrong_world})"
+    if rc != 0:
+        return record, None, f"{stem} (exit {rc}: {err.strip().splitlines()[-1] if err.strip() else 'no stderr'})"
+    return record, str(staging / f"{stem}.log"), None
+
+
+def sweep(args: Any, options: Mapping[str, Any], dtypes: list[str] | None, cluster: str, argv: list[str]) -> int:
+    from gpubench import results
+    from gpubench.console import out_console, summary_tables
+    from gpubench.nccltests import model
+    from gpubench.nccltests.importer import import_logs
+    from gpubench.rundir import ensure_writable
+
+    plan = _plan_sweep(args, options, dtypes)
+    ensure_writable(args.out, cluster)
+    console = out_console()
+    staging = Path(tempfile.mkdtemp(prefix="gpubench-nccl-tests-"))
+    logs, runs, failed = [], [], []
+    try:
+        for name, binary, dtype, op in plan.commands():
+            record, log, why = _run_one(plan, args, name, binary, dtype, op, staging,
+                                        lambda line: console.print(line, markup=False, highlight=False))
+            runs.append(record)
+            logs += [log] if log else []
+            failed += [why] if why else []
         if not logs:
             raise UsageError(f"every nccl-tests run failed: {'; '.join(failed)}")
         # The binaries inherited this process's environment: its NCCL_*/RCCL_* settings are the ones in force,
@@ -358,13 +387,12 @@ def sweep(args: Any, options: Mapping[str, Any], dtypes: list[str] | None, clust
         for item in runs:
             for key in ("log", "stderr"):
                 shutil.copy2(staging / item[key], rd.path / item[key])
-        rd.meta["engine"] = {"name": "nccl-tests", "iters": ITERS, "warmup": WARMUP, "graph": all(graphs),
-                             "register": bool(args.register), "launcher": prefix, "runs": runs, "failed": failed}
+        rd.meta["engine"] = {"name": "nccl-tests", "iters": ITERS, "warmup": WARMUP,
+                             "graph": all(r["graph"] for r in runs), "register": bool(args.register),
+                             "launcher": plan.prefix, "runs": runs, "failed": failed}
         rd.flush()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    from gpubench import results
-
     df = results.load(rd.path)
     for table in summary_tables(df, {commtable.SUITE: commtable.PARAMS}, {commtable.SUITE: commtable.SHOWN},
                                 {commtable.SUITE: commtable.BLOCKS}):

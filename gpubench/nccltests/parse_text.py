@@ -330,6 +330,10 @@ class _Reader:
         if _PLACES.search(line) and not _UNITS.match(line):
             self.places = ["out" if p == "out-of-place" else "in" for p in _PLACES.findall(line)]
             return
+        self.footer_or_note(lineno, line)
+
+    def footer_or_note(self, lineno: int, line: str) -> None:
+        """The '#' lines after the table's rows: its footer, and the notes the tool prints around a run."""
         if m := _OOB.match(line):
             run = self.run(lineno)
             run.out_of_bounds, run.out_of_bounds_ok = int(m.group(1)), m.group(2) == "OK"
