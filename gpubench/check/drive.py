@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from gpubench.check import checkset
 from gpubench.check.checkset import Evidence, Figure

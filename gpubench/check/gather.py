@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from gpubench.check.judge import PEER_FAIL, SHARED_NOTE
+from gpubench.check.judge import PEER_FAIL
 from gpubench.check.model import FORMAT, FORMAT_VERSION, STATES, worst
 from gpubench.errors import UsageError
 
@@ -46,7 +46,7 @@ def _outliers(doc: dict[str, Any], pool: dict[tuple[str, str], list[tuple[str, f
 
 
 def gather(root: str | Path) -> list[dict[str, Any]]:
-    from gpubench.check.node import read_all
+    from gpubench.check.node import peer_figures, read_all
 
     docs = read_all(Path(root))
     if not docs:
@@ -55,10 +55,8 @@ def gather(root: str | Path) -> list[dict[str, Any]]:
     pool: dict[tuple[str, str], list[tuple[str, float]]] = {}
     for doc in docs:
         model = next((g.get("name") for g in doc.get("gpus", []) if g.get("name")), "")
-        for v in doc.get("verdicts", []):
-            shared = any(str(n).startswith(SHARED_NOTE) for n in v.get("notes") or [])
-            if v.get("kind") == "performance" and isinstance(v.get("value"), (int, float)) and not shared:
-                pool.setdefault((model, v["check"]), []).append((doc["host"], float(v["value"])))
+        for check, value in peer_figures(doc):
+            pool.setdefault((model, check), []).append((doc["host"], value))
     nodes = []
     for doc in docs:
         fleet = _outliers(doc, pool)

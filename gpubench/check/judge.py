@@ -68,11 +68,11 @@ def _share_beyond(samples: list[float], threshold: float, sign: int) -> float | 
     return float(np.mean(sign * (_medians(samples) - threshold) >= 0))
 
 
-def shared_with(ev: Evidence, foreign: dict[int, str] | None = None) -> str:
+def shared_with(row: dict[str, Any] | None, foreign: dict[int, str] | None = None) -> str:
     """Who else used the GPU (or the host, for a figure the host sets) while the figure was measured, as words that
     follow "while": "the GPU was shared with pid 4242 (python3)"; "" none. ``foreign``: {pid: "pid N (name)"} the
     facts watch saw on the figure's GPU."""
-    row = ev.row or {}
+    row = row or {}
     contended = str(row.get("contended") or "")
     if contended:  # the rows say more ("pid 1144 (python3), device 100% busy before the run"): the pids suffice
         named = pids_in(contended)
@@ -114,10 +114,10 @@ class Judge:
         v = _base(ev)
         if ev.row is None or ev.row.get("status") != "ok":
             return _not_measured(v, ev)
-        shared = shared_with(ev, self._foreign_on(ev))
+        shared = shared_with(ev.row, self._foreign_on(ev))
         th = thresholds(ev.figure.key, ev.row, self.envelope, self.links.get(ev.gpu) if ev.gpu is not None else None)
         peers = [o.value for o in others if o.row is not None and o.row.get("status") == "ok"
-                 and not shared_with(o, self._foreign_on(o)) and math.isfinite(o.value)]
+                 and not shared_with(o.row, self._foreign_on(o)) and math.isfinite(o.value)]
         peers += list(self.fleet.get(ev.figure.key, []))
         if th is None and not peers:
             v.state = "SKIP"
@@ -131,7 +131,8 @@ class Judge:
             v.text = (f"{_fmt(v)}: the host sets this figure, and no envelope holds it for {ev.row.get('device')}: "
                       "give --expect FILE (gpubench expect)")
             return v
-        state, why, decisive = _decide(v, ev.samples, None if host else (PEER_WARN, PEER_FAIL))
+        state, why, decisive = _decide(v, ev.samples, None if host else (PEER_WARN, PEER_FAIL),
+                                       th.ceiling if th is not None else None)
         if decisive is not None:  # how many resamples agree with what the figure was found to be
             v.confidence = _share_beyond(ev.samples, decisive, -_sign(v) if state != "PASS" else _sign(v))
         if shared:
@@ -177,7 +178,7 @@ def _not_measured(v: Verdict, ev: Evidence) -> Verdict:
     if status == "invalid":  # a wrong result is never excused: not by a co-tenant, not by a retry
         v.state, v.text = "FAIL", f"wrong results: {ev.why}"
     elif status == "error":
-        shared = shared_with(ev)
+        shared = shared_with(ev.row)
         v.state = "WARN" if shared else "FAIL"
         v.text = f"the measurement failed: {ev.why}" + (f" (while {shared})" if shared else "")
     else:
@@ -188,7 +189,6 @@ def _not_measured(v: Verdict, ev: Evidence) -> Verdict:
 def _fill(v: Verdict, th: Thresholds | None, peers: list[float]) -> None:
     if th is not None:
         v.fail_at, v.warn_at, v.typical, v.reference = th.fail_at, th.warn_at, th.typical, th.reference
-        v._ceiling = th.ceiling  # type: ignore[attr-defined] — for the text only; the JSON carries reference
     if peers:
         v.peer_median, v.peers = float(np.median(peers)), len(peers)
 
@@ -201,8 +201,8 @@ def _worse(v: Verdict, x: float, limit: float) -> bool:
     return (x < limit) if v.better == "higher" else (x > limit)
 
 
-def _decide(v: Verdict, samples: list[float], bands: tuple[float, float] | None = (PEER_WARN, PEER_FAIL)) \
-        -> tuple[str, str, float | None]:
+def _decide(v: Verdict, samples: list[float], bands: tuple[float, float] | None = (PEER_WARN, PEER_FAIL),
+            ceiling: float | None = None) -> tuple[str, str, float | None]:
     """(state, text, the threshold that decided it) from the value, its interval and the references in ``v``.
     Every threshold is crossed only beyond noise: by the figure's most favourable end of its interval; a median
     past the floor whose interval still reaches it is a WARN, and one past ``warn_at`` within noise a PASS."""
@@ -214,7 +214,7 @@ def _decide(v: Verdict, samples: list[float], bands: tuple[float, float] | None 
     peers = bool(v.peer_median) and bands is not None  # None: the peers' median is evidence, not a reference
     peer_warn, peer_fail = bands or (PEER_WARN, PEER_FAIL)
     if v.fail_at is not None and _worse(v, best, v.fail_at):
-        return "FAIL", f"{text}, {_pct_of(v)} ({_limit(v, v.fail_at)})", v.fail_at
+        return "FAIL", f"{text}, {_pct_of(v, ceiling)} ({_limit(v, v.fail_at)})", v.fail_at
     if peers:
         limit = v.peer_median * (1 - _sign(v) * peer_fail)
         if _worse(v, best, limit):
@@ -248,11 +248,11 @@ def _limit(v: Verdict, x: float, word: str | None = None) -> str:
     return f"{word} {format_value(x)}"
 
 
-def _pct_of(v: Verdict) -> str:
+def _pct_of(v: Verdict, ceiling: float | None) -> str:
+    """How far the figure is from what it is held to: its typical figure, else the spec it is a fraction of."""
     ref = v.typical if v.typical else None
     if ref:
         return f"{v.value / ref:.0%} of typical {format_value(ref)}"
-    ceiling = getattr(v, "_ceiling", None)
     return f"{v.value / ceiling:.0%} of spec" if ceiling else (v.reference or "")
 
 

@@ -158,10 +158,19 @@ def fleet_peers(root: Path, model: str | None, host: str) -> dict[str, list[floa
         names = {g.get("name") for g in doc.get("gpus", [])}
         if model and names and model not in names:
             continue
-        for v in doc.get("verdicts", []):
-            shared = any(str(n).startswith(SHARED_NOTE) for n in v.get("notes") or [])  # no peer
-            if v.get("kind") == "performance" and isinstance(v.get("value"), (int, float)) and not shared:
-                out.setdefault(v["check"], []).append(float(v["value"]))
+        for check, value in peer_figures(doc):
+            out.setdefault(check, []).append(value)
+    return out
+
+
+def peer_figures(doc: dict[str, Any]) -> list[tuple[str, float]]:
+    """(check, figure) of a stored verdict's measured figures that may stand as peers for other nodes: not one
+    measured while another process shared its GPU."""
+    out = []
+    for v in doc.get("verdicts", []):
+        shared = any(str(n).startswith(SHARED_NOTE) for n in v.get("notes") or [])
+        if v.get("kind") == "performance" and isinstance(v.get("value"), (int, float)) and not shared:
+            out.append((v["check"], float(v["value"])))
     return out
 
 
@@ -184,4 +193,4 @@ def read_all(root: Path) -> list[dict[str, Any]]:
     return [d for _, d in sorted(newest.values(), key=lambda x: x[1]["host"])]
 
 
-__all__ = ["Request", "run", "fleet_peers", "read_all", "VERDICT_FILE"]
+__all__ = ["Request", "run", "fleet_peers", "peer_figures", "read_all", "VERDICT_FILE"]

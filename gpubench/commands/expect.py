@@ -56,7 +56,7 @@ def _figures(found) -> tuple[dict[str, list[float]], dict[str, tuple[str, str, b
             if run and run not in frames:
                 frames[run] = results.load(run)
             row = _row(frames.get(run), v)
-            if row is None or shared_with(_Ev(row)):  # a figure measured beside another process is no evidence
+            if row is None or shared_with(row):  # a figure measured beside another process is no evidence
                 continue
             values.setdefault(v["check"], []).append(float(v["value"]))
             kinds[v["check"]] = (v.get("unit") or "", v.get("better") or "higher", bool(set_by_host(row)))
@@ -70,11 +70,6 @@ def _moved(run: str | None, verdict_file: Path) -> str | None:
         return run
     here = verdict_file.parent.parent / Path(run).name
     return str(here) if here.is_dir() else run
-
-
-class _Ev:
-    def __init__(self, row):
-        self.row = row
 
 
 def _row(df, v):
