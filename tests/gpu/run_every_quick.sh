@@ -3,18 +3,18 @@
 #   bash tests/gpu/run_every_quick.sh OUT LABEL
 # OUT/walls.txt: suite, exit code and wall seconds; OUT/rows.tsv: suite, case, metric, unit, status of every row
 # (what tests/test_rows_unchanged.py compares on the fake backend); OUT/figures.txt: each suite's rows by status
-# and its headline medians; OUT/runs.tgz the run directories; OUT/<suite>.log each run's output.
+# and its headline medians; OUT/runs.tgz the run directories; OUT/logs.tgz each run's output.
 # comm and autotune run as a world of one (one GPU: NCCL's local path, no link); autotune sweeps NCCL_PROTO only.
 set -u -o pipefail
 out=${1:?OUT}; label=${2:?LABEL}
 source tests/gpu/setup.sh
 git log -1 --format='commit %h %s' 2>/dev/null | cut -c1-120
-mkdir -p "$out"; runs=/tmp/every-quick
+mkdir -p "$out/logs"; runs=/tmp/every-quick
 declare -A extra=([comm]="--nproc 1" [autotune]="--nproc 1 --knob NCCL_PROTO=LL,Simple")
 for s in elementwise gemm launch copy comm autotune-kernels autotune; do
   start=$EPOCHREALTIME
   # shellcheck disable=SC2086
-  timeout 400 gpubench run --suite "$s" --quick ${extra[$s]:-} --out "$runs/$s" --cluster "$label" >"$out/$s.log" 2>&1
+  timeout 400 gpubench run --suite "$s" --quick ${extra[$s]:-} --out "$runs/$s" --cluster "$label" >"$out/logs/$s.log" 2>&1
   rc=$?
   echo "$s rc=$rc wall=$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $start}") s" | tee -a "$out/walls.txt"
 done
@@ -36,4 +36,4 @@ with open(out / "figures.txt", "w") as f:
                     f", min {m.value.min():.4g} over {len(m)} rows\n")
 print(open(out / "figures.txt").read())
 PY
-(cd "$runs" && tar czf "$out/runs.tgz" .)
+(cd "$runs" && tar czf "$out/runs.tgz" .) && (cd "$out" && tar czf logs.tgz logs && rm -r logs)
