@@ -69,7 +69,7 @@ def test_hip_telemetry_goes_through_amdsmi(monkeypatch):
         seen.update(backend=backend, index=index, uuid=uuid, pci=pci_bus_id)
         return "telemetry"
 
-    monkeypatch.setattr("gpubench.telemetry.open_telemetry", fake_open)
+    monkeypatch.setattr("gpubench.backends.gpu.open_telemetry", fake_open)
     assert backends.open_backend("hip", 1).telemetry() == "telemetry"
     assert seen == {"backend": "hip", "index": 1, "uuid": "1234", "pci": "00000000:1b:00.0"}
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any, ClassVar
 
+from gpubench.telemetry import Telemetry
+
 
 class Timer:
     """Times one region. ``elapsed_s`` may block until the device has finished the region."""
@@ -92,8 +94,6 @@ class Backend:
 
     def telemetry(self):
         """Device-state reader (clocks, power, throttle reasons); the null one where nothing is readable."""
-        from gpubench.telemetry import Telemetry
-
         return Telemetry()
 
     # --- timing ----------------------------------------------------------------------------------

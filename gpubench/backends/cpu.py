@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from gpubench.backends.base import Backend
+from gpubench.memory import host_available_bytes
 
 _DEFAULT_LLC = 32 << 20  # when sysfs says nothing (non-Linux, containers that hide it)
 
@@ -63,8 +64,6 @@ class CpuBackend(Backend):
             return 8 << 30
 
     def available_bytes(self) -> int:
-        from gpubench.memory import host_available_bytes
-
         return host_available_bytes() or self.memory_bytes()
 
     def identity(self) -> dict:

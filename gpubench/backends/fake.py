@@ -7,6 +7,7 @@ of the machine running the tests (the idea of hyperfine's mock executor).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from gpubench.backends.base import Backend, Hold, Timer
+from gpubench.telemetry import Telemetry
 
 
 class FakeClock:
@@ -83,8 +85,6 @@ class FakeGraphs:
         return fn
 
     def stream(self):
-        import contextlib
-
         return contextlib.nullcontext()
 
 
@@ -195,8 +195,6 @@ class FakeBackend(Backend):
         }
 
     def telemetry(self):
-        from gpubench.telemetry import Telemetry
-
         reading = self._reading
 
         class FakeTelemetry(Telemetry):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from gpubench.backends.base import Backend, Hold, Timer
+from gpubench.telemetry import open_telemetry
 
 # torch.cuda._sleep counts GPU cycles; 2 GHz is about the top SM clock of H100/H200/MI300, so a hold is at
 # least as long as asked. Whether it was long enough is checked, not assumed (SleepHold.held).
@@ -143,8 +144,6 @@ class _TorchGpuBackend(Backend):
         return f"{dom:08x}:{bus:02x}:{dev:02x}.0"
 
     def telemetry(self):
-        from gpubench.telemetry import open_telemetry
-
         return open_telemetry(self.name, self.device_index, uuid=self._uuid(), pci_bus_id=self.pci_bus_id())
 
     def timer(self) -> Timer:
