@@ -19,6 +19,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.markup import escape
 from rich.table import Table
 
+from gpubench.contention import LOADED_HOST
+from gpubench.levels import disturbed_by_load
+from gpubench.units import format_bytes
+
 _STATUS_STYLE = {"ok": "green", "invalid": "bold red", "error": "red", "skipped": "yellow"}
 
 
@@ -77,9 +81,6 @@ def _headline(rows: list[dict]) -> str:
 def _beside(r: Any) -> str:
     """``shared: pid 607 (python3)``, ``host busy: 95%``: who else used the machine while an ok row's case was
     measured (its GPU, or a host busy enough to move a figure the host sets), or ""."""
-    from gpubench.contention import LOADED_HOST
-    from gpubench.levels import disturbed_by_load
-
     row = dict(r)
     said = []
     if isinstance(row.get("contended"), str) and row["contended"]:
@@ -178,60 +179,68 @@ def summary_tables(
     metrics the suite shows, e.g. comm's algbw and busbw), the SM clock seen while it ran, and its status.
     Parameters with one value over the whole table go into a line above it; cases skipped for the same reason
     collapse into one line below it ("37 cases skipped: needs a GPU")."""
-    tables = []
-    for suite, rows in _blocks(df, blocks_of or {}):
-        rows = rows.assign(_gpu=_gpu_labels(rows))
-        many = rows["_gpu"].nunique() > 1  # a --devices run: one line per (GPU, case)
-        first = rows.drop_duplicates(subset=["_gpu", "case"], keep="first")
-        metric, unit = first["metric"].iloc[0], first["unit"].iloc[0]
-        more = [m for m in (shown_of or {}).get(suite, ()) if m != metric]
-        units = {m: rows.loc[rows["metric"] == m, "unit"].iloc[0] for m in more if (rows["metric"] == m).any()}
-        values = {m: rows[rows["metric"] == m].set_index(["_gpu", "case"])["value"] for m in units}
-        params = [p for p in params_of.get(suite, ()) if p in first.columns]
-        skipped = first[first["status"] == "skipped"].groupby("message", sort=False).size()
-        collapsed = [(msg, count) for msg, count in skipped.items() if count > 1]
-        shown = first[~((first["status"] == "skipped") & first["message"].isin([m for m, _ in collapsed]))]
-        constant = [p for p in params if len(shown) > 1 and shown[p].astype(str).nunique() == 1]
-        params = [p for p in params if p not in constant]
-        title = f"{suite} (v{first['suite_version'].iloc[0]})"
-        if constant:
-            title += "\n" + ", ".join(f"{p}={param_text(p, shown[p].iloc[0])}" for p in constant)
-        caption = "\n".join(f"{count} cases skipped: {msg}" for msg, count in collapsed) or None
-        if shown.empty:  # every case skipped for a reason shared with others: the reasons are the table
-            table = Table(title=escape(title), title_justify="left", show_header=False)
-            table.add_column("skipped")
-            for line in (caption or "").splitlines():
-                table.add_row(escape(line))
-            tables.append(table)
-            continue
-        clocks = "sm_clock_mhz" in shown.columns and shown["sm_clock_mhz"].notna().any()
-        table = Table(title=escape(title), title_justify="left", caption=escape(caption) if caption else None,
-                      caption_justify="left")
-        if many:
-            table.add_column("gpu")
-        for p in params:
-            table.add_column(p)
-        heads = (f"{metric} [{unit_text(unit)}]", "cv [%]", *(f"{m} [{unit_text(u)}]" for m, u in units.items()),
-                 "n", *(["SM clock [MHz]"] if clocks else []))
-        for col in heads:
-            table.add_column(escape(col), justify="right")
-        table.add_column("status")
-        for _, r in shown.iterrows():
-            cv = r["cv"]
-            cv_text = "—" if cv is None or (isinstance(cv, float) and math.isnan(cv)) else f"{100 * cv:.2f}"
-            status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r['message']}"
-            if r["status"] == "ok":
-                flags = [name for name, col in (("noisy", "noisy"), ("host-bound", "host_bound")) if _set(r.get(col))]
-                flags += [s for s in (_beside(r),) if s]
-                status = f"ok ({', '.join(flags)})" if flags else "ok"
-            table.add_row(
-                *([r["_gpu"]] if many else []), *[escape(param_text(p, r[p])) for p in params],
-                fmt_value(r["value"]), cv_text, *(fmt_value(values[m].get((r["_gpu"], r["case"]))) for m in units),
-                str(int(r["n"])), *([fmt_value(r["sm_clock_mhz"])] if clocks else []),
-                f"[{_STATUS_STYLE.get(r['status'], '')}]{escape(status)}[/]",
-            )
-        tables.append(table)
-    return tables
+    return [_suite_table(str(suite), rows, params_of.get(suite, ()), (shown_of or {}).get(suite, ()))
+            for suite, rows in _blocks(df, blocks_of or {})]
+
+
+def _suite_table(suite: str, rows: pd.DataFrame, params_given: tuple[str, ...],
+                 shown_metrics: tuple[str, ...]) -> Table:
+    """One suite's (or block's) table: see :func:`summary_tables`."""
+    rows = rows.assign(_gpu=_gpu_labels(rows))
+    many = rows["_gpu"].nunique() > 1  # a --devices run: one line per (GPU, case)
+    first = rows.drop_duplicates(subset=["_gpu", "case"], keep="first")
+    metric, unit = first["metric"].iloc[0], first["unit"].iloc[0]
+    more = [m for m in shown_metrics if m != metric]
+    units = {m: rows.loc[rows["metric"] == m, "unit"].iloc[0] for m in more if (rows["metric"] == m).any()}
+    values = {m: rows[rows["metric"] == m].set_index(["_gpu", "case"])["value"] for m in units}
+    params = [p for p in params_given if p in first.columns]
+    skipped = first[first["status"] == "skipped"].groupby("message", sort=False).size()
+    collapsed = [(msg, count) for msg, count in skipped.items() if count > 1]
+    shown = first[~((first["status"] == "skipped") & first["message"].isin([m for m, _ in collapsed]))]
+    constant = [p for p in params if len(shown) > 1 and shown[p].astype(str).nunique() == 1]
+    params = [p for p in params if p not in constant]
+    title = f"{suite} (v{first['suite_version'].iloc[0]})"
+    if constant:
+        title += "\n" + ", ".join(f"{p}={param_text(p, shown[p].iloc[0])}" for p in constant)
+    caption = "\n".join(f"{count} cases skipped: {msg}" for msg, count in collapsed) or None
+    if shown.empty:  # every case skipped for a reason shared with others: the reasons are the table
+        table = Table(title=escape(title), title_justify="left", show_header=False)
+        table.add_column("skipped")
+        for line in (caption or "").splitlines():
+            table.add_row(escape(line))
+        return table
+    clocks = "sm_clock_mhz" in shown.columns and shown["sm_clock_mhz"].notna().any()
+    table = Table(title=escape(title), title_justify="left", caption=escape(caption) if caption else None,
+                  caption_justify="left")
+    heads = (f"{metric} [{unit_text(unit)}]", "cv [%]", *(f"{m} [{unit_text(u)}]" for m, u in units.items()),
+             "n", *(["SM clock [MHz]"] if clocks else []))
+    for col in [*(["gpu"] if many else []), *params]:
+        table.add_column(col)
+    for col in heads:
+        table.add_column(escape(col), justify="right")
+    table.add_column("status")
+    for _, r in shown.iterrows():
+        table.add_row(
+            *([r["_gpu"]] if many else []), *[escape(param_text(p, r[p])) for p in params],
+            fmt_value(r["value"]), _cv_cell(r["cv"]),
+            *(fmt_value(values[m].get((r["_gpu"], r["case"]))) for m in units),
+            str(int(r["n"])), *([fmt_value(r["sm_clock_mhz"])] if clocks else []), _status_cell(r),
+        )
+    return table
+
+
+def _cv_cell(cv: Any) -> str:
+    return "—" if cv is None or (isinstance(cv, float) and math.isnan(cv)) else f"{100 * cv:.2f}"
+
+
+def _status_cell(r: Any) -> str:
+    """``ok``, ``ok (noisy, shared: pid 607 (python3))`` or ``error: <message>``, styled by status."""
+    status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r['message']}"
+    if r["status"] == "ok":
+        flags = [name for name, col in (("noisy", "noisy"), ("host-bound", "host_bound")) if _set(r.get(col))]
+        flags += [s for s in (_beside(r),) if s]
+        status = f"ok ({', '.join(flags)})" if flags else "ok"
+    return f"[{_STATUS_STYLE.get(r['status'], '')}]{escape(status)}[/]"
 
 
 def _blocks(df: pd.DataFrame, blocks_of: dict[str, tuple[str, ...]]):
@@ -270,8 +279,6 @@ def param_text(name: str, value: Any) -> str:
     if name == "dtype":
         return _DTYPE_TEXT.get(str(value), str(value))
     if "bytes" in name and isinstance(value, numbers.Real) and not math.isnan(value):
-        from gpubench.units import format_bytes
-
         return format_bytes(value)
     if isinstance(value, float) and value.is_integer():
         return str(int(value))  # an int column that pandas widened to float (another suite's rows are NaN)

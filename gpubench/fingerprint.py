@@ -48,7 +48,7 @@ def _cpu_model():
 def _torch_facts():
     """(torch version, nccl version, collective lib), None where unknown."""
     try:
-        import torch
+        import torch  # seconds to import, and absent where the suite runs without it
     except Exception:
         return None, None, None
     version = str(torch.__version__)
@@ -66,6 +66,8 @@ def _torch_facts():
 
 def _version(dist: str) -> str | None:
     """An installed distribution's version, without importing it (Triton's import alone takes a second)."""
+    # importlib.metadata takes tens of ms to import, and gpubench.fingerprint is read by commands that never
+    # fingerprint a run (compare): on use only
     from importlib.metadata import PackageNotFoundError, version
 
     try:

@@ -72,7 +72,7 @@ def mann_whitney(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
     with a long tail of slow samples). Small samples have a floor on the p-value they can reach:
     :func:`best_p`.
     """
-    from scipy.stats import mannwhitneyu
+    from scipy.stats import mannwhitneyu  # scipy.stats is slow to import (a second or more): on use only
 
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if len(x) == 0 or len(y) == 0:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpubench import tomlfile
 from gpubench.errors import UsageError
 
 CHECKS_FILE = Path(__file__).with_name("checks.toml")
@@ -41,8 +42,6 @@ class Figure:
 
 
 def load(path: str | Path = CHECKS_FILE) -> list[Figure]:
-    from gpubench import tomlfile
-
     doc = tomlfile.read(path, "the check set")
     figures = []
     for i, entry in enumerate(doc.get("figure", [])):

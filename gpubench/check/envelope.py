@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from gpubench import peaks, tomlfile
 from gpubench.errors import UsageError
 
 EXPECT_DIR = Path(__file__).resolve().parent.parent / "expect"
@@ -85,8 +88,6 @@ class Thresholds:
 
 
 def load_file(path: str | Path) -> Envelope:
-    from gpubench import tomlfile
-
     doc = tomlfile.read(path, "the envelope")
     if doc.get("format") != FORMAT or not isinstance(doc.get("version"), int):
         raise UsageError(f"{path} is not a gpubench envelope (format = \"{FORMAT}\"): make one with gpubench expect")
@@ -127,8 +128,6 @@ def thresholds(key: str, row: dict[str, Any], env: Envelope | None, link_gbps: f
 
 
 def _spec(row: dict[str, Any], link_gbps: float | None) -> Thresholds | None:
-    from gpubench import peaks
-
     roof, better = row.get("roof"), row.get("better")
     if roof not in SPEC_FRACTIONS or better != "higher":
         return None
@@ -148,7 +147,7 @@ def _spec(row: dict[str, Any], link_gbps: float | None) -> Thresholds | None:
 
 
 def _robust_spread(values: np.ndarray) -> float:
-    from scipy.stats import median_abs_deviation
+    from scipy.stats import median_abs_deviation  # scipy.stats is slow to import (a second or more): on use only
 
     median = float(np.median(values))
     return float(median_abs_deviation(values, scale="normal")) / abs(median) if median else 0.0
@@ -173,9 +172,6 @@ def _round(x: float) -> float:
 
 def write(env: Envelope, path: str | Path) -> Path:
     """The envelope as TOML, written whole or not at all."""
-    import os
-    import tempfile
-
     lines = [f"# {env.gpu}: what a healthy GPU reads on each of gpubench check's figures. Made by gpubench expect;",
              "# docs/check.md says how the thresholds follow from the figures.",
              f'format = "{FORMAT}"', f"version = {VERSION}", f"gpu = {_q(env.gpu)}", f"match = {_q(env.match)}",

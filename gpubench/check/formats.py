@@ -293,7 +293,7 @@ def _unique(node: NodeVerdict) -> Iterator[Verdict]:
 
 
 def _families(node: NodeVerdict, now: float) -> list[Any]:
-    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.core import GaugeMetricFamily  # an optional dependency: --format prometheus only
 
     def gauge(name: str, doc: str, labels: Iterable[str]) -> Any:
         return GaugeMetricFamily(name, doc, labels=list(labels))
@@ -335,7 +335,7 @@ class _Families:
 def to_prometheus(node: NodeVerdict, path: str) -> None:
     """Write the verdict as a node-exporter textfile at ``path`` (written beside it, then renamed)."""
     try:
-        from prometheus_client import CollectorRegistry, write_to_textfile
+        from prometheus_client import CollectorRegistry, write_to_textfile  # optional: --format prometheus only
     except ImportError as e:
         raise UsageError("--format prometheus needs prometheus_client: pip install prometheus-client") from e
     registry = CollectorRegistry(auto_describe=False)

@@ -13,8 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from gpubench import outputs
 from gpubench.check.judge import PEER_FAIL
 from gpubench.check.model import FORMAT, FORMAT_VERSION, STATES, worst
+from gpubench.check.node import peer_figures, read_all
+from gpubench.console import out_console
 from gpubench.errors import UsageError
 
 
@@ -46,8 +49,6 @@ def _outliers(doc: dict[str, Any], pool: dict[tuple[str, str], list[tuple[str, f
 
 
 def gather(root: str | Path) -> list[dict[str, Any]]:
-    from gpubench.check.node import peer_figures, read_all
-
     docs = read_all(Path(root))
     if not docs:
         raise UsageError(f"--fleet {root}: no check verdict (check.json) under it: run gpubench check on the nodes "
@@ -68,9 +69,6 @@ def gather(root: str | Path) -> list[dict[str, Any]]:
 
 
 def main(root: str, fmt: str, report: str | None, strict: bool) -> int:
-    from gpubench import outputs
-    from gpubench.console import out_console
-
     nodes = gather(root)
     if fmt == "json":
         text = json.dumps({"format": f"{FORMAT}-fleet", "version": FORMAT_VERSION, "nodes": nodes}, indent=2) + "\n"

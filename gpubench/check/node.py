@@ -11,10 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpubench.backends import backend_class, resolve_name
 from gpubench.check import checkset, drive, envelope, facts
+from gpubench.check.formats import to_json
 from gpubench.check.judge import SHARED_NOTE, Judge, pids_in
 from gpubench.check.model import FORMAT, FORMAT_VERSION, NodeVerdict, Verdict
 from gpubench.errors import UsageError
+from gpubench.outputs import write_text
+from gpubench.ranks.fleet import parse_devices
+from gpubench.rundir import check_label, ensure_writable, utc_now
 
 VERDICT_FILE = "check.json"
 
@@ -41,7 +46,7 @@ def _identities(backend: str, devices: list[int]) -> list[dict[str, Any]]:
         gpu: dict[str, Any] = {"index": i, "name": None, "uuid": None, "pci_bus_id": None}
         if backend in ("cuda", "hip"):
             try:
-                import torch
+                import torch  # the cuda and hip backends only: torch takes seconds to import
 
                 p = torch.cuda.get_device_properties(i)
                 gpu["name"] = p.name
@@ -55,9 +60,6 @@ def _identities(backend: str, devices: list[int]) -> list[dict[str, Any]]:
 
 
 def _resolve(req: Request) -> tuple[str, list[int]]:
-    from gpubench.backends import backend_class, resolve_name
-    from gpubench.ranks.fleet import parse_devices
-
     name = resolve_name(req.backend)
     cls = backend_class(name)
     ok, why = cls.available()
@@ -69,8 +71,6 @@ def _resolve(req: Request) -> tuple[str, list[int]]:
 
 
 def run(req: Request, argv: list[str]) -> NodeVerdict:
-    from gpubench.rundir import check_label, ensure_writable, utc_now
-
     t0, started = time.monotonic(), utc_now()
     backend, devices = _resolve(req)
     cluster = check_label(req.cluster or "local")
@@ -139,13 +139,9 @@ def _facts(devices: list[int], static: dict, seen: dict, evidence: list[checkset
 
 def _keep(node: NodeVerdict, plan: drive.Plan) -> None:
     """The verdict beside the per-GPU figures (or the first run that has a directory)."""
-    from gpubench.check.formats import to_json
-
     home = next((c.run_dir for c in plan.children if c.what == "devices" and c.run_dir), None) or \
         next((c.run_dir for c in plan.children if c.run_dir), None)
     if home:
-        from gpubench.outputs import write_text
-
         write_text(Path(home) / VERDICT_FILE, to_json(node))
 
 

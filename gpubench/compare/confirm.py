@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpubench import results
 from gpubench.compare.verdict import COMPARED, UNKNOWN, WORSE
 from gpubench.errors import UsageError
 
@@ -90,8 +91,6 @@ def apply(rows: pd.DataFrame, rerun: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv: list[str]) -> int:
-    from gpubench import results
-
     if len(argv) != 2:
         print("usage: python -m gpubench.compare.confirm COMPARE.json RUN_DIR", file=sys.stderr)
         return 2

@@ -39,7 +39,7 @@ def _device_key(df: pd.DataFrame) -> pd.Series:
 
 def robust_z(values: np.ndarray) -> tuple[float, np.ndarray]:
     """(fleet median, z of each value), as in the module docstring."""
-    from scipy.stats import median_abs_deviation
+    from scipy.stats import median_abs_deviation  # scipy.stats is slow to import (a second or more): on use only
 
     median = float(np.median(values))
     # scale="normal": MAD × 1.4826..., an estimate of the standard deviation

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from gpubench import results
-from gpubench.compare import memory
+from gpubench.compare import cross, memory
 from gpubench.processes import labels
 from gpubench.errors import UsageError
 from gpubench.stats import summarize
@@ -139,8 +139,6 @@ def _read_pointer(path: Path) -> Path | None:
 
 
 def _same_system(meta: dict[str, Any], like: dict[str, Any]) -> bool:
-    from gpubench.compare import cross
-
     return not cross.differences(cross.system_of_meta(meta), like)
 
 
@@ -199,6 +197,21 @@ def _directory(p: Path, label: str, window: int, explicit: bool, exclude: Sequen
     """A directory of runs as a baseline: for each figure the latest ``window`` runs that are evidence of its
     normal level (and the older ones of its history), newest first until every wanted figure has its window."""
     every = scan(p)
+    before, complete = _earlier_runs(p, every, exclude, like)
+    ledger = memory.Ledger(memory.Entry.read(i, path, meta) for i, path, meta, _ in complete)
+    reading = _Reading(window, set(want) if want is not None else None)
+    reading.note_incomplete(before)
+    for entry in reversed(ledger.entries):
+        if reading.scanned >= MAX_SCAN or reading.done():
+            break
+        reading.take(entry, ledger)
+    return _directory_side(p, label, window, explicit, ledger, reading)
+
+
+def _earlier_runs(p: Path, every: list[tuple[str, Path, dict[str, Any], str]], exclude: Sequence[str],
+                  like: dict[str, Any] | None) -> tuple[list, list]:
+    """The runs of ``every`` a baseline may come from (before the current one), and those of them complete (of
+    the system ``like`` names, where there are any)."""
     current = [i for i, _, _, _ in every if i in set(exclude)]
     # Where the current run is one of this directory's, its baseline is the runs before it, not any made later.
     before = [c for c in every if c[0] not in set(exclude) and (not current or c[0] < min(current))]
@@ -212,87 +225,110 @@ def _directory(p: Path, label: str, window: int, explicit: bool, exclude: Sequen
                              "a baseline needs an earlier run; give its run directory")
         raise UsageError(f"{p} holds no complete run directory: give a run directory or a directory of runs "
                          "written by gpubench run")
-    ledger = memory.Ledger(memory.Entry.read(i, path, meta) for i, path, meta, _ in complete)
-    left: dict[str, list[str]] = {}
-    unreadable: dict[str, str] = {}
-    for i, path, _, status in before:  # runs that never completed: their tables are partial
-        if status != "complete":
-            left.setdefault(status, []).append(i)
-        if status == "unreadable":
-            unreadable[i] = f"cannot read {path / results.RUN_FILE}"
-    wanted = set(want) if want is not None else None
-    win: dict[tuple, list[str]] = {}
-    hist: dict[tuple, int] = {}
-    episode: dict[tuple, list[str]] = {}
-    frames, older, used = [], [], []
-    scanned = 0
-    seen: dict[tuple, int] = {}  # figure -> how many runs had been read when it was last seen
-    reach = max(SPREAD_HISTORY, window)
+    return before, complete
 
-    def done() -> bool:
+
+@dataclass
+class _Reading:
+    """A directory's runs read newest first: for each figure the runs of its window and of its history, the
+    nights of its current regression, and the runs left out and why."""
+    window: int
+    wanted: set[tuple] | None
+    win: dict[tuple, list[str]] = field(default_factory=dict)
+    hist: dict[tuple, int] = field(default_factory=dict)
+    episode: dict[tuple, list[str]] = field(default_factory=dict)
+    frames: list[pd.DataFrame] = field(default_factory=list)
+    older: list[pd.DataFrame] = field(default_factory=list)
+    used: list[memory.Entry] = field(default_factory=list)
+    left: dict[str, list[str]] = field(default_factory=dict)
+    unreadable: dict[str, str] = field(default_factory=dict)
+    scanned: int = 0
+    seen: dict[tuple, int] = field(default_factory=dict)  # figure -> how many runs had been read when last seen
+
+    @property
+    def reach(self) -> int:
+        return max(SPREAD_HISTORY, self.window)
+
+    def note_incomplete(self, before: list[tuple[str, Path, dict[str, Any], str]]) -> None:
+        for i, path, _, status in before:  # runs that never completed: their tables are partial
+            if status != "complete":
+                self.left.setdefault(status, []).append(i)
+            if status == "unreadable":
+                self.unreadable[i] = f"cannot read {path / results.RUN_FILE}"
+
+    def done(self) -> bool:
         # every wanted figure has its window, or has not been seen for a whole history (a figure new to the
         # directory, or gone from it): only a figure still regressed keeps the reading going further back
-        return scanned >= reach and wanted is not None and \
-            all(len(win.get(k, ())) >= window or scanned - seen.get(k, 0) >= reach for k in wanted)
+        return self.scanned >= self.reach and self.wanted is not None and \
+            all(len(self.win.get(k, ())) >= self.window or self.scanned - self.seen.get(k, 0) >= self.reach
+                for k in self.wanted)
 
-    for entry in reversed(ledger.entries):
-        if scanned >= MAX_SCAN or done():
-            break
+    def take(self, entry: memory.Entry, ledger: memory.Ledger) -> None:
+        """Read one run (the next older one) and take its rows into the windows and histories they belong to."""
         if entry.reason:
-            left.setdefault(entry.reason, []).append(entry.run_id)
-            continue
+            self.left.setdefault(entry.reason, []).append(entry.run_id)
+            return
         try:
             df = results.load(entry.path)
         except UsageError as e:  # a table cut short by a crash or a full disk: one bad night blocks no other
-            left.setdefault("unreadable", []).append(entry.run_id)
-            unreadable[entry.run_id] = str(e)
-            continue
-        scanned += 1
+            self.left.setdefault("unreadable", []).append(entry.run_id)
+            self.unreadable[entry.run_id] = str(e)
+            return
+        self.scanned += 1
         keys = list(zip(*(df[k].astype(str) for k in KEY))) if len(df) else []
-        place: dict[tuple, str | None] = {}  # figure -> "window", "history" or None (not taken from this run)
-        for k in dict.fromkeys(keys):
-            seen[k] = scanned
-            why = ledger.evidence(entry, k)
-            if why == "regressed" and not win.get(k):  # newer than its window: a night of its regression
-                episode.setdefault(k, []).append(entry.run_id)
-            if why is not None or (wanted is not None and k not in wanted):
-                place[k] = None
-            elif len(win.setdefault(k, [])) < window:
-                win[k].append(entry.run_id)
-                place[k] = "window"
-            elif hist.get(k, 0) + len(win[k]) < reach:
-                hist[k] = hist.get(k, 0) + 1
-                place[k] = "history"
-            else:
-                place[k] = None
+        place = {k: self._place(entry, k, ledger) for k in dict.fromkeys(keys)}
         mask = pd.Series([place[k] == "window" for k in keys], index=df.index, dtype=bool)
         hmask = pd.Series([place[k] == "history" for k in keys], index=df.index, dtype=bool)
         if mask.any():
-            frames.append(df[mask])
+            self.frames.append(df[mask])
             # the runs a side names are those of its figures' windows (a figure no run has a number for, such
             # as a copy's TFLOP/s, is no figure)
             if _has_number(df[mask]):
-                used.append(entry)
-        if any(entry.run_id in episode.get(k, ()) for k in place):
-            left.setdefault("regressed", []).append(entry.run_id)
+                self.used.append(entry)
+        if any(entry.run_id in self.episode.get(k, ()) for k in place):
+            self.left.setdefault("regressed", []).append(entry.run_id)
         if hmask.any():
-            older.append(df[hmask])
-    if frames and not used:
+            self.older.append(df[hmask])
+
+    def _place(self, entry: memory.Entry, k: tuple, ledger: memory.Ledger) -> str | None:
+        """Where a figure's rows of this run go: "window", "history" or None (not taken from this run)."""
+        self.seen[k] = self.scanned
+        why = ledger.evidence(entry, k)
+        if why == "regressed" and not self.win.get(k):  # newer than its window: a night of its regression
+            self.episode.setdefault(k, []).append(entry.run_id)
+        if why is not None or (self.wanted is not None and k not in self.wanted):
+            return None
+        if len(self.win.setdefault(k, [])) < self.window:
+            self.win[k].append(entry.run_id)
+            return "window"
+        if self.hist.get(k, 0) + len(self.win[k]) < self.reach:
+            self.hist[k] = self.hist.get(k, 0) + 1
+            return "history"
+        return None
+
+
+def _directory_side(p: Path, label: str, window: int, explicit: bool, ledger: memory.Ledger,
+                    reading: _Reading) -> Side:
+    """The baseline side a directory's reading gives, with notes on the runs it could not read or lacked."""
+    win, left, used = reading.win, reading.left, reading.used
+    if reading.frames and not used:
         used = [e for e in ledger.entries if any(e.run_id in v for v in win.values())]
-    if not frames:
+    if not reading.frames:
         raise UsageError(f"{p} holds no run that is evidence of a normal level (left out: "
                          f"{', '.join(f'{len(v)} {k}' for k, v in left.items()) or 'none'}): give a run directory")
     used.sort(key=lambda e: e.run_id)
     oldest = used[0].run_id
     left = {k: sorted(i for i in v if i > oldest) for k, v in left.items()}
+    older = reading.older
     side = Side(label, [e.path for e in used], [e.meta for e in used],
-                pd.concat(list(reversed(frames)), ignore_index=True), asked_window=window,
+                pd.concat(list(reversed(reading.frames)), ignore_index=True), asked_window=window,
                 history=pd.concat(list(reversed(older)), ignore_index=True) if older else None, directory=p,
                 ledger=ledger, windows={k: sorted(v) for k, v in win.items()},
-                regressions={k: sorted(v) for k, v in episode.items()}, left_out={k: v for k, v in left.items() if v})
-    if unreadable:
-        side.notes.append(f"{label}: left out {len(unreadable)} run(s) that cannot be read: "
-                          + "; ".join(f"{i} ({why})" for i, why in unreadable.items()))
+                regressions={k: sorted(v) for k, v in reading.episode.items()},
+                left_out={k: v for k, v in left.items() if v})
+    if reading.unreadable:
+        side.notes.append(f"{label}: left out {len(reading.unreadable)} run(s) that cannot be read: "
+                          + "; ".join(f"{i} ({why})" for i, why in reading.unreadable.items()))
     if explicit and max((len(v) for v in win.values()), default=0) < window:
         side.notes.append(f"{label}: {max((len(v) for v in win.values()), default=0)} clean run(s), fewer than "
                           f"the window of {window}")

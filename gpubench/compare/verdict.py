@@ -137,28 +137,45 @@ def judge(
     # one more value of the spread.
     runs = run_count if run_count is not None and 0 < run_count <= k else k
     if k >= MIN_RUNS and runs >= MIN_RUNS:
-        factor, over = spread_factor(k), _units(k, run_count)
-        history = [float(v) for v in history_runs if _finite(v)]
-        if moves and len(history) > k and spread_factor(len(history)) * run_spread(history) > factor * spread:
-            # a host-set figure drifts: the longer history's range says more than a quiet stretch of the window
-            factor, over, spread = spread_factor(len(history)), _units(len(history), None), run_spread(history)
-            out["run_spread"] = spread
-        if not abs(change) > factor * spread:
-            return {**out, "verdict": UNKNOWN,
-                    "note": f"{direction.lower()} by the threshold or more, but within the run-to-run spread "
-                            f"({100 * spread:.1f}% over {over} × {factor:g})"}
-        few = out["basis"] != "samples" or min(len(current), n_base_run) < 2 or \
-            best_p(len(current), max(1, n_base_run)) > alpha
-        if few:
-            return {**out, "verdict": direction, "basis": "run-medians",
-                    "note": f"beyond the run-to-run spread ({100 * spread:.1f}% over {over} × {factor:g}); "
-                            f"{n_text}: too few samples per run for the rank test, the run medians decide"}
-        if out["p_value"] <= alpha:
-            return {**out, "verdict": direction,
-                    "note": f"beyond the run-to-run spread ({100 * spread:.1f}% over {over} × {factor:g})"}
+        return _on_runs(out, direction, alpha, k=k, run_count=run_count, moves=moves, history_runs=history_runs,
+                        n_current=len(current), n_base_run=n_base_run, n_text=n_text)
+    return _short_of_runs(out, direction, alpha, k=k, runs=runs, moves=moves, window=window, n_text=n_text)
+
+
+def _on_runs(out: dict[str, Any], direction: str, alpha: float, *, k: int, run_count: int | None, moves: str,
+             history_runs: Sequence[float], n_current: int, n_base_run: int, n_text: str) -> dict[str, Any]:
+    """The verdict on a move of the threshold or more where the baseline has runs enough (``k`` run medians)
+    to know how far the figure moves between runs: beyond their spread, and beyond noise."""
+    change, spread = out["change"], out["run_spread"]
+    factor, over = spread_factor(k), _units(k, run_count)
+    history = [float(v) for v in history_runs if _finite(v)]
+    if moves and len(history) > k and spread_factor(len(history)) * run_spread(history) > factor * spread:
+        # a host-set figure drifts: the longer history's range says more than a quiet stretch of the window
+        factor, over, spread = spread_factor(len(history)), _units(len(history), None), run_spread(history)
+        out["run_spread"] = spread
+    if not abs(change) > factor * spread:
         return {**out, "verdict": UNKNOWN,
-                "note": f"{direction.lower()} by the threshold or more, beyond the run-to-run spread, but within "
-                        f"noise (p={p_text(out['p_value'])} > {alpha:g}; {n_text})"}
+                "note": f"{direction.lower()} by the threshold or more, but within the run-to-run spread "
+                        f"({100 * spread:.1f}% over {over} × {factor:g})"}
+    few = out["basis"] != "samples" or min(n_current, n_base_run) < 2 or \
+        best_p(n_current, max(1, n_base_run)) > alpha
+    if few:
+        return {**out, "verdict": direction, "basis": "run-medians",
+                "note": f"beyond the run-to-run spread ({100 * spread:.1f}% over {over} × {factor:g}); "
+                        f"{n_text}: too few samples per run for the rank test, the run medians decide"}
+    if out["p_value"] <= alpha:
+        return {**out, "verdict": direction,
+                "note": f"beyond the run-to-run spread ({100 * spread:.1f}% over {over} × {factor:g})"}
+    return {**out, "verdict": UNKNOWN,
+            "note": f"{direction.lower()} by the threshold or more, beyond the run-to-run spread, but within "
+                    f"noise (p={p_text(out['p_value'])} > {alpha:g}; {n_text})"}
+
+
+def _short_of_runs(out: dict[str, Any], direction: str, alpha: float, *, k: int, runs: int, moves: str,
+                   window: bool, n_text: str) -> dict[str, Any]:
+    """The verdict on a move of the threshold or more where the baseline has fewer than MIN_RUNS runs of the
+    figure: a window still filling and a figure whose level moves between processes stay UNKNOWN; between
+    two single runs the samples (or, without samples, the threshold) decide."""
     if window:
         return {**out, "verdict": UNKNOWN,
                 "note": f"{direction.lower()} by the threshold or more; the baseline window holds {max(runs, 1)} "
