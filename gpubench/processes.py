@@ -22,6 +22,7 @@ import dataclasses
 import json
 import math
 import pickle
+import selectors
 import shutil
 import subprocess
 import sys
@@ -96,8 +97,6 @@ class Workers:
         proc = self.procs[k]
         assert proc.stdout is not None
         end = time.monotonic() + timeout
-        import selectors
-
         with selectors.DefaultSelector() as sel:
             sel.register(proc.stdout, selectors.EVENT_READ)
             while True:

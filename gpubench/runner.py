@@ -26,8 +26,14 @@ import pandas as pd
 
 from gpubench import contention, engine, results
 from gpubench import processes as proc
+from gpubench.backends.base import Backend
 from gpubench.errors import UsageError
+from gpubench.fingerprint import collect
+from gpubench.memory import budget
 from gpubench.options import read as read_options
+from gpubench.ranks import describe
+from gpubench.ranks.group import Group, GroupError
+from gpubench.request import RunRequest
 from gpubench.rundir import ABANDONED, RunDir
 from gpubench.stats import finite, summarize
 from gpubench.suite import Case, Derived, GridContext, Skip, Suite
@@ -74,7 +80,7 @@ class Outcome:
 
 def plan(
     suites: Sequence[Suite],
-    backend: Any,
+    backend: Backend,
     *,
     quick: bool,
     sizes: Sequence[int] | None = None,
@@ -82,13 +88,12 @@ def plan(
     case_filter: str | None = None,
     search: bool = False,
     options: Mapping[str, Mapping[str, Any]] | None = None,
-    group: Any = None,
+    group: Group | None = None,
     world_size: int | None = None,
 ) -> Plan:
     """The grid of each suite. ``options`` maps a suite's name to its options' values (the defaults of those
-    missing); ``world_size`` is the ranks' count where they are not started yet."""
-    from gpubench.memory import budget
-
+    missing); ``world_size`` is the ranks' count where they are not started yet. ``backend`` may be a stand-in
+    with the device's sizes alone, where the processes that will measure are not started yet."""
     base = GridContext(
         backend=backend.name,
         quick=quick,
@@ -247,7 +252,7 @@ def _derive(suite: Suite, rows: list[dict[str, Any]], base: dict[str, Any]) -> l
     return out
 
 
-def _call_prepare(suite: Suite, case: Case, backend: Any, ctx: GridContext | None) -> Any:
+def _call_prepare(suite: Suite, case: Case, backend: Backend, ctx: GridContext | None) -> Any:
     # A suite whose prepare takes (case, backend) alone (written before options reached it) still runs.
     if len(inspect.signature(suite.prepare).parameters) < 3:
         return suite.prepare(case, backend)
@@ -257,7 +262,7 @@ def _call_prepare(suite: Suite, case: Case, backend: Any, ctx: GridContext | Non
     return suite.prepare(case, backend, ctx)
 
 
-def _prepare(suite: Suite, case: Case, backend: Any, group: Any, ctx: GridContext | None) -> Any:
+def _prepare(suite: Suite, case: Case, backend: Backend, group: Group | None, ctx: GridContext | None) -> Any:
     """``suite.prepare``; across a group, a Skip or failure on any rank is every rank's (else the others would
     go on into collectives the failed rank never joins)."""
     if group is None:
@@ -282,19 +287,17 @@ def _prepare(suite: Suite, case: Case, backend: Any, group: Any, ctx: GridContex
 def run_case(
     suite: Suite,
     case: Case,
-    backend: Any,
+    backend: Backend,
     base: dict[str, Any],
     config: engine.EngineConfig,
     telemetry: Any,
-    group: Any = None,
+    group: Group | None = None,
     tick: Callable[[], None] | None = None,
     ctx: GridContext | None = None,
     interrupted: Callable[[], bool] | None = None,
 ) -> list[dict[str, Any]]:
     """The case's rows; with ``interrupted`` (see :func:`engine.measure`), a case abandoned on the way is one
     ``skipped`` row per metric whose message says so."""
-    from gpubench.ranks.group import GroupError
-
     workload = None
     try:
         getattr(backend, "begin_case", lambda case_id: None)(case.id)  # test stand-ins may lack it
@@ -334,14 +337,14 @@ def _static(reader: Any) -> dict[str, Any]:
         return {}
 
 
-def _pci(backend: Any) -> str | None:
+def _pci(backend: Backend) -> str | None:
     try:
         return backend.pci_bus_id()
     except Exception:  # noqa: BLE001
         return None
 
 
-def _same_plan(p: Plan, group: Any) -> None:
+def _same_plan(p: Plan, group: Group) -> None:
     """The ranks of a fleet go case by case together: they must lay out the same cases (GPUs of different
     sizes may not), or say so on every rank before anything is written."""
     mine = [(s.name, [s.fleet_key(c, p.contexts[s.name]) for c in p.cases[s.name]]) for s in p.suites]
@@ -352,7 +355,7 @@ def _same_plan(p: Plan, group: Any) -> None:
                              "run each kind of GPU in its own --devices run")
 
 
-def _everyones(group: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _everyones(group: Group, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every rank's rows for one case, in rank order (rank 0 writes them; the others keep an empty list)."""
     gathered = group.gather_objects(rows)
     return [r for part in gathered for r in part] if group.rank == 0 else []
@@ -412,183 +415,276 @@ def _suite_contended(rows: list[dict[str, Any]]) -> str | None:
     return "" if any(s == "" for s in seen) else None
 
 
-def execute(
-    p: Plan,
-    backend: Any,
-    *,
-    out: str,
-    cluster: str,
-    argv: Sequence[str],
-    quick: bool,
-    config: engine.EngineConfig | None = None,
-    progress: Any = None,
-    telemetry: bool = True,
-    group: Any = None,
-    fleet: bool = False,
-    processes: int = 1,
-) -> Outcome:
+def execute(p: Plan, backend: Backend, request: RunRequest, *, progress: Any = None, group: Group | None = None,
+            config: engine.EngineConfig | None = None) -> Outcome:
     """Run the plan; ``progress`` gets ``start(total)``, ``advance(suite, case, rows)``, ``note(text)``.
 
-    With a ``group`` every rank runs the plan in step, and rank 0 alone writes the run directory. The ranks
-    of a collective suite measure together (the engine agrees on every decision); with ``fleet`` each rank
-    measures its own device alone and sends its rows to rank 0 after each case (``run --devices``).
-    ``processes``: the cases a suite says are set per process are measured in this many processes, this one
-    and fresh workers after it (:mod:`gpubench.processes`); a run of several ranks measures them in its own.
+    Alone, this process measures (:class:`Single`). With a ``group`` every rank runs the plan in step, and rank 0
+    alone writes the run directory: the ranks of a collective suite measure together, the engine agreeing on
+    every decision (:class:`Ranks`); on a fleet (``run --devices``) each rank measures its own device alone and
+    sends its rows to rank 0 after each case (:class:`Fleet`).
     """
-    from gpubench.fingerprint import collect
+    kind = Single if group is None else Fleet if request.where.fleet else Ranks
+    return kind(p, backend, request, progress, config, group).run()
 
-    config = config or (engine.QUICK if quick else engine.FULL)
-    reader = backend.telemetry()
-    fingerprint = collect(backend.identity(), cluster, reader)  # one reading for the record, even if off
-    sampler_source = reader if telemetry else None
-    # Measured in several processes: on a device (the CPU backend's own figures are measured in this one), by a
-    # run of one process (ranks measure in their own).
-    per_process = {s.name: [c.id for c in p.cases[s.name] if s.per_process(c)] for s in p.suites} \
-        if processes > 1 and group is None and backend.is_gpu else {}
-    per_process = {k: v for k, v in per_process.items() if v}
-    meta = {
-        "argv": list(argv),
-        "backend": backend.name,
-        "device_index": backend.device_index,
-        "quick": quick,
-        "engine": {k: getattr(config, k) for k in config.__dataclass_fields__},
-        "suites": {s.name: {"version": s.version, "cases": len(p.cases[s.name])} for s in p.suites},
-        "notes": list(p.notes),
-        "telemetry": getattr(reader, "source", "none") if telemetry else "off",
-        "processes": {"asked": processes if group is None else 1, "cases": per_process},
-        "fingerprint": fingerprint,
-    }
-    static = _static(reader)
-    base = {
-        "backend": backend.name,
-        "device": backend.device_name(),
-        "device_index": backend.device_index,
-        "gpu_uuid": static.get("uuid"),
-        "pci_bus_id": static.get("pci_bus_id") or _pci(backend),
-        "host": socket.gethostname(),
-        "cluster": cluster,
-    }
-    if fleet:
-        _same_plan(p, group)
-        meta["fleet"] = group.gather_objects({"rank": group.rank, "pid": os.getpid(), **{k: base[k] for k in _WHO},
-                                              "fingerprint": fingerprint.get("fingerprint")})
-    elif group is not None:
-        from gpubench.ranks import describe
 
-        meta["dist"] = describe.run_meta(group, backend)
-    writer = group is None or group.rank == 0
-    rd = RunDir.create(out, cluster, meta) if writer else _Unwritten()
-    if group is not None:
-        group.on_abort(lambda reason: rd.finish("failed", error=reason))
-        if writer:
-            group.publish_run_dir(str(rd.path))
-    base["run_id"] = group.gather_objects(rd.run_id)[0] if fleet else rd.run_id
-    # Other ranks' processes may hold contexts on this device (peer access): they are ours, not a co-tenant.
-    own_pids = set(group.gather_objects(os.getpid())) if group is not None else set()
-    watch = contention.Watch(reader if telemetry else None, own_pids)
-    outcome = Outcome(rd)
-    notes: list[str] = []
-    workers = None
-    if progress:
-        for line in [*p.notes, *watch.opening()]:
-            progress.note(line)
-        progress.start(p.total)
-    status = "complete"
-    # Alone (or each rank of --devices on its own device) a case can be left at any batch; the ranks of a
-    # collective finish it together, then stop.
-    abandon = group is None or fleet
-    note = ("stopping: the case in progress is abandoned (Ctrl-C again to stop at once)" if abandon
-            else "stopping after this case (Ctrl-C again to stop now)")
-    current = None
-    try:
-        with _StopFlag(lambda: progress and progress.note(note)) as stop:
-            if per_process:
-                workers = proc.Workers(_spec(p, backend, config, telemetry, processes, per_process),
-                                            processes - 1, stop=lambda: stop.set)
-                watch.add_own(workers.pids)
-            interrupted = (lambda: stop.set) if abandon else None
-            for suite in p.suites:
-                rows: list[dict[str, Any]] = []  # every rank's, on rank 0
-                mine: list[dict[str, Any]] = []  # this rank's
-                for case in p.cases[suite.name]:
-                    # Across ranks, a Ctrl-C seen by any rank stops them all after the same case.
-                    if group is not None:
-                        group.step(f"{suite.name} {case.id}")
-                        stop.set = group.any(stop.set)
-                    if stop.set:
-                        break
-                    current = f"{suite.name} {case.id}"
-                    cfg = config
-                    if case.id in per_process.get(suite.name, ()):
-                        workers.wait_ready()  # their start-up is over before a figure the host sets is measured
-                        cfg = proc.scaled(config, processes)
-                    token = watch.begin()
-                    if fleet:  # each device measures alone: the group only ticks
-                        new = run_case(suite, case, backend, base, cfg, sampler_source, tick=group.step,
-                                       interrupted=interrupted, ctx=p.contexts.get(suite.name))
-                    else:
-                        new = run_case(suite, case, backend, base, cfg, sampler_source, group,
-                                       interrupted=interrupted, ctx=p.contexts.get(suite.name))
-                    mark_rows(new, *watch.end(token, suite.name, case.id))
-                    if fleet:
-                        mine.extend(new)
-                        new = _everyones(group, new)
-                    if any(r["message"] == ABANDONED for r in new):
-                        outcome.abandoned = current
-                    rows.extend(new)
-                    df = results.frame(rows, suite.params)
-                    rd.write_table(suite.name, df)
-                    outcome.tables[suite.name] = df
-                    current = None
-                    if progress:
-                        progress.advance(suite, case, new)
-                # Interrupted, the suite still summarizes the cases it measured (a search's best so far), and
-                # says so in each derived row's message.
-                derived = _derive(suite, mine if fleet else rows, base)
-                for r in derived:
-                    watch.mark(suite.name, r["case"], r["contended"], r["host_load"])
-                if stop.set:
-                    for r in derived:
-                        r["message"] = (r["message"] + "; run interrupted: over the cases measured")[:_MAX_MESSAGE]
-                if fleet:
-                    derived = _everyones(group, derived)
-                if derived:
-                    rows.extend(derived)
-                    df = results.frame(rows, suite.params)
-                    rd.write_table(suite.name, df)
-                    outcome.tables[suite.name] = df
-                if stop.set:
-                    status = "interrupted"
-                    break
-            if workers is not None and not stop.set:
-                notes += _rounds(p, workers, processes, watch, outcome, base, config, progress)
-                if stop.set:
-                    status = "interrupted"
-    except KeyboardInterrupt:
-        status = "interrupted"
-        outcome.abandoned = outcome.abandoned or current  # a second Ctrl-C left this case unwritten
-    except BaseException as e:
-        rd.finish("failed", error=_first_line(e))
-        raise
-    finally:
-        if workers is not None:
-            workers.close()
+class Single:
+    """One process measures the plan on its device. ``processes``: the cases a suite says are set per process are
+    measured in that many processes, this one and fresh workers after it (:mod:`gpubench.processes`)."""
+
+    # Alone (or each rank of --devices on its own device) a Ctrl-C abandons the case in progress at any batch.
+    abandon = True
+
+    def __init__(self, p: Plan, backend: Backend, request: RunRequest, progress: Any = None,
+                 config: engine.EngineConfig | None = None, group: Group | None = None):
+        self.p, self.backend, self.request, self.progress, self.group = p, backend, request, progress, group
+        self.config = config or (engine.QUICK if request.how.quick else engine.FULL)
+        self.telemetry = request.how.telemetry
+        self.current: str | None = None  # "suite case" while it is measured
+        self.workers: proc.Workers | None = None
+
+    # What differs between the kinds of run.
+
+    def _per_process(self) -> dict[str, list[str]]:
+        """The cases measured in several processes: on a device (the CPU backend's own figures are measured in this
+        one), by a run of one process (ranks measure in their own)."""
+        if self.request.how.processes <= 1 or not self.backend.is_gpu:
+            return {}
+        cases = {s.name: [c.id for c in self.p.cases[s.name] if s.per_process(c)] for s in self.p.suites}
+        return {k: v for k, v in cases.items() if v}
+
+    def _processes_asked(self) -> int:
+        return self.request.how.processes
+
+    def _join(self, meta: dict[str, Any], base: dict[str, Any]) -> None:
+        """What the run's record says of the other processes (none here)."""
+
+    def _run_dir(self, meta: dict[str, Any]) -> RunDir | _Unwritten:
+        return RunDir.create(self.request.how.out, self.request.how.cluster, meta)
+
+    def _run_id(self, rd: RunDir | _Unwritten) -> str | None:
+        return rd.run_id
+
+    def _own_pids(self) -> set[int]:
+        return set()
+
+    def _step(self, stop: _StopFlag, label: str) -> None:
+        """Before each case: nothing to agree on alone."""
+
+    def _run_case(self, suite: Suite, case: Case, cfg: engine.EngineConfig,
+                  interrupted: Callable[[], bool] | None) -> list[dict[str, Any]]:
+        return run_case(suite, case, self.backend, self.base, cfg, self.sampler, self.group,
+                        interrupted=interrupted, ctx=self.p.contexts.get(suite.name))
+
+    def _share(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The rows the run directory gets for ``rows`` of this process."""
+        return rows
+
+    # The run, the same for every kind.
+
+    def run(self) -> Outcome:
+        self.reader = self.backend.telemetry()
+        # One reading for the record, even with telemetry off.
+        self.fingerprint = collect(self.backend.identity(), self.request.how.cluster, self.reader)
+        self.sampler = self.reader if self.telemetry else None
+        self.per_process = self._per_process()
+        meta, self.base = self._meta(), self._base()
+        self._join(meta, self.base)
+        self.rd = self._run_dir(meta)
+        self.base["run_id"] = self._run_id(self.rd)
+        self.watch = contention.Watch(self.reader if self.telemetry else None, self._own_pids())
+        self.outcome = Outcome(self.rd)
+        if self.progress:
+            for line in [*self.p.notes, *self.watch.opening()]:
+                self.progress.note(line)
+            self.progress.start(self.p.total)
+        status, notes = self._measure()
+        self.outcome.status = status
+        # What the suites said about their grids (shrunk to fit) and about what they did not measure (comm: a world
+        # of one, cases no world size allows), one "suite: line" list; a Ctrl-C-abandoned case has a row but was
+        # not done.
+        notes = [*self.p.notes, *(f"{s.name}: {line}" for s in self.p.suites
+                                  for line in (getattr(s, "notes", None) or [])), *notes]
+        self.outcome.contention = self.watch.summary()
+        self.rd.finish(status, contention=self.outcome.contention, cases_done=sum(
+            df.loc[df["message"] != ABANDONED, "case"].nunique() for df in self.outcome.tables.values()), notes=notes)
+        return self.outcome
+
+    def _meta(self) -> dict[str, Any]:
+        config, backend = self.config, self.backend
+        return {
+            "argv": list(self.request.argv),
+            "backend": backend.name,
+            "device_index": backend.device_index,
+            "quick": self.request.how.quick,
+            "engine": {k: getattr(config, k) for k in config.__dataclass_fields__},
+            "suites": {s.name: {"version": s.version, "cases": len(self.p.cases[s.name])} for s in self.p.suites},
+            "notes": list(self.p.notes),
+            "telemetry": getattr(self.reader, "source", "none") if self.telemetry else "off",
+            "processes": {"asked": self._processes_asked(), "cases": self.per_process},
+            "fingerprint": self.fingerprint,
+        }
+
+    def _base(self) -> dict[str, Any]:
+        """The columns every row of this process has."""
+        static = _static(self.reader)
+        return {
+            "backend": self.backend.name,
+            "device": self.backend.device_name(),
+            "device_index": self.backend.device_index,
+            "gpu_uuid": static.get("uuid"),
+            "pci_bus_id": static.get("pci_bus_id") or _pci(self.backend),
+            "host": socket.gethostname(),
+            "cluster": self.request.how.cluster,
+        }
+
+    def _measure(self) -> tuple[str, list[str]]:
+        """Every suite's cases, then the per-process rounds: the run's status and the notes of the rounds."""
+        notes: list[str] = []
+        status = "complete"
+        stopping = ("stopping: the case in progress is abandoned (Ctrl-C again to stop at once)" if self.abandon
+                    else "stopping after this case (Ctrl-C again to stop now)")
         try:
-            reader.close()
-        except Exception:  # noqa: BLE001
-            pass
-    outcome.status = status
-    # What the suites said about their grids (shrunk to fit) and about what they did not measure (comm: a world
-    # of one, cases no world size allows), one "suite: line" list; a Ctrl-C-abandoned case has a row but was
-    # not done.
-    notes = [*p.notes, *(f"{s.name}: {line}" for s in p.suites for line in (getattr(s, "notes", None) or [])), *notes]
-    outcome.contention = watch.summary()
-    rd.finish(status, contention=outcome.contention, cases_done=sum(
-        df.loc[df["message"] != ABANDONED, "case"].nunique() for df in outcome.tables.values()), notes=notes)
-    return outcome
+            with _StopFlag(lambda: self.progress and self.progress.note(stopping)) as stop:
+                if self.per_process:
+                    self.workers = proc.Workers(_spec(self.p, self.backend, self.config, self.telemetry,
+                                                      self.request.how.processes, self.per_process),
+                                                self.request.how.processes - 1, stop=lambda: stop.set)
+                    self.watch.add_own(self.workers.pids)
+                status = self._suites(stop)
+                if self.workers is not None and not stop.set:
+                    notes += _rounds(self.p, self.workers, self.request.how.processes, self.watch, self.outcome,
+                                     self.base, self.config, self.progress)
+                    if stop.set:
+                        status = "interrupted"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            self.outcome.abandoned = self.outcome.abandoned or self.current  # a second Ctrl-C left it unwritten
+        except BaseException as e:
+            self.rd.finish("failed", error=_first_line(e))
+            raise
+        finally:
+            if self.workers is not None:
+                self.workers.close()
+            try:
+                self.reader.close()
+            except Exception:  # noqa: BLE001
+                pass
+        return status, notes
+
+    def _suites(self, stop: _StopFlag) -> str:
+        """Each suite's cases, then the figures it derives over them; "interrupted" where a Ctrl-C stopped them."""
+        for suite in self.p.suites:
+            rows: list[dict[str, Any]] = []  # what the run directory gets (every rank's, on rank 0)
+            mine: list[dict[str, Any]] = []  # this process's
+            for case in self.p.cases[suite.name]:
+                self._step(stop, f"{suite.name} {case.id}")
+                if stop.set:
+                    break
+                new = self._case(suite, case, stop)
+                mine.extend(new)
+                new = self._share(new)
+                if any(r["message"] == ABANDONED for r in new):
+                    self.outcome.abandoned = self.current
+                rows.extend(new)
+                self._write(suite, rows)
+                self.current = None
+                if self.progress:
+                    self.progress.advance(suite, case, new)
+            # Interrupted, the suite still summarizes the cases it measured (a search's best so far), and says so
+            # in each derived row's message.
+            derived = _derive(suite, mine, self.base)
+            for r in derived:
+                self.watch.mark(suite.name, r["case"], r["contended"], r["host_load"])
+            if stop.set:
+                for r in derived:
+                    r["message"] = (r["message"] + "; run interrupted: over the cases measured")[:_MAX_MESSAGE]
+            derived = self._share(derived)
+            if derived:
+                rows.extend(derived)
+                self._write(suite, rows)
+            if stop.set:
+                return "interrupted"
+        return "complete"
+
+    def _case(self, suite: Suite, case: Case, stop: _StopFlag) -> list[dict[str, Any]]:
+        """This process's rows of one case, marked with who else used the machine meanwhile."""
+        self.current = f"{suite.name} {case.id}"
+        cfg = self.config
+        if case.id in self.per_process.get(suite.name, ()):
+            self.workers.wait_ready()  # their start-up is over before a figure the host sets is measured
+            cfg = proc.scaled(self.config, self.request.how.processes)
+        token = self.watch.begin()
+        new = self._run_case(suite, case, cfg, (lambda: stop.set) if self.abandon else None)
+        mark_rows(new, *self.watch.end(token, suite.name, case.id))
+        return new
+
+    def _write(self, suite: Suite, rows: list[dict[str, Any]]) -> None:
+        df = results.frame(rows, suite.params)
+        self.rd.write_table(suite.name, df)
+        self.outcome.tables[suite.name] = df
 
 
-def _spec(p: Plan, backend: Any, config: engine.EngineConfig, telemetry: bool, count: int,
+class Ranks(Single):
+    """The ranks of a collective suite (comm) run the plan in step, the engine agreeing on every decision; rank 0
+    alone writes the run directory."""
+
+    # The ranks of a collective, which must call it together, finish the case in progress, then stop.
+    abandon = False
+
+    def _per_process(self) -> dict[str, list[str]]:
+        return {}  # a run of several ranks measures in its own processes
+
+    def _processes_asked(self) -> int:
+        return 1
+
+    def _join(self, meta: dict[str, Any], base: dict[str, Any]) -> None:
+        meta["dist"] = describe.run_meta(self.group, self.backend)
+
+    def _run_dir(self, meta: dict[str, Any]) -> RunDir | _Unwritten:
+        writer = self.group.rank == 0
+        rd = super()._run_dir(meta) if writer else _Unwritten()
+        self.group.on_abort(lambda reason: rd.finish("failed", error=reason))
+        if writer:
+            self.group.publish_run_dir(str(rd.path))
+        return rd
+
+    def _own_pids(self) -> set[int]:
+        # Other ranks' processes may hold contexts on this device (peer access): they are ours, not a co-tenant.
+        return set(self.group.gather_objects(os.getpid()))
+
+    def _step(self, stop: _StopFlag, label: str) -> None:
+        # A Ctrl-C seen by any rank stops them all after the same case.
+        self.group.step(label)
+        stop.set = self.group.any(stop.set)
+
+
+class Fleet(Ranks):
+    """``run --devices``: each rank measures its own device alone; the ranks go case by case in step, and rank 0
+    writes every rank's rows of a case once it is done everywhere."""
+
+    abandon = True
+
+    def _join(self, meta: dict[str, Any], base: dict[str, Any]) -> None:
+        _same_plan(self.p, self.group)
+        meta["fleet"] = self.group.gather_objects({"rank": self.group.rank, "pid": os.getpid(),
+                                                   **{k: base[k] for k in _WHO},
+                                                   "fingerprint": self.fingerprint.get("fingerprint")})
+
+    def _run_id(self, rd: RunDir | _Unwritten) -> str | None:
+        return self.group.gather_objects(rd.run_id)[0]
+
+    def _run_case(self, suite: Suite, case: Case, cfg: engine.EngineConfig,
+                  interrupted: Callable[[], bool] | None) -> list[dict[str, Any]]:
+        # Each device measures alone: the group only ticks.
+        return run_case(suite, case, self.backend, self.base, cfg, self.sampler, tick=self.group.step,
+                        interrupted=interrupted, ctx=self.p.contexts.get(suite.name))
+
+    def _share(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return _everyones(self.group, rows)
+
+
+def _spec(p: Plan, backend: Backend, config: engine.EngineConfig, telemetry: bool, count: int,
           cases: dict[str, list[str]]) -> proc.Spec:
     """What the workers need to lay out the run's cases as it did."""
     ctx = next(iter(p.contexts.values()))

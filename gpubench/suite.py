@@ -213,7 +213,7 @@ class Suite:
     # True for a suite that runs as one process per rank (comm): the CLI starts the ranks, or joins a launcher's.
     multiprocess: ClassVar[bool] = False
     # True for a suite that drives child runs of other suites itself (autotune: fresh processes per NCCL
-    # configuration); the CLI calls its ``drive(args, argv, cluster)`` instead of the case loop.
+    # configuration); the CLI calls its ``drive(request)`` (gpubench.request) instead of the case loop.
     drives: ClassVar[bool] = False
     # The suite's own command-line options: ``gpubench run --help`` lists them under the suite's name, and
     # their values reach ``cases`` and ``prepare`` as ``ctx.options`` (gpubench/options.py).

@@ -21,6 +21,12 @@ import socket
 import sys
 from pathlib import Path
 
+# None of these prints when imported: the protocol's standard output is set up in main, before any suite or
+# device library (torch) is loaded.
+from gpubench import contention, processes, runner
+from gpubench.backends import open_backend
+from gpubench.registry import select
+
 
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # the run handles a Ctrl-C; a worker just ends
@@ -29,11 +35,6 @@ def main(argv: list[str]) -> int:
     work, index = Path(argv[0]), int(argv[1])
     spec = pickle.loads((work / "spec.pkl").read_bytes())
     os.environ["GPUBENCH_WORKER_INDEX"] = str(index)  # which process this is (the fake backend reads it)
-
-    from gpubench import contention, processes, runner
-    from gpubench.backends import open_backend
-    from gpubench.registry import select
-
     backend = open_backend(spec.backend, spec.device)
     suites = select(spec.suites)
     plan = runner.plan(suites, backend, quick=spec.quick, sizes=spec.sizes, dtypes=spec.dtypes, search=spec.search,

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from gpubench.suites.comm import OPTIONS as COMM_OPTIONS
+
 from gpubench import commtable
 from gpubench.options import Option
+from gpubench.request import RunRequest
 from gpubench.suite import Suite
-from gpubench.suites.comm import OPTIONS as COMM_OPTIONS
 
 
 def _positive(value: float, _: Any) -> str | None:
@@ -42,12 +44,12 @@ class Autotune(Suite):
                float, metavar="MINUTES", check=_positive),
     )
 
-    def drive(self, args: Any, argv: list[str], cluster: str) -> int:
+    def drive(self, request: RunRequest) -> int:
         from gpubench.autotune import sweep
         from gpubench.options import read
 
-        read(COMM_OPTIONS, args)  # the child runs' options are checked here, once, before any starts
-        return sweep.run(args, argv, cluster, self.version, self.params, COMM_OPTIONS)
+        read(COMM_OPTIONS, request.what.given)  # the child runs' options are checked here, once, before any starts
+        return sweep.run(request, self.version, self.params, COMM_OPTIONS)
 
     @classmethod
     def charts(cls, runs, out):

@@ -17,6 +17,7 @@ from gpubench import results
 from gpubench.autotune import exports, knobs, winners
 from gpubench.autotune.sweep import child_argv
 from gpubench.errors import UsageError
+from gpubench.request import Conduct, Placement, RunRequest, Selection
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -129,29 +130,31 @@ def test_tuner_csv_leaves_ties_partial_configs_and_untunable_collectives_to_nccl
     assert exports.tuner_csv(w, 2, 16).splitlines()[-1] == f"reducescatter,0,{exports.MAX_BYTES},tree,ll128,8,2,16,-1,-1"
 
 
-def test_child_argv_passes_the_comm_options():
-    import argparse
+def _request(quick: bool = False, **given) -> RunRequest:
+    """A checked ``gpubench run`` as the CLI makes it: comm's options as argparse leaves them in ``given``."""
+    return RunRequest(what=Selection(given=given), where=Placement(backend="cpu"),
+                      how=Conduct(quick=quick, telemetry=False, cluster="c"))
 
+
+def test_child_argv_passes_the_comm_options():
     from gpubench.suites.comm import OPTIONS
 
     # As argparse leaves them: sizes parsed to bytes, lists split, the timeout a float.
-    args = argparse.Namespace(backend="cpu", min_bytes=1024, max_bytes=None, step_factor=4, op=["sum", "max"],
-                              collectives=["all_reduce"], dtype=None, nproc=3, timeout=30.0, quick=True, graph=False,
-                              no_telemetry=True, engine="torch")
-    argv = child_argv(args, Path("/o"), "c", "comm", OPTIONS)
+    given = dict(min_bytes=1024, max_bytes=None, step_factor=4, op=["sum", "max"], collectives=["all_reduce"],
+                 nproc=3, timeout=30.0, graph=False, engine="torch")
+    argv = child_argv(_request(quick=True, **given), Path("/o"), "comm", OPTIONS)
     assert argv[1:] == ["-m", "gpubench", "run", "--suite", "comm", "--out", "/o", "--cluster", "c", "--backend",
                         "cpu", "--min-bytes", "1024", "--step-factor", "4", "--op", "sum,max", "--collectives",
                         "all_reduce", "--nproc", "3", "--timeout", "30.0", "--quick", "--no-telemetry"]
     # A sweep of NCCL knobs over registered NCCL buffers: every child run allocates and registers them.
-    args.alloc, args.register, args.graph = "nccl", True, True
-    assert child_argv(args, Path("/o"), "c", "comm", OPTIONS)[-12:] == [
+    given.update(alloc="nccl", register=True, graph=True)
+    assert child_argv(_request(quick=True, **given), Path("/o"), "comm", OPTIONS)[-12:] == [
         "--op", "sum,max", "--collectives", "all_reduce", "--graph", "--alloc", "nccl", "--register", "--nproc", "3",
         "--timeout", "30.0"][-10:] + ["--quick", "--no-telemetry"]
     # Every comm option a user can give reaches the child: the child command line is made from comm's declaration.
-    assert {o.flag for o in OPTIONS} - {"--engine", "--nccl-tests-dir", "--nccl-tests-launcher"} <= {
-        w for w in child_argv(argparse.Namespace(**{o.dest: (True if o.switch else ["x"] if o.dest in ("op", "collectives")
-                                                              else "v") for o in OPTIONS}), Path("/o"), "c", "comm",
-                              OPTIONS)}
+    every = {o.dest: (True if o.switch else ["x"] if o.dest in ("op", "collectives") else "v") for o in OPTIONS}
+    assert {o.flag for o in OPTIONS} - {"--engine", "--nccl-tests-dir", "--nccl-tests-launcher"} <= set(
+        child_argv(_request(**every), Path("/o"), "comm", OPTIONS))
 
 
 def _gpubench(*args, timeout=600):
@@ -182,8 +185,6 @@ def test_a_cpu_sweep_runs_each_config_in_fresh_processes_and_writes_the_exports(
 
 
 def test_a_config_nccl_rejects_is_an_error_row_and_the_sweep_goes_on(tmp_path, monkeypatch):
-    import argparse
-
     from gpubench.autotune import sweep
     from gpubench.suites.autotune import COMM_OPTIONS, Autotune
 
@@ -195,11 +196,12 @@ def test_a_config_nccl_rejects_is_an_error_row_and_the_sweep_goes_on(tmp_path, m
         return real(cmd, env=env, **kw)
 
     monkeypatch.setattr(sweep.subprocess, "run", run)
-    args = argparse.Namespace(backend="cpu", min_bytes="1K", max_bytes="1K", step_factor=None, op=None,
-                              collectives="all_reduce", dtype=None, nproc=None, timeout=60.0, quick=False,
-                              graph=False, no_telemetry=True, knob=["NCCL_PROTO=LL128,Simple"], grid=None,
-                              budget=None, out=str(tmp_path))
-    assert sweep.run(args, ["gpubench"], "t", Autotune.version, Autotune.params, COMM_OPTIONS) == 0
+    request = RunRequest(
+        what=Selection(given=dict(min_bytes="1K", max_bytes="1K", step_factor=None, op=None, collectives="all_reduce",
+                                  nproc=None, timeout=60.0, graph=False, knob=["NCCL_PROTO=LL128,Simple"], grid=None,
+                                  budget=None)),
+        where=Placement(backend="cpu"), how=Conduct(telemetry=False, out=str(tmp_path), cluster="t"))
+    assert sweep.run(request, Autotune.version, Autotune.params, COMM_OPTIONS) == 0
     (run,) = [p for p in (tmp_path / "t").iterdir() if p.is_dir()]
     df = results.load(run)
     by = df.drop_duplicates("config").set_index("config")["status"].to_dict()

@@ -57,8 +57,8 @@ def _unit(module: str) -> str:
 
 def test_the_graph_sees_imports_inside_functions():
     graph = _graph()
-    # commands/run.py imports the runner inside a function only: a reader of top-level imports would miss it.
-    assert "gpubench.runner" in graph["gpubench.commands.run"]
+    # gpubench.report imports the registry inside a function only: a reader of top-level imports would miss it.
+    assert "gpubench.registry" in graph["gpubench.report"]
     assert len(graph) > 50 and sum(map(len, graph.values())) > 200
 
 
@@ -131,3 +131,36 @@ def test_no_import_cycle_between_modules():
     graph = {m: {d for d in deps if d != "gpubench"} for m, deps in _graph().items()}
     cycles = _cycles(graph)
     assert not cycles, "import cycles between modules: " + "; ".join(" ↔ ".join(c) for c in cycles)
+
+
+def _command_line_leaks(name: str, path: Path) -> list[str]:
+    """Where ``name`` takes in the command line's parse: an import of argparse, the name ``Namespace``, or a
+    function parameter called ``args`` (``*args`` is a function's own, and fine)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "argparse" for a in node.names) or \
+                isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "argparse":
+            found.append(f"{name}:{node.lineno} imports argparse")
+        elif isinstance(node, ast.Name) and node.id == "Namespace" or \
+                isinstance(node, ast.Attribute) and node.attr == "Namespace":
+            found.append(f"{name}:{node.lineno} names Namespace")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = node.args
+            if any(p.arg == "args" for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)):
+                found.append(f"{name}:{node.lineno} {getattr(node, 'name', 'lambda')}() takes args")
+    return found
+
+
+def test_the_command_line_stops_at_the_commands():
+    # gpubench/commands/ turns the parsed command line into a typed request (gpubench.request); below it, nothing
+    # reads argparse's Namespace, so what a layer needs is written in its signature.
+    leaks = sorted(leak for name, path in _modules().items()
+                   if not (name == "gpubench.cli" or name.startswith("gpubench.commands"))
+                   for leak in _command_line_leaks(name, path))
+    assert not leaks, "the command line's Namespace reaches below gpubench/commands/:\n" + "\n".join(leaks)
+
+
+def test_the_leak_finder_finds_a_leak(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("import argparse\ndef f(args, *rest): pass\ndef g(*args): return argparse.Namespace()\n")
+    assert _command_line_leaks("m", src) == ["m:1 imports argparse", "m:2 f() takes args", "m:3 names Namespace"]

@@ -11,49 +11,54 @@ whose expected time would pass it; those are recorded as skipped.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from gpubench import commtable, results
 from gpubench.autotune import exports, knobs, winners
+from gpubench.console import out_console
 from gpubench.errors import UsageError
 from gpubench.options import Option
+from gpubench.request import RunRequest
+from gpubench.rundir import RunDir, ensure_writable
 
 SUITE = "autotune"
-# Options of `gpubench run` itself that a child run gets as the user gave them; the child suite's own options
-# come from its declaration (every one of them: none can be dropped on the way).
-_PASS = (("backend", "--backend"), ("dtype", "--dtype"))
-_FLAGS = (("quick", "--quick"), ("no_telemetry", "--no-telemetry"))
 
 
-def child_argv(args: Any, out: Path, cluster: str, child: str = "comm", declared: Sequence[Option] = ()) -> list[str]:
-    """The command line of one child run of suite ``child`` whose options are ``declared``."""
-    argv = [sys.executable, "-m", "gpubench", "run", "--suite", child, "--out", str(out), "--cluster", cluster]
-    for attr, flag in _PASS:
-        value = getattr(args, attr, None)
-        if value is not None:
-            argv += [flag, str(value)]
+def child_argv(request: RunRequest, out: Path, child: str = "comm", declared: Sequence[Option] = ()) -> list[str]:
+    """The command line of one child run of suite ``child`` whose options are ``declared``: ``gpubench run``'s own
+    options as the user gave them, and every declared option of the child suite (none can be dropped on the way)."""
+    argv = [sys.executable, "-m", "gpubench", "run", "--suite", child, "--out", str(out), "--cluster",
+            request.how.cluster]
+    if request.where.backend is not None:
+        argv += ["--backend", request.where.backend]
+    if request.what.dtype_text is not None:
+        argv += ["--dtype", request.what.dtype_text]
     for option in declared:
-        argv += option.argv(getattr(args, option.dest, None))
-    for attr, flag in _FLAGS:
-        if getattr(args, attr, False):
-            argv.append(flag)
+        argv += option.argv(request.what.given.get(option.dest))
+    argv += ["--quick"] if request.how.quick else []
+    argv += [] if request.how.telemetry else ["--no-telemetry"]
     return argv
 
 
-def grid_of(args: Any) -> dict[str, list[str]]:
-    if getattr(args, "grid", None) and getattr(args, "knob", None):
+def grid_of(given: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The knobs to sweep, from autotune's options as given (--knob or --grid), else the default grid."""
+    if given.get("grid") and given.get("knob"):
         raise UsageError("give the knobs either with --knob or in a --grid file, not both")
-    if getattr(args, "grid", None):
-        return knobs.load_grid(args.grid)
-    if getattr(args, "knob", None):
-        return knobs.parse_knobs(args.knob)
+    if given.get("grid"):
+        return knobs.load_grid(given["grid"])
+    if given.get("knob"):
+        return knobs.parse_knobs(given["knob"])
     return dict(knobs.DEFAULT_GRID)
 
 
@@ -74,25 +79,21 @@ def _placeholder(config: knobs.Config, grid: dict, run_id: str, version: int, st
              "message": message[:500]} for m in commtable.METRICS]
 
 
-def run(args: Any, argv: list[str], cluster: str, version: int, params: tuple[str, ...],
-        child_options: Sequence[Option]) -> int:
+def run(request: RunRequest, version: int, params: tuple[str, ...], child_options: Sequence[Option]) -> int:
     """Sweep the knobs over child comm runs; ``child_options``: the comm suite's declared options."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from gpubench.console import out_console
-    from gpubench.rundir import RunDir, ensure_writable
-
-    grid = grid_of(args)
+    given, out, cluster = request.what.given, request.how.out, request.how.cluster
+    grid = grid_of(given)
     configs = knobs.configs(grid)
-    budget_s = args.budget * 60 if getattr(args, "budget", None) is not None else None
+    budget = given.get("budget")
+    budget_s = budget * 60 if budget is not None else None
     if budget_s is not None and budget_s <= 0:
-        raise UsageError(f"--budget {args.budget} must be a positive number of minutes")
-    ensure_writable(args.out, cluster)
-    rd = RunDir.create(args.out, cluster, {
-        "argv": list(argv), "backend": args.backend, "quick": bool(args.quick),
+        raise UsageError(f"--budget {budget} must be a positive number of minutes")
+    ensure_writable(out, cluster)
+    rd = RunDir.create(out, cluster, {
+        "argv": list(request.argv), "backend": request.where.backend, "quick": bool(request.how.quick),
         "suites": {SUITE: {"version": version, "cases": len(configs)}},
         "autotune": {"grid": grid, "configs": [c.name for c in configs], "env_in_force": knobs.in_force(),
-                     "budget_min": getattr(args, "budget", None)},
+                     "budget_min": budget},
     })
     staging = rd.path / "configs"
     frames: list[pd.DataFrame] = []
@@ -108,12 +109,12 @@ def run(args: Any, argv: list[str], cluster: str, version: int, params: tuple[st
                 expected = sum(spent) / len(spent) if spent else 0.0
                 if budget_s is not None and i > 0 and elapsed + expected > budget_s:
                     frames.append(pd.DataFrame(_placeholder(config, grid, rd.run_id, version, "skipped",
-                                                            f"--budget {args.budget} min reached")))
+                                                            f"--budget {budget} min reached")))
                     bar.advance(task)
                     continue
                 bar.update(task, description=config.name)
                 t0 = time.monotonic()
-                frames.append(_one(args, config, i, staging, cluster, grid, rd, version, child_options))
+                frames.append(_one(request, config, i, staging, grid, rd, version, child_options))
                 spent.append(time.monotonic() - t0)
                 df = results.frame(pd.concat(frames, ignore_index=True).to_dict("records"), params)
                 rd.write_table(SUITE, df)
@@ -133,15 +134,15 @@ def run(args: Any, argv: list[str], cluster: str, version: int, params: tuple[st
     return 130 if status == "interrupted" else code
 
 
-def _one(args, config, i, staging, cluster, grid, rd, version, child_options) -> pd.DataFrame:
-    import os
-
+def _one(request: RunRequest, config: knobs.Config, i: int, staging: Path, grid: dict, rd: RunDir, version: int,
+         child_options: Sequence[Option]) -> pd.DataFrame:
+    cluster = request.how.cluster
     out = staging / f"{i:02d}"
     log = staging / f"{i:02d}.log"
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **dict(config.env)}
     with open(log, "w") as f:
-        argv = child_argv(args, out, cluster, commtable.SUITE, child_options)
+        argv = child_argv(request, out, commtable.SUITE, child_options)
         proc = subprocess.run(argv, env=env, stdout=f, stderr=subprocess.STDOUT)
     runs = sorted(p.parent for p in out.glob(f"{cluster}/*/run.json"))
     if runs and (runs[-1] / f"{commtable.SUITE}{results.TABLE_SUFFIX}").exists():
@@ -160,10 +161,8 @@ def _headline(df: pd.DataFrame) -> str:
     return ", ".join(f"{n} {s}" for s, n in counts.items())
 
 
-def _finish(rd, df, console) -> int:
+def _finish(rd: RunDir, df: pd.DataFrame | None, console: Console) -> int:
     """The winner table, the exports, and the exit code: 1 when the default configuration measured nothing."""
-    from rich.table import Table
-
     if df is None or not (df[(df["config"] == knobs.DEFAULT)]["status"] == "ok").any():
         console.print("autotune: the default configuration measured nothing; no winners", markup=False)
         return 1

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from gpubench import results
 from gpubench.check import checkset
 from gpubench.check.checkset import Evidence, Figure
 from gpubench.errors import UsageError
@@ -76,10 +77,10 @@ def _visible(backend: str, devices: Sequence[int]) -> dict[str, str]:
     return {var: ",".join(names)}
 
 
-def child(plan: Plan, what: str, args: list[str], env: dict[str, str] | None = None,
+def child(plan: Plan, what: str, words: list[str], env: dict[str, str] | None = None,
           pair: tuple[int, int] | None = None) -> Child:
-    """Run ``gpubench run <args>`` and find its run directory. A child that ends without one says why."""
-    argv = [sys.executable, "-m", "gpubench", "run", *args, "--out", plan.out, "--cluster", plan.cluster,
+    """Run ``gpubench run <words>`` and find its run directory. A child that ends without one says why."""
+    argv = [sys.executable, "-m", "gpubench", "run", *words, "--out", plan.out, "--cluster", plan.cluster,
             "--backend", plan.backend]
     t0 = time.monotonic()
     try:
@@ -151,8 +152,6 @@ def _comm(plan: Plan, say: Callable[[str], None]) -> None:
 def evidence(plan: Plan) -> list[Evidence]:
     """Each figure's evidence in the children's run directories; a figure whose run ended without results is
     evidence of that (``row`` None, ``why`` the child's)."""
-    from gpubench import results
-
     out: list[Evidence] = []
     for c in plan.children:
         figures = [f for f in plan.figures if _measured_by(f, c)]
@@ -184,14 +183,12 @@ def _missing(f: Figure, c: Child, plan: Plan) -> Evidence:
 
 def retry(plan: Plan, ev: Evidence) -> float | None:
     """``ev``'s figure measured again in a fresh process: the case alone on its GPU, or its comm run again."""
-    from gpubench import results
-
     row = ev.row or {}
     if ev.figure.run == "devices":
         device = int(row.get("device_index") or 0)
-        args = ["--suite", ev.figure.suite, "--quick", "--processes", "1", "--filter", f"^{re.escape(str(row['case']))}$",
-                "--device", str(device)]
-        c = child(plan, f"retry {ev.figure.key} {ev.target}", args)
+        words = ["--suite", ev.figure.suite, "--quick", "--processes", "1",
+                 "--filter", f"^{re.escape(str(row['case']))}$", "--device", str(device)]
+        c = child(plan, f"retry {ev.figure.key} {ev.target}", words)
         pair = None
     else:
         gpus = list(ev.pair) if ev.pair else plan.devices

@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import socket
 
+from gpubench.backends import NAMES
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def add_device_args(p: argparse.ArgumentParser) -> None:
-    from gpubench.backends import NAMES
-
     p.add_argument("--backend", default="auto", choices=NAMES, metavar="|".join(NAMES),
                    help="device backend; auto picks cuda/hip when torch sees a GPU, else cpu (default: auto)")
     p.add_argument("--device", type=int, default=0, metavar="N", help="device index (default: 0)")

@@ -12,6 +12,8 @@ import argparse
 import re
 from pathlib import Path
 
+from gpubench.compare import memory
+from gpubench.compare.load import is_run_dir, scan
 from gpubench.errors import UsageError
 
 
@@ -25,8 +27,6 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_of(path: Path) -> Path:
-    from gpubench.compare.load import is_run_dir, scan
-
     if not path.is_dir():
         raise UsageError(f"{path} is not a directory: give a run directory or a directory of runs (results/<cluster>)")
     if is_run_dir(path):
@@ -38,8 +38,6 @@ def _run_of(path: Path) -> Path:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    from gpubench.compare import memory
-
     reason = (args.reason or "").strip()
     if not reason:
         raise UsageError("--reason is empty: say why this level is the new normal (it is recorded with the run)")

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import argparse
 
+from gpubench import outputs
+from gpubench.check import formats, gather
+from gpubench.check.node import Request, run
 from gpubench.commands import EXIT_FAILED, EXIT_OK, add_device_args, default_cluster
+from gpubench.console import out_console
+from gpubench.errors import UsageError
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -37,14 +42,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    from gpubench.check import formats
-    from gpubench.check.node import Request, run
-    from gpubench.console import out_console
-    from gpubench.errors import UsageError
-
     if args.gather:
-        from gpubench.check import gather
-
         if not args.fleet:
             raise UsageError("--gather reads the verdicts under --fleet DIR: give the folder of the nodes' check runs")
         return gather.main(args.fleet, args.format, args.report, args.strict)
@@ -52,8 +50,6 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         raise UsageError("--format prometheus writes a node-exporter textfile: add --report PATH.prom (in "
                          "node-exporter's --collector.textfile.directory)")
     if args.report and args.report != "-":
-        from gpubench import outputs
-
         outputs.file(args.report, "--report")  # a report that cannot be written says so before a GPU is touched
     if args.device != 0 and args.devices == "all":
         args.devices = str(args.device)  # --device N: that GPU alone

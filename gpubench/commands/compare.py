@@ -7,15 +7,16 @@ import argparse
 from pathlib import Path
 
 from gpubench import outputs
+from gpubench.compare import contention, fleet, fleet_formats, formats, report, thresholds
+from gpubench.compare.fleet import DEFAULT_K
+from gpubench.compare.formats import FORMATS, SUFFIXES
+from gpubench.compare.load import DEFAULT_WINDOW, resolve
+from gpubench.compare.verdict import DEFAULT_ALPHA
+from gpubench.console import out_console
 from gpubench.errors import UsageError
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    from gpubench.compare.fleet import DEFAULT_K
-    from gpubench.compare.formats import FORMATS
-    from gpubench.compare.load import DEFAULT_WINDOW
-    from gpubench.compare.verdict import DEFAULT_ALPHA
-
     p = sub.add_parser("compare", help="compare a run with a baseline: BETTER/WORSE/SAME per figure; exit 1 if "
                                        "anything is WORSE")
     p.add_argument("paths", nargs="+", metavar="PATH",
@@ -55,8 +56,6 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def _out_formats(args) -> list[tuple[Path, str]]:
-    from gpubench.compare.formats import SUFFIXES
-
     outs = []
     for name in args.out:
         path = outputs.file(name)  # a folder, a missing or read-only place: exit 2, before anything is judged
@@ -71,8 +70,6 @@ def _emit(args, renderable, render) -> None:
     """The --out files, then the terminal table (or, with --format and no --out, that format on stdout): a file
     that cannot be written is exit 2 before any verdict is shown, so that a CI gate never reads a full disk as a
     regression."""
-    from gpubench.console import out_console
-
     outs = _out_formats(args)
     for path, fmt in outs:
         outputs.write_text(path, render(fmt))
@@ -83,8 +80,6 @@ def _emit(args, renderable, render) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    from gpubench.compare import contention, fleet, fleet_formats, formats, report, thresholds
-
     _out_formats(args)  # a bad --out fails before anything is loaded
     if args.fleet:
         given = {"--baseline-window": args.baseline_window is not None, "--thresholds": args.thresholds,
@@ -113,6 +108,4 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _side(path: str):
-    from gpubench.compare.load import resolve
-
     return resolve(path)

@@ -5,8 +5,17 @@ Exit 0, or 2 for input it cannot use."""
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
+
+from gpubench import __version__, results
+from gpubench.check import envelope
+from gpubench.check.judge import shared_with
+from gpubench.check.node import VERDICT_FILE
+from gpubench.console import fmt_value, out_console
+from gpubench.errors import UsageError
+from gpubench.levels import set_by_host
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -19,11 +28,6 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def _verdicts(paths: list[str]) -> list[tuple[Path, dict]]:
-    import json
-
-    from gpubench.check.node import VERDICT_FILE
-    from gpubench.errors import UsageError
-
     found = []
     for p in map(Path, paths):
         if not p.exists():
@@ -37,10 +41,6 @@ def _verdicts(paths: list[str]) -> list[tuple[Path, dict]]:
 
 def _figures(found) -> tuple[dict[str, list[float]], dict[str, tuple[str, str, bool]], set[str], list[str]]:
     """Per check key: the healthy figures, (unit, better, host-set); the GPU models; the runs' start times."""
-    from gpubench import results
-    from gpubench.check.judge import shared_with
-    from gpubench.levels import set_by_host
-
     values: dict[str, list[float]] = {}
     kinds: dict[str, tuple[str, str, bool]] = {}
     models, dates, frames = set(), [], {}
@@ -80,11 +80,6 @@ def _row(df, v):
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    from gpubench import __version__
-    from gpubench.check import envelope
-    from gpubench.console import fmt_value, out_console
-    from gpubench.errors import UsageError
-
     found = _verdicts(args.paths)
     values, kinds, models, dates = _figures(found)
     if len(models) != 1:

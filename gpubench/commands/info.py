@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 
+from rich.markup import escape
+from rich.table import Table
+
+from gpubench.backends import open_backend
 from gpubench.commands import EXIT_OK, add_device_args, default_cluster
+from gpubench.console import out_console
+from gpubench.fingerprint import collect
+from gpubench.rundir import check_label
+from gpubench.units import format_bytes
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -16,10 +24,6 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    from gpubench.backends import open_backend
-    from gpubench.fingerprint import collect
-    from gpubench.rundir import check_label
-
     cluster = check_label(args.cluster or default_cluster())
     backend = open_backend(args.backend, args.device)
     telemetry = backend.telemetry()
@@ -41,11 +45,6 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     if args.json:
         print(json.dumps(info, indent=2, default=str))
         return EXIT_OK
-    from rich.markup import escape
-    from rich.table import Table
-
-    from gpubench.console import out_console
-
     table = Table(title=f"gpubench info — fingerprint {info['fingerprint']}", show_header=False)
     table.add_column("key", style="bold")
     table.add_column("value")
@@ -63,8 +62,6 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _info_text(key: str, value) -> str:
     """A value as people read it: bytes in KiB/MiB/GiB, clocks with their unit."""
-    from gpubench.units import format_bytes
-
     if key.endswith("_bytes") and isinstance(value, int):
         return format_bytes(value)
     for suffix, unit in (("_mhz", "MHz"), ("_w", "W"), ("_c", "°C")):

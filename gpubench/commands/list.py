@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from rich.markup import escape
+from rich.table import Table
+
 from gpubench.commands import EXIT_OK
+from gpubench.console import out_console, unit_text
+from gpubench.registry import all_suites
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -12,12 +17,6 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from gpubench.console import out_console, unit_text
-    from gpubench.registry import all_suites
-
     table = Table(title="gpubench suites")
     table.add_column("suite", no_wrap=True)  # a name is typed back: never folded
     for col in ("version", "backends", "metrics", "description"):

@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 
 from gpubench import outputs
+from gpubench.console import out_console
 from gpubench.errors import UsageError
+from gpubench.report import write
 
 DEFAULT_OUT = "gpubench-report"
 
@@ -21,9 +23,6 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    from gpubench.console import out_console
-    from gpubench.report import write
-
     out = outputs.folder(args.out)  # before anything is loaded or drawn
     try:
         page, charts = write(args.paths, out)

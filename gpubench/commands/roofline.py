@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gpubench import outputs
+from rich.table import Table
+
+from gpubench import outputs, results, roofline
 from gpubench.commands import EXIT_FAILED, EXIT_OK
+from gpubench.console import out_console
 from gpubench.errors import UsageError
 
 
@@ -17,11 +20,6 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    from rich.table import Table
-
-    from gpubench import results, roofline
-    from gpubench.console import out_console
-
     df = results.load(args.run_dir)
     device, all_roofs = roofline.analyze(df)
     if not any(ro.points for ro in all_roofs):

@@ -7,11 +7,37 @@ gpubench/options.py): one argument group per suite, under the suite's name in ``
 from __future__ import annotations
 
 import argparse
+import contextlib
+import shutil
 import sys
 import warnings
+from collections.abc import Sequence
 
-from gpubench.commands import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, add_device_args, default_cluster
+from gpubench import runner
+from gpubench.backends import open_backend
+from gpubench.backends.base import Backend
+from gpubench.commands import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    add_device_args,
+    default_cluster,
+)
+from gpubench.console import RunProgress, out_console, summary_tables
+from gpubench.contention import closing
 from gpubench.errors import UsageError
+from gpubench.memory import TOO_BIG
+from gpubench.options import read
+from gpubench.processes import DEFAULT_PROCESSES
+from gpubench.ranks import fleet as fleet_ranks
+from gpubench.ranks import start
+from gpubench.ranks.env import detect
+from gpubench.ranks.group import Group
+from gpubench.registry import all_suites, select
+from gpubench.request import Conduct, Placement, RunRequest, Selection
+from gpubench.rundir import check_label, ensure_writable, saved
+from gpubench.suite import Suite
+from gpubench.units import parse_size_list
 
 
 def add(sub: argparse._SubParsersAction, suites: bool = True) -> None:
@@ -32,8 +58,6 @@ def add(sub: argparse._SubParsersAction, suites: bool = True) -> None:
                    help="run on each of these devices at once, one process per device, into one run directory "
                         "with host and GPU columns (e.g. all, or 0,2); under srun/mpirun/torchrun each rank takes "
                         "its local GPU. gpubench compare --fleet then flags the outliers")
-    from gpubench.processes import DEFAULT_PROCESSES
-
     p.add_argument("--processes", type=int, default=DEFAULT_PROCESSES, metavar="N",
                    help="measure the figures whose level is set per process (host-timed and host-bound launches, "
                         "copies to and from host memory) in N processes: this one, then N-1 fresh ones, so that a "
@@ -42,13 +66,11 @@ def add(sub: argparse._SubParsersAction, suites: bool = True) -> None:
     p.add_argument("--no-telemetry", action="store_true",
                    help="don't poll NVML/amdsmi while measuring (its queries can perturb latency figures)")
     if suites:
-        from gpubench.registry import all_suites
-
         for cls in all_suites().values():
             add_suite_options(p, cls)
 
 
-def add_suite_options(p: argparse.ArgumentParser, cls) -> None:
+def add_suite_options(p: argparse.ArgumentParser, cls: type[Suite]) -> None:
     """``cls``'s options as an argument group titled with its name; an option whose flag another suite (or
     ``run`` itself) already has is left out with a warning rather than taking the command line down."""
     if not cls.options:
@@ -61,14 +83,9 @@ def add_suite_options(p: argparse.ArgumentParser, cls) -> None:
             warnings.warn(f"suite {cls.name!r}: option {option.flag} left out: {e}", stacklevel=2)
 
 
-def main(args: argparse.Namespace, argv: list[str]) -> int:
-    from gpubench.backends import open_backend
-    from gpubench.options import read
-    from gpubench.registry import select
-    from gpubench.rundir import check_label
-    from gpubench.units import parse_size_list
-
-    # Everything the user typed is checked before a directory is made or a device touched.
+def request_of(args: argparse.Namespace, argv: list[str]) -> RunRequest:
+    """The run asked for, typed; everything the user typed is checked here, before a directory is made or a device
+    touched (a UsageError: one line, exit 2)."""
     suites = select(args.suite)
     cluster = check_label(args.cluster or default_cluster())
     if args.processes < 1:
@@ -76,12 +93,32 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     sizes = parse_size_list(args.sizes) if args.sizes else None
     dtypes = [d.strip() for d in args.dtype.split(",") if d.strip()] if args.dtype else None
     options = {s.name: read(s.options, args) for s in suites}
+    # Every suite's options as given, for the drivers whose child runs take another suite's (autotune: comm's).
+    given = {o.dest: getattr(args, o.dest, False if o.switch else o.default)
+             for cls in all_suites().values() for o in cls.options}
+    return RunRequest(
+        what=Selection(suites=tuple(suites), case_filter=args.filter, sizes=None if sizes is None else tuple(sizes),
+                       dtypes=None if dtypes is None else tuple(dtypes), dtype_text=args.dtype, search=args.search,
+                       given=given, options=options),
+        where=Placement(backend=args.backend, device=args.device, devices=args.devices, nproc=given.get("nproc"),
+                        timeout=given.get("timeout")),
+        how=Conduct(quick=args.quick, telemetry=not args.no_telemetry, processes=args.processes, out=args.out,
+                    cluster=cluster),
+        argv=tuple(argv),
+    )
+
+
+def main(args: argparse.Namespace, argv: list[str]) -> int:
+    request = request_of(args, argv)
+    suites = list(request.what.suites)
+    dtypes = list(request.what.dtypes) if request.what.dtypes else None
+    options = request.what.options
     engine = getattr(args, "engine", "torch")  # the comm suite's --engine
     if any(s.drives for s in suites):
         if len(suites) > 1 or args.devices is not None or engine != "torch":
             raise UsageError("autotune runs alone (its child comm runs start their own ranks): use --suite "
                              "autotune, without --devices or --engine")
-        return next(s for s in suites if s.drives).drive(args, argv, cluster)
+        return next(s for s in suites if s.drives).drive(request)
     if getattr(args, "nccl_tests_launcher", None) and engine != "nccl-tests":
         raise UsageError("--nccl-tests-launcher starts the nccl-tests binaries: add --engine nccl-tests")
     if engine != "torch":
@@ -89,54 +126,55 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
             raise UsageError(f"--engine {engine} runs the comm suite only: use --suite comm")
         from gpubench.nccltests import binaries
 
-        return binaries.sweep(args, options["comm"], dtypes, cluster, argv)
-    group, fleet = None, args.devices is not None
+        return binaries.sweep(request, options["comm"], dtypes)
+    return _measure(request)
 
-    def check(device, world_size: int) -> None:  # the grid the ranks will lay out, before any is started
-        from gpubench import runner
 
-        runner.plan(suites, device, quick=args.quick, sizes=sizes, dtypes=dtypes, case_filter=args.filter,
-                    search=args.search, options=options, world_size=world_size)
+def _plan(request: RunRequest, device: Backend, group: Group | None = None,
+          world_size: int | None = None) -> runner.Plan:
+    what = request.what
+    return runner.plan(what.suites, device, quick=request.how.quick, sizes=what.sizes, dtypes=what.dtypes,
+                       case_filter=what.case_filter, search=what.search, options=what.options, group=group,
+                       world_size=world_size)
 
-    if fleet:
-        from gpubench.ranks import fleet as fleet_ranks
-        from gpubench.ranks.env import detect
 
+def _measure(request: RunRequest) -> int:
+    """The suites' cases, measured on this device, on the ranks of a multi-process suite (comm), or on each device
+    of --devices at once. Where no launcher started the processes, the grid is checked here and they are started."""
+    suites = request.what.suites
+
+    def check(device: Backend, world_size: int) -> None:  # the grid the ranks will lay out, before any starts
+        _plan(request, device, world_size=world_size)
+
+    group = None
+    if request.where.fleet:
         renv = detect()
         if renv is None:
-            return fleet_ranks.spawn(args, argv, suites, check, cluster)
-        backend, group = fleet_ranks.join(args, suites, renv)
+            return fleet_ranks.spawn(request, check)
+        backend, group = fleet_ranks.join(request, renv)
     elif any(s.multiprocess for s in suites):
-        from gpubench.ranks import start
-        from gpubench.ranks.env import detect
-
         if len(suites) > 1:
             raise UsageError(f"{', '.join(s.name for s in suites if s.multiprocess)} runs one process per rank: "
                              "run it on its own (--suite comm), the other suites in a second command")
         renv = detect()
         if renv is None:  # nobody started the ranks: check the grid here, then start them
-            return start.spawn(args, argv, check, cluster)
-        backend, group = start.join(args, renv)
+            return start.spawn(request, check)
+        backend, group = start.join(request.where, renv)
     else:
-        backend = open_backend(args.backend, args.device)
-        if args.backend == "auto":  # say what auto chose before anything is measured on it
+        backend = open_backend(request.where.backend, request.where.device)
+        if request.where.backend == "auto":  # say what auto chose before anything is measured on it
             print(f"backend: {backend.name}, device {backend.device_index} ({backend.device_name()}) "
                   "(--backend auto)", file=sys.stderr, flush=True)
     try:
-        return _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, group, fleet)
+        return _run_plan(request, backend, group)
     finally:
         if group is not None:
             group.close()
 
 
-def _nothing_fits(outcome, progress) -> None:
+def _nothing_fits(outcome: runner.Outcome, progress: RunProgress | None) -> None:
     """A run in which every case was skipped for memory asked for nothing this machine can hold: its run directory
     goes (it holds no figure), and one line says so (exit 2), as for any other request that cannot be met."""
-    import contextlib
-    import shutil
-
-    from gpubench.memory import TOO_BIG
-
     df = outcome.frame
     if outcome.status != "complete" or df.empty or not (df["status"] == "skipped").all():
         return
@@ -153,22 +191,15 @@ def _nothing_fits(outcome, progress) -> None:
                      f"{smallest}); choose smaller --sizes")
 
 
-def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, group, fleet=False) -> int:
-    from gpubench import runner
-    from gpubench.console import RunProgress, out_console, summary_tables
-    from gpubench.rundir import ensure_writable, saved
-
-    p = runner.plan(suites, backend, quick=args.quick, sizes=sizes, dtypes=dtypes, case_filter=args.filter,
-                    search=args.search, options=options, group=None if fleet else group)
+def _run_plan(request: RunRequest, backend: Backend, group: Group | None) -> int:
+    fleet = request.where.fleet
+    p = _plan(request, backend, group=None if fleet else group)
     root = group is None or group.rank == 0
     if root:
-        ensure_writable(args.out, cluster)
+        ensure_writable(request.how.out, request.how.cluster)
     progress = RunProgress() if root else None
     try:
-        outcome = runner.execute(
-            p, backend, out=args.out, cluster=cluster, argv=argv, quick=args.quick, progress=progress,
-            telemetry=not args.no_telemetry, group=group, fleet=fleet, processes=getattr(args, "processes", 1),
-        )
+        outcome = runner.execute(p, backend, request, progress=progress, group=group)
         if root:
             _nothing_fits(outcome, progress)
     finally:
@@ -176,6 +207,11 @@ def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, grou
             progress.stop()
     if not root:
         return EXIT_INTERRUPTED if outcome.status == "interrupted" else (EXIT_FAILED if outcome.failures else EXIT_OK)
+    return _summary(outcome, request.what.suites)
+
+
+def _summary(outcome: runner.Outcome, suites: Sequence[Suite]) -> int:
+    """The run's tables and closing lines on the terminal; the exit code."""
     console = out_console()
     for table in summary_tables(outcome.frame, {s.name: s.params for s in suites},
                                 {s.name: s.shown for s in suites}, {s.name: s.blocks for s in suites}):
@@ -183,8 +219,6 @@ def _run_plan(args, argv, suites, backend, cluster, sizes, dtypes, options, grou
     for s in suites:  # what a suite did not measure, or measured otherwise than asked: a line each
         for line in getattr(s, "notes", ()):
             console.print(f"{s.name}: {line}", markup=False, highlight=False, soft_wrap=True)
-    from gpubench.contention import closing
-
     measured = outcome.frame
     measured = measured[measured["stop"] != "derived"] if len(measured) else measured
     for line in closing(outcome.contention, int(measured["case"].nunique()) if len(measured) else 0):

@@ -22,9 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpubench import commtable
-from gpubench.commtable import NCCL_TYPES, TO_NCCL_TYPE
+from gpubench import commtable, results
+from gpubench.commtable import COLLECTIVES, DTYPES, GPU_QUICK, GPU_SIZES, NCCL_TYPES, TO_NCCL_TYPE, canonical_dtype
+from gpubench.console import out_console, summary_tables
 from gpubench.errors import UsageError
+from gpubench.nccltests import model
+from gpubench.nccltests.importer import import_logs, read
+from gpubench.nccltests.model import ParseError
+from gpubench.ranks.env import detect
+from gpubench.request import RunRequest
+from gpubench.rundir import ensure_writable
 
 ENV_DIRS = ("NCCL_TESTS_DIR", "RCCL_TESTS_DIR")
 HOW_TO_BUILD = ("build nccl-tests (git clone https://github.com/NVIDIA/nccl-tests && make -C nccl-tests MPI=1; "
@@ -265,17 +272,15 @@ def run_binary(argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | N
 ITERS, WARMUP = 20, 5
 
 
-def _sweep(args: Any, options: Mapping[str, Any]) -> tuple[int, int, int]:
+def _sweep(quick: bool, options: Mapping[str, Any]) -> tuple[int, int, int]:
     """(min, max, factor): the options, or the native engine's default sweep (powers of 4)."""
-    from gpubench.commtable import GPU_QUICK, GPU_SIZES
-
     if options.get("min_bytes") or options.get("max_bytes"):
         lo = options.get("min_bytes") or options["max_bytes"]
         hi = options.get("max_bytes") or lo
         if lo > hi:
             raise UsageError(f"--min-bytes {lo} is above --max-bytes {hi}: swap them")
         return lo, hi, options.get("step_factor") or 2
-    sizes = GPU_QUICK if args.quick else GPU_SIZES
+    sizes = GPU_QUICK if quick else GPU_SIZES
     return min(sizes), max(sizes), 4
 
 
@@ -289,6 +294,7 @@ class _SweepPlan:
     sizes: tuple[int, int, int]  # min, max, factor
     nproc: int
     prefix: list[str]
+    timeout: float  # --timeout: a binary silent this long is stalled
 
     def commands(self):
         for name, binary in self.binaries.items():
@@ -297,20 +303,17 @@ class _SweepPlan:
                     yield name, binary, dtype, op
 
 
-def _plan_sweep(args: Any, options: Mapping[str, Any], dtypes: list[str] | None) -> _SweepPlan:
+def _plan_sweep(request: RunRequest, options: Mapping[str, Any], dtypes: list[str] | None) -> _SweepPlan:
     """The sweep's plan, every input checked (a missing binary fails before anything runs)."""
-    from gpubench.commtable import COLLECTIVES, DTYPES, canonical_dtype
-    from gpubench.ranks.env import detect
-
     if detect() is not None:
         raise UsageError("--engine nccl-tests runs the binaries on this machine (-g N); under a launcher, run "
                          "an MPI build of nccl-tests with it and `gpubench import nccl-tests` its output")
-    if args.sizes:
+    if request.what.sizes is not None:
         raise UsageError("--engine nccl-tests sweeps geometrically: give --min-bytes/--max-bytes/--step-factor")
-    if args.alloc == "torch":
+    if options.get("alloc") == "torch":
         raise UsageError("nccl-tests takes its buffers from ncclMemAlloc: --alloc torch is the torch engine's "
                          "(leave --alloc out)")
-    if getattr(args, "eager", False) and getattr(args, "graph", False):
+    if options.get("eager") and options.get("graph"):
         raise UsageError("--graph and --eager ask for opposite timings: give one (graphs are the default)")
     names = options.get("collectives") or list(COLLECTIVES)
     unknown = [c for c in names if c not in COLLECTIVES]
@@ -320,29 +323,29 @@ def _plan_sweep(args: Any, options: Mapping[str, Any], dtypes: list[str] | None)
     bad = [d for d in kinds if d not in DTYPES]
     if bad:
         raise UsageError(f"comm has no dtype {', '.join(bad)}: choose from {', '.join(DTYPES)}")
-    dirs = [args.nccl_tests_dir] if args.nccl_tests_dir else None
+    dirs = [options["nccl_tests_dir"]] if options.get("nccl_tests_dir") else None
     binaries = {c: find_binary(c, dirs) for c in names}
-    nproc = args.nproc or _gpus()
+    nproc = request.where.nproc or _gpus()
     if nproc < 1:
         raise UsageError("nccl-tests needs GPUs and this machine shows none")
-    return _SweepPlan(binaries, kinds, options.get("op") or ["sum"], _sweep(args, options), nproc,
-                      _launcher(args.nccl_tests_launcher))
+    return _SweepPlan(binaries, kinds, options.get("op") or ["sum"], _sweep(request.how.quick, options), nproc,
+                      _launcher(options.get("nccl_tests_launcher")), request.where.timeout)
 
 
-def _run_one(plan: _SweepPlan, args: Any, name: str, binary: Path, dtype: str, op: str, staging: Path,
+def _run_one(plan: _SweepPlan, options: Mapping[str, Any], name: str, binary: Path, dtype: str, op: str, staging: Path,
              say) -> tuple[dict[str, Any], str | None, str | None]:
     """One binary run: (its record for run.json, its log to import or None, why it failed or None)."""
     # Graphs by default, as the torch engine times (nccl-tests -G 1); --eager, or a binary older than -G, times the
     # calls issued one by one. The rows' graph column says which.
-    graph = not getattr(args, "eager", False) and supports_graph(binary)
+    graph = not options.get("eager") and supports_graph(binary)
     lo, hi, factor = plan.sizes
     cmd = build_command(binary, min_bytes=lo, max_bytes=hi, step_factor=factor, dtype=dtype, op=op, iters=ITERS,
                         warmup=WARMUP, check=True, graph=graph, ngpus=1 if plan.prefix else plan.nproc,
-                        launcher_prefix=plan.prefix, register=args.register)
+                        launcher_prefix=plan.prefix, register=options.get("register"))
     stem = f"{name}-{dtype}-{op}"
     say(f"nccl-tests: {' '.join(cmd)}")
     try:
-        out, err, rc, elapsed = run_binary(cmd, timeout_s=max(600.0, 10 * args.timeout), stall_s=args.timeout)
+        out, err, rc, elapsed = run_binary(cmd, timeout_s=max(600.0, 10 * plan.timeout), stall_s=plan.timeout)
     except BinaryError as e:
         out, err, rc, elapsed = getattr(e, "stdout", ""), f"{e}\n{getattr(e, 'stderr', '')}", -1, None
     (staging / f"{stem}.log").write_text(out)
@@ -357,21 +360,17 @@ def _run_one(plan: _SweepPlan, args: Any, name: str, binary: Path, dtype: str, o
     return record, str(staging / f"{stem}.log"), None
 
 
-def sweep(args: Any, options: Mapping[str, Any], dtypes: list[str] | None, cluster: str, argv: list[str]) -> int:
-    from gpubench import results
-    from gpubench.console import out_console, summary_tables
-    from gpubench.nccltests import model
-    from gpubench.nccltests.importer import import_logs
-    from gpubench.rundir import ensure_writable
-
-    plan = _plan_sweep(args, options, dtypes)
-    ensure_writable(args.out, cluster)
+def sweep(request: RunRequest, options: Mapping[str, Any], dtypes: list[str] | None) -> int:
+    """Run the nccl-tests binaries over comm's sweep (``options``: comm's options) and import their logs as a run."""
+    plan = _plan_sweep(request, options, dtypes)
+    out, cluster = request.how.out, request.how.cluster
+    ensure_writable(out, cluster)
     console = out_console()
     staging = Path(tempfile.mkdtemp(prefix="gpubench-nccl-tests-"))
     logs, runs, failed = [], [], []
     try:
         for name, binary, dtype, op in plan.commands():
-            record, log, why = _run_one(plan, args, name, binary, dtype, op, staging,
+            record, log, why = _run_one(plan, options, name, binary, dtype, op, staging,
                                         lambda line: console.print(line, markup=False, highlight=False))
             runs.append(record)
             logs += [log] if log else []
@@ -381,14 +380,14 @@ def sweep(args: Any, options: Mapping[str, Any], dtypes: list[str] | None, clust
         # The binaries inherited this process's environment: its NCCL_*/RCCL_* settings are the ones in force,
         # recorded as a measured run records its own (a setting such as NCCL_P2P_DIRECT_DISABLE changes figures).
         env = model.scrub(f"{k}={v}" for k, v in os.environ.items())
-        done = import_logs(logs, tool="nccl-tests", out=args.out, cluster=cluster, collective=None, argv=argv,
-                           env=env, method={"register": bool(args.register)})
+        done = import_logs(logs, tool="nccl-tests", out=out, cluster=cluster, collective=None,
+                           argv=list(request.argv), env=env, method={"register": bool(options.get("register"))})
         rd = done.run_dir
         for item in runs:
             for key in ("log", "stderr"):
                 shutil.copy2(staging / item[key], rd.path / item[key])
         rd.meta["engine"] = {"name": "nccl-tests", "iters": ITERS, "warmup": WARMUP,
-                             "graph": all(r["graph"] for r in runs), "register": bool(args.register),
+                             "graph": all(r["graph"] for r in runs), "register": bool(options.get("register")),
                              "launcher": plan.prefix, "runs": runs, "failed": failed}
         rd.flush()
     finally:
@@ -423,9 +422,6 @@ def _launcher(text: str | None) -> list[str]:
 def _wrong_world(log: Path, nproc: int) -> str | None:
     """Why a log that exited 0 is not the world asked for, or None: under a launcher, a build without MPI
     prints one table per process, each a world of one GPU."""
-    from gpubench.nccltests.importer import read
-    from gpubench.nccltests.model import ParseError
-
     try:
         worlds = sorted({r.world_size for r in read(log) if r.rows})
     except (ParseError, UsageError) as e:
@@ -437,7 +433,7 @@ def _wrong_world(log: Path, nproc: int) -> str | None:
 
 
 def _gpus() -> int:
-    import torch
+    import torch  # heavy, and only this path of the nccl-tests engine needs it
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 

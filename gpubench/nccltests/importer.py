@@ -297,13 +297,13 @@ def method(run: Run) -> dict[str, Any]:
     return out
 
 
-def _register_level(args: list[str]) -> int | None:
+def _register_level(words: list[str]) -> int | None:
     """The value of ``-R``/``--local_register`` in nccl-tests' argv (0 when absent, None when unreadable)."""
     level: int | None = 0
-    for i, a in enumerate(args):
+    for i, a in enumerate(words):
         value = None
         if a in ("-R", "--local_register"):
-            value = args[i + 1] if i + 1 < len(args) else ""
+            value = words[i + 1] if i + 1 < len(words) else ""
         elif a.startswith("--local_register="):
             value = a.split("=", 1)[1]
         elif a.startswith("-R"):

@@ -9,6 +9,9 @@ import socket
 import subprocess
 from typing import Any
 
+from gpubench.backends.base import Backend
+from gpubench.ranks.group import Group
+
 # NCCL/RCCL read these; a run that does not record them cannot be compared with another. Values that look
 # like secrets (tokens, keys) never reach a results file.
 _ENV = re.compile(r"^(NCCL_|RCCL_|TORCH_NCCL_|CUDA_VISIBLE_DEVICES$|HIP_VISIBLE_DEVICES$|ROCR_VISIBLE_DEVICES$)")
@@ -45,7 +48,7 @@ def topology(backend_name: str) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def run_meta(group: Any, backend: Any) -> dict[str, Any]:
+def run_meta(group: Group, backend: Backend) -> dict[str, Any]:
     """Every rank's place (gathered: every rank must call this), the launcher, the library and its settings."""
     me = {"rank": group.rank, "pid": os.getpid(), "host": socket.gethostname(),
           "device_index": backend.device_index, "device": backend.device_name()}

@@ -13,10 +13,18 @@ way are per-GPU figures under that load; run ``--device N`` one at a time for ea
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from gpubench.backends import backend_class, open_backend, resolve_name
+from gpubench.backends.base import Backend
 from gpubench.errors import UsageError
+from gpubench.ranks import spawn as spawner
+from gpubench.ranks.env import RankEnv, share_host_cores
+from gpubench.ranks.group import Group
+from gpubench.request import Placement, RunRequest
+from gpubench.rundir import ensure_writable
+from gpubench.suite import Suite
 
 
 def parse_devices(text: str, count: int) -> list[int]:
@@ -44,7 +52,7 @@ class _PlanProbe:
     create theirs)."""
 
     def __init__(self, name: str, index: int, count: int):
-        import torch
+        import torch  # only where the backend is a GPU's: torch is heavy, and optional for the fake backend
 
         props = torch.cuda.get_device_properties(index)
         self.name, self.device_index, self._count = name, index, count
@@ -61,53 +69,43 @@ class _PlanProbe:
         return self._count
 
 
-def _check(args: Any, suites: list) -> tuple[str, list[int]]:
-    from gpubench.backends import backend_class, resolve_name
-
+def _check(where: Placement, suites: Sequence[Suite]) -> tuple[str, list[int]]:
     if any(s.multiprocess for s in suites):
         raise UsageError("--devices runs single-GPU suites on each GPU; comm spreads over the GPUs itself "
                          "(use --nproc)")
-    name = resolve_name(args.backend)
+    name = resolve_name(where.backend)
     cls = backend_class(name)
     ok, why = cls.available()
     if not ok:
         raise UsageError(f"backend {name!r} is not available: {why}")
-    return name, parse_devices(args.devices, cls.device_count())
+    return name, parse_devices(where.devices or "", cls.device_count())
 
 
-def spawn(args: Any, argv: list[str], suites: list, check: Callable[[Any, int], None], cluster: str) -> int:
+def spawn(request: RunRequest, check: Callable[[Any, int], None]) -> int:
     """No launcher started us: check the grid here (``check(device, world_size)``: the caller plans it on a
-    stand-in device), then start one process per listed device."""
-    from gpubench.backends import backend_class, open_backend
-    from gpubench.ranks import spawn as spawner
-    from gpubench.rundir import ensure_writable
-
-    name, devices = _check(args, suites)
+    stand-in device), then start one process per listed device, each given the command line again."""
+    name, devices = _check(request.where, request.what.suites)
     # Bad input fails here, once, before any process starts.
     count = backend_class(name).device_count()
     probe = _PlanProbe(name, devices[0], count) if name in ("cuda", "hip") else open_backend(name, devices[0])
     check(probe, 1)
-    ensure_writable(args.out, cluster)
-    return spawner.run(list(argv[1:]), len(devices), args.timeout)
+    ensure_writable(request.how.out, request.how.cluster)
+    return spawner.run(list(request.argv[1:]), len(devices), request.where.timeout)
 
 
-def join(args: Any, suites: list, renv: Any):
+def join(request: RunRequest, renv: RankEnv) -> tuple[Backend, Group]:
     """This process is one rank of a ``--devices`` run: its device and the group of all ranks."""
-    from gpubench.backends import open_backend
-    from gpubench.ranks.group import Group
-
-    name, devices = _check(args, suites)
-    if args.devices.strip() != "all" and renv.local_world_size != len(devices):
-        raise UsageError(f"--devices {args.devices} lists {len(devices)} devices but the launcher started "
+    where = request.where
+    name, devices = _check(where, request.what.suites)
+    if (where.devices or "").strip() != "all" and renv.local_world_size != len(devices):
+        raise UsageError(f"--devices {where.devices} lists {len(devices)} devices but the launcher started "
                          f"{renv.local_world_size} processes on this node: start one per listed device")
     if renv.local_rank >= len(devices):
         raise UsageError(f"local rank {renv.local_rank} has no device: this node has {len(devices)} "
                          "(start one process per device)")
-    from gpubench.ranks.env import share_host_cores
-
     share_host_cores(name, renv.local_world_size)
     backend = open_backend(name, devices[renv.local_rank])
-    return backend, Group(renv, "gloo", args.timeout)  # the control plane only: the ranks exchange rows
+    return backend, Group(renv, "gloo", where.timeout)  # the control plane only: the ranks exchange rows
 
 
 __all__ = ["parse_devices", "spawn", "join"]

@@ -27,7 +27,9 @@ import threading
 import time
 from pathlib import Path
 
+from gpubench import results
 from gpubench.ranks.group import laggards, read_heartbeats
+from gpubench.rundir import saved, utc_now, write_json
 
 _POLL_S = 0.2
 _GRACE_S = 2.0  # after a rank died: time for the others to record their own view before they are killed
@@ -109,9 +111,6 @@ def _run_dir(store) -> Path | None:
 def _mark_ended(store, reason: str, status: str = "failed") -> Path | None:
     """Rank 0 published its run directory; if it did not close the run itself, record why it ended. Returns
     that directory (None if rank 0 published none)."""
-    from gpubench import results
-    from gpubench.rundir import write_json, utc_now
-
     run = _run_dir(store)
     if run is None:
         return None
@@ -128,9 +127,7 @@ def _mark_ended(store, reason: str, status: str = "failed") -> Path | None:
 
 def run(argv: list[str], nproc: int, timeout_s: float) -> int:
     """Run ``gpubench <argv>`` as ``nproc`` ranks on this machine; the exit code of the whole."""
-    import torch.distributed as dist
-
-    from gpubench.rundir import saved
+    import torch.distributed as dist  # heavy: loaded only where ranks are started
 
     store = dist.TCPStore("127.0.0.1", 0, nproc, True, timeout=dt.timedelta(seconds=timeout_s),
                           wait_for_workers=False)

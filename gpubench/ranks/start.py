@@ -5,8 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpubench.ranks.env import RankEnv
+from gpubench.backends import backend_class, open_backend, resolve_name
+from gpubench.backends.base import Backend
 from gpubench.errors import UsageError
+from gpubench.ranks import spawn as spawner
+from gpubench.ranks.env import RankEnv, share_host_cores
+from gpubench.ranks.group import Group
+from gpubench.request import Placement, RunRequest
+from gpubench.rundir import ensure_writable
 
 
 class _GridOnly:
@@ -28,38 +34,29 @@ class _GridOnly:
         return self._count
 
 
-def spawn(args: Any, argv: list[str], check: Callable[[Any, int], None], cluster: str) -> int:
+def spawn(request: RunRequest, check: Callable[[Any, int], None]) -> int:
     """Check the grid as the ranks will lay it out (``check(device, world_size)``: the caller plans it on a
-    stand-in device), then run one process per rank on this machine."""
-    from gpubench.backends import backend_class, resolve_name
-    from gpubench.ranks import spawn as spawner
-    from gpubench.rundir import ensure_writable
-
-    name = resolve_name(args.backend)
+    stand-in device), then run one process per rank on this machine, each given the command line again."""
+    name = resolve_name(request.where.backend)
     ok, why = backend_class(name).available()
     if not ok:
         raise UsageError(f"backend {name!r} is not available: {why}")
-    nproc = args.nproc or spawner.default_nproc(name)
+    nproc = request.where.nproc or spawner.default_nproc(name)
     if name in ("cuda", "hip"):
         have = spawner.default_nproc(name)
         if nproc > have:
             raise UsageError(f"--nproc {nproc} needs {nproc} GPUs, this machine has {have}: one rank per GPU "
                              "(use a launcher across nodes)")
     check(_GridOnly(name, nproc), nproc)
-    ensure_writable(args.out, cluster)
-    return spawner.run(list(argv[1:]), nproc, args.timeout)
+    ensure_writable(request.how.out, request.how.cluster)
+    return spawner.run(list(request.argv[1:]), nproc, request.where.timeout)
 
 
-def join(args: Any, renv: RankEnv):
+def join(where: Placement, renv: RankEnv) -> tuple[Backend, Group]:
     """This process is one rank: its device (the local rank's GPU) and the group of all ranks."""
-    from gpubench.backends import open_backend, resolve_name
-    from gpubench.ranks.group import Group
-
-    from gpubench.ranks.env import share_host_cores
-
-    name = resolve_name(args.backend)
+    name = resolve_name(where.backend)
     gpu = name in ("cuda", "hip")
     share_host_cores(name, renv.local_world_size)
     backend = open_backend(name, renv.local_rank if gpu else 0)  # each rank its own GPU; --device is not used
-    group = Group(renv, "nccl" if gpu else "gloo", args.timeout, device=backend.torch_device if gpu else None)
+    group = Group(renv, "nccl" if gpu else "gloo", where.timeout, device=backend.torch_device if gpu else None)
     return backend, group
