@@ -17,7 +17,7 @@ import itertools
 import math
 from typing import Any
 
-from gpubench.autotune.kernel_configs import PERSISTENT, TORCH, gemm_kernel_config, parse
+from gpubench.kernels.launch_configs import PERSISTENT, TORCH, gemm_kernel_config, parse
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Derived, GridContext, Skip, Suite
 
 GPU = ("cuda", "hip")
@@ -73,7 +73,7 @@ class AutotuneKernels(Suite):
 
     @classmethod
     def charts(cls, runs, out):
-        from gpubench.report import charts_autotune
+        from gpubench.suites.autotune import charts as charts_autotune
 
         return charts_autotune.kernels(runs, out, rate_metric)
 

@@ -36,7 +36,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _export_kernel_winners(args) -> int:
     from gpubench import results
-    from gpubench.autotune import kernel_export
+    from gpubench.kernels import config_export as kernel_export
     from gpubench.console import out_console
 
     df = results.load(args.run)

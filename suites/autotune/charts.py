@@ -29,8 +29,8 @@ def autotune(runs: list[Run], out: Path) -> list[Chart]:
     if not present:
         return []  # no sweep in these runs: nothing to say
     try:
-        from gpubench.autotune import winners
-        from gpubench.autotune.knobs import DEFAULT
+        from gpubench.suites.autotune import winners
+        from gpubench.suites.autotune.knobs import DEFAULT
     except ImportError as e:  # the autotune package is optional to the report
         return [note("autotune", title, f"cannot read autotune rows here ({e})")]
     have = []

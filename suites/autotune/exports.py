@@ -14,8 +14,8 @@ import math
 
 import pandas as pd
 
-from gpubench.autotune.knobs import DEFAULT
-from gpubench.autotune.winners import tuner_collective
+from gpubench.suites.autotune.knobs import DEFAULT
+from gpubench.suites.autotune.winners import tuner_collective
 
 HEADER = "collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff"
 MAX_BYTES = 2**63 - 1

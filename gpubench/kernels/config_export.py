@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.autotune.kernel_configs import TORCH, gemm_kernel_config, parse
+from gpubench.kernels.launch_configs import TORCH, gemm_kernel_config, parse
 
 _TORCH_DTYPE = {"bf16": "BFloat16", "fp16": "Half", "fp32": "Float", "fp8": "Float8_e4m3fn"}
 _KERNEL_METRIC = {"gemm": "throughput", "triad": "bandwidth"}

@@ -43,7 +43,7 @@ class Autotune(Suite):
     )
 
     def drive(self, args: Any, argv: list[str], cluster: str) -> int:
-        from gpubench.autotune import sweep
+        from gpubench.suites.autotune import sweep
         from gpubench.options import read
 
         read(COMM_OPTIONS, args)  # the child runs' options are checked here, once, before any starts
@@ -51,6 +51,6 @@ class Autotune(Suite):
 
     @classmethod
     def charts(cls, runs, out):
-        from gpubench.report import charts_autotune
+        from gpubench.suites.autotune import charts as charts_autotune
 
         return charts_autotune.autotune(runs, out)

@@ -434,7 +434,7 @@ class Gemm(Suite):
 
     @classmethod
     def charts(cls, runs, out):
-        from gpubench.report import charts_gemm
+        from gpubench.suites.gemm import charts as charts_gemm
 
         return charts_gemm.gemm(runs, out)
 

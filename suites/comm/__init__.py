@@ -323,7 +323,7 @@ class Comm(Suite):
 
     @classmethod
     def charts(cls, runs, out):
-        from gpubench.report import charts_comm
+        from gpubench.suites.comm import charts as charts_comm
 
         return charts_comm.comm(runs, out)
 

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from gpubench import commtable, results
-from gpubench.autotune import exports, knobs, winners
+from gpubench.suites.autotune import exports, knobs, winners
 from gpubench.errors import UsageError
 from gpubench.options import Option
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from gpubench import commtable
-from gpubench.autotune.knobs import DEFAULT
+from gpubench.suites.autotune.knobs import DEFAULT
 from gpubench.stats import mann_whitney
 
 METRIC = "busbw"
