@@ -64,7 +64,7 @@ def add_suite_options(p: argparse.ArgumentParser, cls) -> None:
 def main(args: argparse.Namespace, argv: list[str]) -> int:
     from gpubench.backends import open_backend
     from gpubench.options import read
-    from gpubench.registry import select
+    from gpubench.registry import all_suites, select
     from gpubench.rundir import check_label
     from gpubench.units import parse_size_list
 
@@ -76,7 +76,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     sizes = parse_size_list(args.sizes) if args.sizes else None
     dtypes = [d.strip() for d in args.dtype.split(",") if d.strip()] if args.dtype else None
     options = {s.name: read(s.options, args) for s in suites}
-    engine = getattr(args, "engine", "torch")  # the comm suite's --engine
+    engine = getattr(args, "engine", "torch")  # a suite's --engine: another engine into its table (Suite.engines)
     if any(s.drives for s in suites):
         if len(suites) > 1 or args.devices is not None or engine != "torch":
             raise UsageError("autotune runs alone (its child comm runs start their own ranks): use --suite "
@@ -85,11 +85,10 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     if getattr(args, "nccl_tests_launcher", None) and engine != "nccl-tests":
         raise UsageError("--nccl-tests-launcher starts the nccl-tests binaries: add --engine nccl-tests")
     if engine != "torch":
-        if [s.name for s in suites] != ["comm"]:
-            raise UsageError(f"--engine {engine} runs the comm suite only: use --suite comm")
-        from gpubench.nccltests import binaries
-
-        return binaries.sweep(args, options["comm"], dtypes, cluster, argv)
+        if len(suites) != 1 or engine not in suites[0].engines:
+            owner = next(n for n, cls in all_suites().items() if engine in cls.engines)
+            raise UsageError(f"--engine {engine} runs the {owner} suite only: use --suite {owner}")
+        return suites[0].run_engine(engine, args, options[suites[0].name], dtypes, cluster, argv)
     group, fleet = None, args.devices is not None
 
     def check(device, world_size: int) -> None:  # the grid the ranks will lay out, before any is started

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from gpubench import commtable
+from gpubench.suites.comm import table as commtable
 from gpubench.options import Option
 from gpubench.suite import Suite
 from gpubench.suites.comm import OPTIONS as COMM_OPTIONS

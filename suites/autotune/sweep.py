@@ -20,7 +20,8 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench import commtable, results
+from gpubench import results
+from gpubench.suites.comm import table as commtable
 from gpubench.suites.autotune import exports, knobs, winners
 from gpubench.errors import UsageError
 from gpubench.options import Option

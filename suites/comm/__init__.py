@@ -30,12 +30,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench import commtable
-from gpubench.commtable import busbw_factor, element_count
+from gpubench.suites.comm import table as commtable
+from gpubench.suites.comm.table import busbw_factor, element_count
 from gpubench.units import parse_size
 from gpubench.ranks import ncclmem
 from gpubench.errors import UsageError
 from gpubench.memory import too_big
+from gpubench.nccltests.model import TOOLS, collective_of_binary
 from gpubench.options import Option, names
 from gpubench.suite import Case, Check, GridContext, Skip, Suite, Workload
 
@@ -295,6 +296,16 @@ OPTIONS = (
 )
 
 
+def _collective(text: str | None) -> str | None:
+    """``gpubench import --collective``: a collective's name or its binary's (all_reduce_perf)."""
+    if text is None:
+        return None
+    name = collective_of_binary(text) or text.strip()
+    if name not in commtable.COLLECTIVES:
+        raise UsageError(f"unknown --collective {text!r}: one of {', '.join(commtable.COLLECTIVES)}")
+    return name
+
+
 def _alloc(options: Any) -> str:
     """Where the buffers come from: --register implies NCCL's allocator, the default is torch's."""
     return "nccl" if options.get("register") else (options.get("alloc") or "torch")
@@ -311,6 +322,9 @@ class Comm(Suite):
     blocks = commtable.BLOCKS
     multiprocess = True  # runs as one process per rank: the CLI spawns them or finds a launcher's
     options = OPTIONS
+    chart_order = 50
+    engines = ("nccl-tests",)  # --engine nccl-tests: the binaries, with the same sweep (binaries.py)
+    imports = TOOLS  # gpubench import nccl-tests|rccl-tests: their logs (importer.py)
 
     def __init__(self):
         # What a run of this instance has learnt, not what it was asked (that is ctx.options): every rank makes
@@ -326,6 +340,18 @@ class Comm(Suite):
         from gpubench.suites.comm import charts as charts_comm
 
         return charts_comm.comm(runs, out)
+
+    def run_engine(self, engine: str, args: Any, options: Any, dtypes: list[str] | None, cluster: str,
+                   argv: list[str]) -> int:
+        from gpubench.suites.comm import binaries  # its subprocess machinery is for this engine only
+
+        return binaries.sweep(args, options, dtypes, cluster, argv)
+
+    @classmethod
+    def import_logs(cls, paths: list[str], *, tool: str, **how: Any) -> Any:
+        from gpubench.suites.comm.importer import import_logs  # the parsers: for this command only
+
+        return import_logs(paths, tool=tool, **{**how, "collective": _collective(how.get("collective"))})
 
     # --- the grid ----------------------------------------------------------------------------------------
     def cases(self, ctx: GridContext) -> Iterable[Case]:

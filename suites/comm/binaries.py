@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpubench import commtable
-from gpubench.commtable import NCCL_TYPES, TO_NCCL_TYPE
+from gpubench.suites.comm import table as commtable
+from gpubench.suites.comm.table import NCCL_TYPES, TO_NCCL_TYPE
 from gpubench.errors import UsageError
 
 ENV_DIRS = ("NCCL_TESTS_DIR", "RCCL_TESTS_DIR")
@@ -267,7 +267,7 @@ ITERS, WARMUP = 20, 5
 
 def _sweep(args: Any, options: Mapping[str, Any]) -> tuple[int, int, int]:
     """(min, max, factor): the options, or the native engine's default sweep (powers of 4)."""
-    from gpubench.commtable import GPU_QUICK, GPU_SIZES
+    from gpubench.suites.comm.table import GPU_QUICK, GPU_SIZES
 
     if options.get("min_bytes") or options.get("max_bytes"):
         lo = options.get("min_bytes") or options["max_bytes"]
@@ -299,7 +299,7 @@ class _SweepPlan:
 
 def _plan_sweep(args: Any, options: Mapping[str, Any], dtypes: list[str] | None) -> _SweepPlan:
     """The sweep's plan, every input checked (a missing binary fails before anything runs)."""
-    from gpubench.commtable import COLLECTIVES, DTYPES, canonical_dtype
+    from gpubench.suites.comm.table import COLLECTIVES, DTYPES, canonical_dtype
     from gpubench.ranks.env import detect
 
     if detect() is not None:
@@ -361,7 +361,7 @@ def sweep(args: Any, options: Mapping[str, Any], dtypes: list[str] | None, clust
     from gpubench import results
     from gpubench.console import out_console, summary_tables
     from gpubench.nccltests import model
-    from gpubench.nccltests.importer import import_logs
+    from gpubench.suites.comm.importer import import_logs
     from gpubench.rundir import ensure_writable
 
     plan = _plan_sweep(args, options, dtypes)
@@ -423,7 +423,7 @@ def _launcher(text: str | None) -> list[str]:
 def _wrong_world(log: Path, nproc: int) -> str | None:
     """Why a log that exited 0 is not the world asked for, or None: under a launcher, a build without MPI
     prints one table per process, each a world of one GPU."""
-    from gpubench.nccltests.importer import read
+    from gpubench.suites.comm.importer import read
     from gpubench.nccltests.model import ParseError
 
     try:

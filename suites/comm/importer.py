@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpubench import commtable, results
+from gpubench import results
+from gpubench.suites.comm import table as commtable
 from gpubench.console import fmt_value
 from gpubench.errors import UsageError
 from gpubench.fingerprint import identity_hash
