@@ -225,6 +225,8 @@ class Suite:
     engines: ClassVar[tuple[str, ...]] = ()
     # Other tools' log formats that ``gpubench import FORMAT`` turns into this suite's table (``import_logs``).
     imports: ClassVar[tuple[str, ...]] = ()
+    # ``gpubench export --format NAME`` formats written from this suite's rows besides pytest-benchmark's.
+    exports: ClassVar[tuple[str, ...]] = ()
 
     def cases(self, ctx: GridContext) -> Iterable[Case]:
         raise NotImplementedError

@@ -70,6 +70,7 @@ class AutotuneKernels(Suite):
     metrics = (THROUGHPUT, BANDWIDTH, TIME)
     description = "Triton launch-shape sweep (bf16 GEMM tiles, triad warps/vector) against torch; best per shape"
     params = ("kernel", "dtype", "shape", "config")
+    exports = ("tunableop", "triton-configs")  # its winners, for TunableOp-style tooling and the Triton GEMM
 
     @classmethod
     def charts(cls, runs, out):

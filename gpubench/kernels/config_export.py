@@ -25,9 +25,11 @@ _KERNEL_METRIC = {"gemm": "throughput", "triad": "bandwidth"}
 
 
 def winners(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """Per (kernel, dtype, shape) of an autotune-kernels table: the best Triton configuration, its median time,
-    its figure and torch's."""
-    rows = df[(df["suite"] == "autotune-kernels") & (df["status"] == "ok") & (df["config"] != "best")]
+    """Per (kernel, dtype, shape) of a kernel sweep's table: the best Triton configuration, its median time, its
+    figure and torch's. The sweep's rows are those naming a kernel and one of its launch configurations."""
+    if not {"kernel", "config"} <= set(df.columns):
+        return []
+    rows = df[df["kernel"].notna() & (df["status"] == "ok") & df["config"].notna() & (df["config"] != "best")]
     out = []
     for (kernel, dtype, shape), group in rows.groupby(["kernel", "dtype", "shape"], sort=False):
         figure = group[group["metric"] == _KERNEL_METRIC.get(kernel, "throughput")].set_index("config")["value"]

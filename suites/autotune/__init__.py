@@ -33,6 +33,7 @@ class Autotune(Suite):
     shown = ("busbw",)
     # Runs its own driver instead of the engine's case loop: the CLI hands it the command line.
     drives: ClassVar[bool] = True
+    chart_order = 70
     # Its own; the child runs take the comm suite's options as the user gave them (listed under comm).
     options = (
         Option("knob", "a knob and its values to sweep, repeatable, e.g. NCCL_PROTO=LL,Simple (default: NCCL_ALGO "

@@ -322,7 +322,7 @@ class Comm(Suite):
     blocks = commtable.BLOCKS
     multiprocess = True  # runs as one process per rank: the CLI spawns them or finds a launcher's
     options = OPTIONS
-    chart_order = 50
+    chart_order = 60
     engines = ("nccl-tests",)  # --engine nccl-tests: the binaries, with the same sweep (binaries.py)
     imports = TOOLS  # gpubench import nccl-tests|rccl-tests: their logs (importer.py)
 
