@@ -125,7 +125,8 @@ def analyze(df: pd.DataFrame) -> tuple[str | None, list[Roofs]]:
         # Arithmetic off the tensor cores runs on the vector units, whichever roof bounds it here.
         unit = TENSOR if row["roof"] == TENSOR else VECTOR
         ro = roofs(str(row["dtype"]))
-        ro.points.append(Point(row["suite"], registry.point_label(row), row["case"], flops / nbytes, float(value), unit))
+        label = registry.point_label(row)
+        ro.points.append(Point(row["suite"], label, row["case"], flops / nbytes, float(value), unit))
         if row["roof"] == TENSOR:
             ro.tensor_tflops = max(ro.tensor_tflops or 0.0, float(value))
             ro.tensor_suite = row["suite"] if ro.tensor_tflops == float(value) else ro.tensor_suite
@@ -175,7 +176,8 @@ def plot(device: str | None, all_roofs: list[Roofs], path: Path, bad: list) -> N
             ys = [min(bw * x / 1e3 if bw else math.inf, peak or math.inf) for x in grid]
             ax.plot(grid, ys, style, color=color, label=label, linewidth=1.6)
 
-        roof_line(ro.memory_gbps, ro.tensor_tflops, "-", _roof_label("measured", ro.memory_gbps, ro.tensor_tflops, ro.tensor_suite or TENSOR), "tab:red")
+        measured = _roof_label("measured", ro.memory_gbps, ro.tensor_tflops, ro.tensor_suite or TENSOR)
+        roof_line(ro.memory_gbps, ro.tensor_tflops, "-", measured, "tab:red")
         if ro.vector_tflops:
             roof_line(ro.memory_gbps, ro.vector_tflops, "-", _roof_label("measured", None, ro.vector_tflops, "fma"), "tab:orange")
         roof_line(ro.spec_memory_gbps, ro.spec_tensor_tflops, "--", _roof_label("spec", ro.spec_memory_gbps, ro.spec_tensor_tflops, "tensor"), "tab:red")

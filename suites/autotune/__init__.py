@@ -1,4 +1,4 @@
-"""``autotune``: NCCL/RCCL knob sweeps that end in a winner table and exports (gpubench.autotune).
+"""``autotune``: NCCL/RCCL knob sweeps that end in a winner table and exports (its modules beside this file).
 
 Not timed by the engine directly: each configuration needs fresh processes (NCCL reads its settings once per
 process), so the suite drives child comm runs, each timed by the engine as the comm suite always is, and

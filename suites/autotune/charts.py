@@ -1,4 +1,4 @@
-"""Autotune: the winning NCCL/RCCL configuration per message size (gpubench.autotune.winners), against the
+"""Autotune: the winning NCCL/RCCL configuration per message size (gpubench.suites.autotune.winners), against the
 environment's default configuration, one panel per collective and placement.
 
 Configuration names are long (``NCCL_ALGO=Tree,NCCL_PROTO=Simple,NCCL_MAX_NCHANNELS=32``): written at each point

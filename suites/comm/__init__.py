@@ -3,7 +3,7 @@
 Each collective is declared like a ``struct testColl`` of nccl-tests: how its buffers are sized from the byte
 count, how it is called, and what every rank must hold afterwards. The engine times it on every rank (events
 around back-to-back calls) with the ranks agreeing on each decision; a sample is the slowest rank's time.
-``gpubench/commtable.py`` owns the table's conventions (bytes, count, algbw, busbw factors).
+``suites/comm/table.py`` owns the table's conventions (bytes, count, algbw, busbw factors).
 
 Inputs are random integers from {-2, -1, 1, 2}, generated in chunks from (seed, rank, chunk) so that every
 rank can regenerate any rank's input: sums, products, minima and maxima of such values are exact in every
@@ -40,7 +40,7 @@ from gpubench.nccltests.model import TOOLS, collective_of_binary
 from gpubench.options import Option, names
 from gpubench.suite import Case, Check, GridContext, Skip, Suite, Workload
 
-# The dtypes and the GPU sweeps are the table's (gpubench/commtable.py): nccl-tests runs use them too.
+# The dtypes and the GPU sweeps are the table's (table.py): nccl-tests runs use them too.
 DTYPES, ALIASES, canonical_dtype = commtable.DTYPES, commtable.ALIASES, commtable.canonical_dtype
 OPS = commtable.REDUCE_OPS
 GPU_SIZES, GPU_QUICK = commtable.GPU_SIZES, commtable.GPU_QUICK

@@ -187,7 +187,7 @@ def _notes(run: Run) -> list[str]:
     return out
 
 
-# --- convert: a parsed run → rows of gpubench's ``comm`` table (:func:`gpubench.commtable.imported_rows`).
+# --- convert: a parsed run → rows of gpubench's ``comm`` table (:func:`gpubench.suites.comm.table.imported_rows`).
 #
 # Figures are copied as printed, never recomputed. Each row is checked against nccl-tests' own arithmetic,
 # ``busbw = algbw × busbw_factor(collective, ranks)``, within the rounding of the two printed figures: a row that

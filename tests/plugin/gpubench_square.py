@@ -1,6 +1,7 @@
 """A third-party suite in one file, as a user would write it outside gpubench: it squares a vector, declares
-one option (``--square-scale``), one derived figure (the largest case's time per element) and one chart. tests/test_plugin_suite.py registers it through the
-``gpubench.suites`` entry-point group and drives it through the CLI."""
+one option (``--square-scale``), one derived figure (the largest case's time per element) and one chart.
+tests/test_plugin_suite.py registers it through the ``gpubench.suites`` entry-point group and drives it through
+the CLI."""
 
 from __future__ import annotations
 
