@@ -8,6 +8,7 @@ cache, repeats until the spread is small, and derives the metrics below from byt
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -254,8 +255,8 @@ class Suite:
         """How the roofline's legend names the series of this suite's row (gemm: its library)."""
         return cls.name
 
-    def run_engine(self, engine: str, args: Any, options: Options, dtypes: list[str] | None, cluster: str,
-                   argv: list[str]) -> int:
+    def run_engine(self, engine: str, args: argparse.Namespace, options: Options, dtypes: list[str] | None,
+                   cluster: str, argv: list[str]) -> int:
         """Run the suite's grid with another engine (one of ``engines``) into its table; the exit code."""
         raise NotImplementedError
 

@@ -23,6 +23,7 @@ Buffers come from torch's caching allocator, as in a training job; ``--alloc ncc
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import itertools
 import math
@@ -37,7 +38,7 @@ from gpubench.ranks import ncclmem
 from gpubench.errors import UsageError
 from gpubench.memory import too_big
 from gpubench.nccltests.model import TOOLS, collective_of_binary
-from gpubench.options import Option, names
+from gpubench.options import Option, Options, names
 from gpubench.suite import Case, Check, GridContext, Skip, Suite, Workload
 
 # The dtypes and the GPU sweeps are the table's (table.py): nccl-tests runs use them too.
@@ -341,8 +342,8 @@ class Comm(Suite):
 
         return charts_comm.comm(runs, out)
 
-    def run_engine(self, engine: str, args: Any, options: Any, dtypes: list[str] | None, cluster: str,
-                   argv: list[str]) -> int:
+    def run_engine(self, engine: str, args: argparse.Namespace, options: Options, dtypes: list[str] | None,
+                   cluster: str, argv: list[str]) -> int:
         from gpubench.suites.comm import binaries  # its subprocess machinery is for this engine only
 
         return binaries.sweep(args, options, dtypes, cluster, argv)
