@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import pkgutil
 import warnings
+from collections.abc import Mapping
 from importlib.metadata import entry_points
+from typing import Any
 
 from gpubench.errors import UsageError
 from gpubench.suite import Suite
@@ -29,6 +32,8 @@ BUILTIN_PACKAGE = "gpubench.suites"
 
 
 def builtin_suites() -> dict[str, type[Suite]]:
+    """Each module of the suites' package, and each package (a suite of several files: its class in the
+    package's ``__init__.py``), holds its suites; names starting with ``_`` are helpers."""
     pkg = importlib.import_module(BUILTIN_PACKAGE)
     found: dict[str, type[Suite]] = {}
     for info in pkgutil.iter_modules(pkg.__path__):
@@ -63,6 +68,27 @@ def all_suites() -> dict[str, type[Suite]]:
             continue
         suites[name] = cls
     return dict(sorted(suites.items()))
+
+
+@functools.lru_cache(maxsize=1)
+def _declared() -> dict[str, type[Suite]]:
+    return all_suites()  # read per row below, so loaded once
+
+
+def roof(row: Mapping[str, Any]) -> str | None:
+    """The roof a row's figure is held against: its ``roof`` column, or, for a row written before rows carried
+    one, what its suite declares of it (``Suite.roof``); None: none, or a suite not installed here."""
+    value = row.get("roof")
+    if isinstance(value, str):
+        return value
+    cls = _declared().get(str(row.get("suite")))
+    return cls.roof(row) if cls else None
+
+
+def point_label(row: Mapping[str, Any]) -> str:
+    """How a chart's legend names the series of a row (``Suite.point_label``; the suite's name where unknown)."""
+    cls = _declared().get(str(row.get("suite")))
+    return cls.point_label(row) if cls else str(row.get("suite"))
 
 
 def select(names: str | list[str]) -> list[Suite]:

@@ -1,13 +1,15 @@
 """The measured roofline of a run: ``gpubench roofline RUN_DIR [--out FILE.png]``.
 
 Per dtype, a log-log chart of TFLOP/s over arithmetic intensity (FLOP per byte, each case's declared
-``work_flops / work_bytes``: BabelStream's bytes for ``elementwise``, A+B+C once for ``gemm``):
+``work_flops / work_bytes``: BabelStream's bytes for ``elementwise``, A+B+C once for ``gemm``). Rows are chosen
+by the roof their suite says they are held against (the ``roof`` column, or ``Suite.roof`` for older rows), never
+by suite:
 
-- measured roofs, solid: the memory roof is the best bandwidth the run sustained, whichever op gave it (any
-  ``elementwise`` op and dtype: bytes are bytes; a point whose own bytes moved faster, such as a GEMM whose
-  operands stayed in cache, raises it to that rate, so that no point sits above the roof drawn); the compute
-  roofs are the best ``gemm`` TF/s of the dtype (tensor cores) and the best ``fma`` sweep TF/s of the dtype
-  (vector units);
+- measured roofs, solid: the memory roof is the best bandwidth the run sustained, whichever row gave it (any row
+  held against the memory or vector roof, any dtype: bytes are bytes; a point whose own bytes moved faster, such
+  as a GEMM whose operands stayed in cache, raises it to that rate, so that no point sits above the roof drawn);
+  the compute roofs are the best TF/s of the dtype's rows held against the tensor roof (tensor cores) and of
+  those held against the vector roof (the ``fma`` sweep: vector units);
 - spec roofs, dashed: the vendor's memory bandwidth and dense peaks (gpubench/peaks.py), where known;
 - every measured point with flops at its analytic intensity.
 
@@ -24,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpubench import peaks
+from gpubench import peaks, registry
 from gpubench.chartfit import thin_ticks
 from gpubench.console import fmt_value
 
@@ -35,15 +37,21 @@ _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 # Spec figures are rounded by the vendor; a point this close above one is not called an error.
 SPEC_SLACK = 1.005
 
+# The roofs a row may be held against that this chart draws (gpubench.peaks); "host link" and "peer link" are
+# other charts' business. Rows held against memory or the vector units stream device memory: their bandwidth
+# places the memory roof.
+TENSOR, VECTOR, MEMORY = "tensor", "vector", "memory"
+ROOFS = (TENSOR, VECTOR, MEMORY)
+
 
 @dataclass
 class Point:
     suite: str
-    label: str  # e.g. "gemm torch", "elementwise fma", "elementwise triad"
+    label: str  # its suite's name for its series (Suite.point_label): "gemm torch", "elementwise fma", ...
     case: str
     intensity: float  # FLOP/byte
     tflops: float
-    unit: str  # "tensor" (gemm) or "vector" (elementwise): which spec peak bounds it
+    unit: str  # "tensor" (held against the tensor roof) or "vector" (any other arithmetic): which spec peak bounds it
 
 
 @dataclass
@@ -51,6 +59,7 @@ class Roofs:
     dtype: str
     memory_gbps: float | None = None  # measured: best bandwidth sustained (any elementwise op, or a point's own)
     tensor_tflops: float | None = None  # measured: best gemm of this dtype
+    tensor_suite: str | None = None  # the suite whose row set it, for the legend
     vector_tflops: float | None = None  # measured: best fma sweep of this dtype
     spec_memory_gbps: float | None = None
     spec_tensor_tflops: float | None = None
@@ -71,17 +80,27 @@ class Roofs:
         return min(self.spec_memory_gbps * p.intensity / 1e3, peak)
 
 
-def _ok(df: pd.DataFrame, suite: str, metric: str) -> pd.DataFrame:
+def _ok(df: pd.DataFrame, metric: str, roofs: tuple[str, ...]) -> pd.DataFrame:
+    """The ok ``metric`` rows held against one of ``roofs``, with their roof in a ``roof`` column."""
     if "suite" not in df.columns:
-        return df.iloc[0:0]
-    return df[(df["suite"] == suite) & (df["metric"] == metric) & (df["status"] == "ok")]
+        return df.iloc[0:0].assign(roof=None)
+    rows = df[(df["metric"] == metric) & (df["status"] == "ok")]
+    rows = rows.assign(roof=[registry.roof(r) for r in rows.to_dict("records")])
+    return rows[rows["roof"].isin(roofs)]
+
+
+def on_roofline(df: pd.DataFrame) -> bool:
+    """Whether any row of ``df`` (whatever its status) is held against a roof this chart draws."""
+    if "suite" not in df.columns:
+        return False
+    return any(registry.roof(r) in ROOFS for r in df.to_dict("records"))
 
 
 def analyze(df: pd.DataFrame) -> tuple[str | None, list[Roofs]]:
     """(device name, roofs and points per dtype) of one run's rows."""
     device = str(df["device"].dropna().iloc[0]) if "device" in df.columns and df["device"].notna().any() else None
     spec = peaks.lookup(device)
-    moved = _ok(df, "elementwise", "bandwidth")
+    moved = _ok(df, "bandwidth", (MEMORY, VECTOR))
     moved = moved[pd.to_numeric(moved["value"], errors="coerce") > 0]
     memory = float(moved["value"].max()) if len(moved) else None
 
@@ -97,21 +116,22 @@ def analyze(df: pd.DataFrame) -> tuple[str | None, list[Roofs]]:
             )
         return by_dtype[dtype]
 
-    for suite, unit in (("gemm", "tensor"), ("elementwise", "vector")):
-        rows = _ok(df, suite, "throughput")
-        for r in rows.itertuples(index=False):
-            flops, nbytes = getattr(r, "work_flops"), getattr(r, "work_bytes")
-            if not flops or not nbytes or not math.isfinite(r.value) or r.value <= 0:
-                continue  # copy and fill do no arithmetic: they are the memory roof, not points on it
-            op = getattr(r, "op", None) if suite == "elementwise" else None
-            family = "fma" if op and str(op).startswith("fma") else op
-            label = f"gemm {r.impl}" if suite == "gemm" else f"elementwise {family}"
-            ro = roofs(str(r.dtype))
-            ro.points.append(Point(suite, label, r.case, flops / nbytes, float(r.value), unit))
-            if suite == "gemm":
-                ro.tensor_tflops = max(ro.tensor_tflops or 0.0, float(r.value))
-            elif family == "fma":
-                ro.vector_tflops = max(ro.vector_tflops or 0.0, float(r.value))
+    rows = _ok(df, "throughput", ROOFS)
+    # Tensor-core points first, then the rest, as the legend has always listed them.
+    for row in sorted(rows.to_dict("records"), key=lambda r: r["roof"] != TENSOR):
+        flops, nbytes, value = row.get("work_flops"), row.get("work_bytes"), row["value"]
+        if not flops or not nbytes or not math.isfinite(value) or value <= 0:
+            continue  # copy and fill do no arithmetic: they are the memory roof, not points on it
+        # Arithmetic off the tensor cores runs on the vector units, whichever roof bounds it here.
+        unit = TENSOR if row["roof"] == TENSOR else VECTOR
+        ro = roofs(str(row["dtype"]))
+        label = registry.point_label(row)
+        ro.points.append(Point(row["suite"], label, row["case"], flops / nbytes, float(value), unit))
+        if row["roof"] == TENSOR:
+            ro.tensor_tflops = max(ro.tensor_tflops or 0.0, float(value))
+            ro.tensor_suite = row["suite"] if ro.tensor_tflops == float(value) else ro.tensor_suite
+        elif row["roof"] == VECTOR:
+            ro.vector_tflops = max(ro.vector_tflops or 0.0, float(value))
     for ro in by_dtype.values():  # a point's own rate above the best op's (operands in cache) raises the roof to it
         fastest = max((p.tflops * 1e3 / p.intensity for p in ro.points), default=0.0)
         if ro.memory_gbps is not None or fastest:
@@ -156,7 +176,8 @@ def plot(device: str | None, all_roofs: list[Roofs], path: Path, bad: list) -> N
             ys = [min(bw * x / 1e3 if bw else math.inf, peak or math.inf) for x in grid]
             ax.plot(grid, ys, style, color=color, label=label, linewidth=1.6)
 
-        roof_line(ro.memory_gbps, ro.tensor_tflops, "-", _roof_label("measured", ro.memory_gbps, ro.tensor_tflops, "gemm"), "tab:red")
+        measured = _roof_label("measured", ro.memory_gbps, ro.tensor_tflops, ro.tensor_suite or TENSOR)
+        roof_line(ro.memory_gbps, ro.tensor_tflops, "-", measured, "tab:red")
         if ro.vector_tflops:
             roof_line(ro.memory_gbps, ro.vector_tflops, "-", _roof_label("measured", None, ro.vector_tflops, "fma"), "tab:orange")
         roof_line(ro.spec_memory_gbps, ro.spec_tensor_tflops, "--", _roof_label("spec", ro.spec_memory_gbps, ro.spec_tensor_tflops, "tensor"), "tab:red")
@@ -195,4 +216,4 @@ def _roof_label(kind: str, bw: float | None, peak: float | None, unit: str) -> s
     return f"{kind}: " + ", ".join(parts) if parts else kind
 
 
-__all__ = ["Point", "Roofs", "analyze", "violations", "plot"]
+__all__ = ["Point", "Roofs", "ROOFS", "analyze", "on_roofline", "violations", "plot"]

@@ -218,6 +218,15 @@ class Suite:
     # The suite's own command-line options: ``gpubench run --help`` lists them under the suite's name, and
     # their values reach ``cases`` and ``prepare`` as ``ctx.options`` (gpubench/options.py).
     options: ClassVar[tuple[Option, ...]] = ()
+    # Where ``gpubench report`` places this suite's charts among the others' (lower first; a tie goes by name).
+    chart_order: ClassVar[int] = 100
+    # ``gpubench run --engine NAME`` values besides gpubench's own loop, each writing this suite's table (comm:
+    # the nccl-tests binaries); ``run_engine`` runs them.
+    engines: ClassVar[tuple[str, ...]] = ()
+    # Other tools' log formats that ``gpubench import FORMAT`` turns into this suite's table (``import_logs``).
+    imports: ClassVar[tuple[str, ...]] = ()
+    # ``gpubench export --format NAME`` formats written from this suite's rows besides pytest-benchmark's.
+    exports: ClassVar[tuple[str, ...]] = ()
 
     def cases(self, ctx: GridContext) -> Iterable[Case]:
         raise NotImplementedError
@@ -232,6 +241,28 @@ class Suite:
         folder ``out``: a list of gpubench.report.plotting.Chart, empty where the runs have none. None by
         default; ``gpubench report`` asks every registered suite."""
         return []
+
+    @classmethod
+    def roof(cls, row: Mapping[str, Any]) -> str | None:
+        """The roof a row's figure is held against ("memory", "vector", "tensor", "host link", "peer link": see
+        gpubench.peaks), for a row written before rows carried their ``roof`` column; None: none. The roofline and
+        compare's % of spec peak select rows by it, never by suite."""
+        return None
+
+    @classmethod
+    def point_label(cls, row: Mapping[str, Any]) -> str:
+        """How the roofline's legend names the series of this suite's row (gemm: its library)."""
+        return cls.name
+
+    def run_engine(self, engine: str, request: Any, options: Options, dtypes: list[str] | None) -> int:
+        """Run the suite's grid with another engine (one of ``engines``) into its table; the exit code.
+        ``request`` is the run's gpubench.request.RunRequest (typed Any here: that module imports this one)."""
+        raise NotImplementedError
+
+    @classmethod
+    def import_logs(cls, paths: list[str], *, tool: str, **how: Any) -> Any:
+        """Read other tools' logs (``tool``: one of ``imports``) into a run directory of this suite's table."""
+        raise NotImplementedError
 
     def per_process(self, case: Case) -> bool:
         """Whether ``case``'s level is set per process (host-timed, host-bound, host buffers: gpubench.levels):

@@ -17,7 +17,7 @@ import itertools
 import math
 from typing import Any
 
-from gpubench.autotune.kernel_configs import PERSISTENT, TORCH, gemm_kernel_config, parse
+from gpubench.kernels.launch_configs import PERSISTENT, TORCH, gemm_kernel_config, parse
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Derived, GridContext, Skip, Suite
 
 GPU = ("cuda", "hip")
@@ -70,10 +70,11 @@ class AutotuneKernels(Suite):
     metrics = (THROUGHPUT, BANDWIDTH, TIME)
     description = "Triton launch-shape sweep (bf16 GEMM tiles, triad warps/vector) against torch; best per shape"
     params = ("kernel", "dtype", "shape", "config")
+    exports = ("tunableop", "triton-configs")  # its winners, for TunableOp-style tooling and the Triton GEMM
 
     @classmethod
     def charts(cls, runs, out):
-        from gpubench.report import charts_autotune
+        from gpubench.suites.autotune import charts as charts_autotune
 
         return charts_autotune.kernels(runs, out, rate_metric)
 

@@ -32,12 +32,17 @@ of every destination with its source.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from gpubench import topology
 from gpubench.memory import too_big
+from gpubench.report.plotting import (MARKERS, STYLES, Chart, bytes_axis, color, fmt_bytes, grid, legend, note,
+                                      save, spread)
+from gpubench.report.runs import Run, join, names
 from gpubench.suite import BANDWIDTH, TIME, Case, Check, GridContext, Skip, Suite, Workload
 from gpubench.units import format_bytes
 
@@ -60,12 +65,16 @@ class Copy(Suite):
     metrics = (BANDWIDTH, TIME)
     description = "H2D/D2H/bidirectional/D2D/peer copies; pinned, pageable and registered host memory"
     params = ("direction", "memory", "src", "dst", "copy_bytes")
+    chart_order = 50
+
+    @classmethod
+    def roof(cls, row):
+        # d2d has none (it counts its bytes once, though memory is read and written).
+        return {"peer": "peer link", "d2d": None}.get(row.get("direction"), "host link")
 
     @classmethod
     def charts(cls, runs, out):
-        from gpubench.report import charts_system
-
-        return charts_system.copy(runs, out) + charts_system.peer(runs, out)
+        return _chart_copies(runs, out) + _chart_peers(runs, out)
 
     def cases(self, ctx: GridContext):
         sizes = ctx.sizes or (QUICK_SIZES if ctx.quick else SIZES)
@@ -112,9 +121,8 @@ class Copy(Suite):
         gpu_numa = topology.pci_numa_node(backend.pci_bus_id())
         extra: dict[str, Any] = {"gpu_numa": gpu_numa, "host_numa": None, "numa_bound": False,
                                  "peer_access": None, "link": None,
-                                 # The roof a figure is held against (gpubench check's spec fallback); d2d has none
-                                 # (it counts its bytes once, though memory is read and written).
-                                 "roof": {"peer": "peer link", "d2d": None}.get(direction, "host link")}
+                                 # The roof a figure is held against (gpubench check's spec fallback)
+                                 "roof": self.roof(case.as_dict())}
 
         if direction == "peer":
             src_dev, dst_dev = _index(case["src"]), _index(case["dst"])
@@ -306,3 +314,80 @@ class _Registered:
             torch.cuda.cudart().cudaHostUnregister(self._ptr)
         except Exception:  # noqa: BLE001 — at interpreter exit the runtime may be gone; the OS frees it anyway
             pass
+
+
+# --- the report's charts --------------------------------------------------------------------------------------------
+_DIRECTIONS = {"h2d": "host → device", "d2h": "device → host", "bidir": "bidirectional (h2d + d2h at once)",
+               "d2d": "device → device (same GPU)"}
+_MEMORY_COLORS = {"pinned": "tab:blue", "pageable": "tab:orange", "registered": "tab:green", "device": "tab:purple"}
+
+
+def _chart_copies(runs: list[Run], out: Path) -> list[Chart]:
+    title = "copy: bandwidth vs size per direction"
+    have = [(i, r, r.ok("copy", "bandwidth")) for i, r in enumerate(runs)]
+    have = [(i, r, rows[rows["direction"] != "peer"]) for i, r, rows in have if len(rows)]
+    have = [(i, r, rows) for i, r, rows in have if len(rows)]
+    if not have:
+        if any(r.has("copy") and not len(r.ok("copy", "bandwidth")) for r in runs):
+            return [note("copy", title, "no ok host↔device copy rows (the cpu backend skips them: no device memory)")]
+        return []
+    directions = [d for d in _DIRECTIONS if any((rows["direction"] == d).any() for *_, rows in have)]
+    fig, axes = grid(len(directions), cols=2, w=6.4, h=4.2)
+    for ax, d in zip(axes, directions):
+        sizes = set()
+        here = [(i, r, rows[rows["direction"] == d]) for i, r, rows in have if (rows["direction"] == d).any()]
+        name = names([r for _, r, _ in here])
+        for i, r, rows in here:
+            for k, mem in enumerate(sorted(rows["memory"].astype(str).unique())):
+                sel = rows[rows["memory"] == mem].sort_values("copy_bytes")
+                sizes.update(sel["copy_bytes"])
+                # One run: a colour per memory kind, pinned vs pageable being the point of the chart.
+                c = color(i) if len(here) > 1 else _MEMORY_COLORS.get(mem, "tab:gray")
+                ax.errorbar(sel["copy_bytes"], sel["value"], yerr=spread(sel), capsize=2, color=c,
+                            ls=STYLES[k % len(STYLES)], marker=MARKERS[k % len(MARKERS)], ms=4,
+                            label=join(name[id(r)], mem))
+        bytes_axis(ax, sizes)
+        ax.set_xlabel("copy size (bytes, counted once)")
+        ax.set_ylabel("bandwidth (GB/s)")
+        ax.set_ylim(bottom=0)
+        ax.set_title(_DIRECTIONS[d])
+        ax.grid(True, which="both", alpha=0.3)
+        legend(ax, loc="upper left")
+    fig.suptitle(title + ": pinned vs pageable vs registered host memory (error bars: interquartile range)")
+    return [Chart("copy", title, save(fig, out, "copy.png"))]
+
+
+def _chart_peers(runs: list[Run], out: Path) -> list[Chart]:
+    title = "copy: GPU ↔ GPU bandwidth matrix"
+    have = []
+    for i, r in enumerate(runs):
+        rows = r.ok("copy", "bandwidth")
+        rows = rows[rows["direction"].isin(["peer", "d2d"])] if len(rows) else rows
+        if len(rows) and (rows["direction"] == "peer").any():
+            have.append((r, rows[rows["copy_bytes"] == rows.loc[rows["direction"] == "peer", "copy_bytes"].max()]))
+    if not have:
+        return []
+    fig, axes = grid(len(have), cols=2, w=5.6, h=4.6)
+    for ax, (r, rows) in zip(axes, have):
+        gpus = sorted(set(rows["src"]) | set(rows["dst"]), key=lambda g: (len(g), g))
+        m = np.full((len(gpus), len(gpus)), np.nan)
+        for row in rows.itertuples(index=False):
+            m[gpus.index(row.src), gpus.index(row.dst)] = row.value
+        # The diagonal (d2d, within one GPU's memory) is several times any link: colouring it would wash out
+        # the peer cells, so it is printed on grey and the colour scale is the peers' alone.
+        off = ~np.eye(len(gpus), dtype=bool)
+        peers = np.where(off, m, np.nan)
+        im = ax.imshow(peers, cmap="viridis", vmin=0, vmax=np.nanmax(peers))
+        ax.imshow(np.where(off, np.nan, 1.0), cmap="Greys", vmin=0, vmax=5)
+        for (a, b), v in np.ndenumerate(m):
+            dark = off[a, b] and v < np.nanmax(peers) * 0.6
+            text = "—" if v != v else (f"{v:.0f}" if off[a, b] else f"d2d\n{v:.0f}")
+            ax.text(b, a, text, ha="center", va="center", color="white" if dark else "black", fontsize=9)
+        ax.set_xticks(range(len(gpus)), gpus)
+        ax.set_yticks(range(len(gpus)), gpus)
+        ax.set_xlabel("destination")
+        ax.set_ylabel("source")
+        size = fmt_bytes(float(rows["copy_bytes"].iloc[0]))
+        ax.set_title(f"{r.label}: {size}iB copies, GB/s (— : not measured)", fontsize=9)
+        fig.colorbar(im, ax=ax, label="GB/s")
+    return [Chart("copy", title, save(fig, out, "copy-peer.png"))]

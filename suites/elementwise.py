@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from gpubench import engine, fills
+from gpubench import engine, fills, peaks
+from gpubench.console import fmt_value
 from gpubench.errors import UsageError
 from gpubench.memory import HEADROOM, too_big
 from gpubench.options import Option
+from gpubench.report.plotting import Chart, color, fmt_bytes, grid, legend, note, save, spread
+from gpubench.report.runs import Run, join, names
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Check, GridContext, Skip, Suite, Workload
 from gpubench.units import format_bytes
 
@@ -257,11 +261,21 @@ class Elementwise(Suite):
                f"--triton-warps {v} must be a power of two from 1 to 32"),
     )
 
+    chart_order = 10
+
+    @classmethod
+    def roof(cls, row):
+        # The streaming ops are bound by device memory; the fma sweep climbs toward the vector units.
+        return "vector" if row.get("op") in FMA_OPS else "memory"
+
+    @classmethod
+    def point_label(cls, row):
+        op = row.get("op")
+        return f"{cls.name} {'fma' if op in FMA_OPS else op}"  # the sweep is one series
+
     @classmethod
     def charts(cls, runs, out):
-        from gpubench.report import charts_compute
-
-        return charts_compute.elementwise(runs, out)
+        return _chart(runs, out)
 
     def cases(self, ctx: GridContext):
         dtypes = ctx.pick_dtypes("elementwise", DTYPES, ["fp32", "bf16"] if ctx.quick else DTYPES)
@@ -310,11 +324,68 @@ class Elementwise(Suite):
             check=_checker(op, dtype),
             footprint=spec.arrays * size,
             extra={"elements": n, "impl_config": config, "fma_steps": _fma_steps(op) if op in FMA_OPS else 0,
-                   # The roof a figure is held against (gpubench check's spec fallback): the streaming ops are
-                   # bound by device memory; the fma sweep climbs toward the vector units.
-                   "roof": "vector" if op in FMA_OPS else "memory"},
+                   # The roof a figure is held against (gpubench check's spec fallback)
+                   "roof": self.roof(case.as_dict())},
             # On GPUs, samples of 20 ms: H100, 2026-11-23, ten --quick runs (five 1 ms samples each) read the
             # same Triton kernel up to 3-5 % apart now and then, each run's own samples within 1 %: a few ms
             # can fall inside a slow spell that a run's next cases do not see.
             min_sample_s=GPU_MIN_SAMPLE_S if backend.name in ("cuda", "hip") else 0.0,
         )
+
+
+# --- the report's charts --------------------------------------------------------------------------------------------
+_IMPL_HATCH = ("", "//", "..", "xx", "\\\\")
+
+
+def _device(run: Run, suite: str) -> str | None:
+    d = run.ok(suite)["device"].dropna() if "device" in run.df.columns else []
+    return str(d.iloc[0]) if len(d) else run.identity.get("gpu_model")
+
+
+def _chart(runs: list[Run], out: Path) -> list[Chart]:
+    title = "elementwise: memory bandwidth by op and dtype"
+    have = [(i, r, r.ok("elementwise", "bandwidth")) for i, r in enumerate(runs)]
+    have = [(i, r, rows[rows["array_bytes"] == rows["array_bytes"].max()]) for i, r, rows in have if len(rows)]
+    if not have:
+        return [note("elementwise", title, "no ok elementwise bandwidth rows")] if any(r.has("elementwise") for r in runs) else []
+    dtypes = sorted({d for _, _, rows in have for d in rows["dtype"].astype(str)})
+    name = names([r for _, r, _ in have])
+    fig, axes = grid(len(dtypes), cols=min(3, len(dtypes)), w=6.2, h=4.2)
+    for ax, dtype in zip(axes, dtypes):
+        series = [(i, r, impl, rows[(rows["dtype"].astype(str) == dtype) & (rows["impl"] == impl)])
+                  for i, r, rows in have for impl in sorted(rows["impl"].astype(str).unique())]
+        series = [s for s in series if len(s[3])]
+        ops = list(dict.fromkeys(op for *_, rows in series for op in rows["op"].astype(str)))
+        width = 0.8 / max(1, len(series))
+        impls = sorted({s[2] for s in series})
+        for k, (i, r, impl, rows) in enumerate(series):
+            rows = rows.set_index(rows["op"].astype(str))
+            rows = rows[~rows.index.duplicated()]
+            xs = [j + (k - (len(series) - 1) / 2) * width for j, op in enumerate(ops) if op in rows.index]
+            sel = rows.loc[[op for op in ops if op in rows.index]]
+            ax.bar(xs, sel["value"], width, yerr=spread(sel), capsize=2, color=color(i), alpha=0.85,
+                   hatch=_IMPL_HATCH[impls.index(impl) % len(_IMPL_HATCH)], edgecolor="white",
+                   label=join(name[id(r)], impl))
+        for i, r, rows in have:
+            # the best bandwidth the run sustained, whichever op gave it (the roofline's memory roof too)
+            best = r.ok("elementwise", "bandwidth")["value"].max()
+            ax.axhline(best, color=color(i), lw=1.2, label=f"measured roof {fmt_value(best)} GB/s (best op)"
+                       + (f" ({name[id(r)]})" if name[id(r)] else ""))
+        for dev in sorted({d for _, r, _ in have if (d := _device(r, "elementwise"))}):
+            spec = peaks.lookup(dev)
+            if spec and spec.memory_gbps:
+                ax.axhline(spec.memory_gbps, color="black", ls="--", lw=1.2,
+                           label=f"spec {spec.memory_gbps:.0f} GB/s ({spec.gpu})")
+        ax.set_xticks(range(len(ops)), ops, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("bandwidth (GB/s)")
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.3)  # room for the legend above the bars
+        size = sorted({int(v) for *_, rows in series for v in rows["array_bytes"]})
+        ax.set_title(f"{dtype}, arrays of {', '.join(_size(s) for s in size)}")
+        ax.grid(True, axis="y", alpha=0.3)
+        legend(ax, loc="upper center", ncols=2)
+    fig.suptitle(title + " (bars: median, error bars: interquartile range)")
+    return [Chart("elementwise", title, save(fig, out, "elementwise.png"))]
+
+
+def _size(b: int) -> str:
+    return fmt_bytes(b) + ("" if b < 1024 else "iB")

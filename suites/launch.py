@@ -18,10 +18,13 @@ Every kernel is the same tiny one: add 1 to a single fp32 value, so that each me
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from gpubench.report.plotting import Chart, color, legend, note, pyplot, save, spread
+from gpubench.report.runs import Run
 from gpubench.stats import paired_draws, propagate
 from gpubench.suite import TIME, Case, Check, Derived, GridContext, Metric, Skip, Suite, Workload
 
@@ -149,11 +152,11 @@ class Launch(Suite):
     description = "host launch cost, GPU-side gap, graph replay (fitted), sync round trips, graph vs eager"
     params = ("measure", "api", "nodes")
 
+    chart_order = 40
+
     @classmethod
     def charts(cls, runs, out):
-        from gpubench.report import charts_system
-
-        return charts_system.launch(runs, out)
+        return _chart(runs, out)
 
     def cases(self, ctx: GridContext):
         # Graphs first, largest first: the 1000-node graph, which decides the per-node fit, is captured before
@@ -279,3 +282,41 @@ def _event_roundtrip(fn, on_gpu: bool):
                 pass
 
     return run
+
+
+# --- the report's charts --------------------------------------------------------------------------------------------
+def _launch_label(row) -> str:
+    nodes = getattr(row, "nodes", None)
+    extra = f", {int(nodes)} nodes" if nodes is not None and nodes == nodes and int(nodes) > 1 else ""
+    return f"{row.measure} ({row.api}{extra})"
+
+
+def _chart(runs: list[Run], out: Path) -> list[Chart]:
+    title = "launch: latency per measure"
+    have = [(i, r, r.ok("launch", "time")) for i, r in enumerate(runs)]
+    have = [(i, r, rows) for i, r, rows in have if len(rows)]
+    if not have:
+        return [note("launch", title, "no ok launch time rows")] if any(r.has("launch") for r in runs) else []
+    labels = list(dict.fromkeys(_launch_label(row) for *_, rows in have for row in rows.itertuples(index=False)))
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(11, 0.32 * len(labels) * max(1, len(have)) ** 0.5 + 1.6))
+    h = 0.8 / len(have)
+    for k, (i, r, rows) in enumerate(have):
+        rows = rows.assign(_label=[_launch_label(x) for x in rows.itertuples(index=False)])
+        rows = rows.drop_duplicates("_label").set_index("_label")
+        present = [lab for lab in labels if lab in rows.index]
+        ys = [labels.index(lab) + (k - (len(have) - 1) / 2) * h for lab in present]
+        sel = rows.loc[present]
+        ax.barh(ys, sel["value"], h, xerr=spread(sel), capsize=2, color=color(i), label=r.label)
+        if len(have) == 1:
+            for y, v in zip(ys, sel["value"]):
+                ax.text(v * 1.08, y, f"{v:.3g} µs", va="center", fontsize=7)
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("time per launch / call (µs, log scale)")
+    ax.grid(True, axis="x", which="both", alpha=0.3)
+    ax.set_title(title + " (bars: median, error bars: interquartile range)")
+    if len(have) > 1:
+        legend(ax, loc="lower right")
+    return [Chart("launch", title, save(fig, out, "launch.png"))]

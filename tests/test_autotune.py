@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from gpubench import results
-from gpubench.autotune import exports, knobs, winners
-from gpubench.autotune.sweep import child_argv
+from gpubench.suites.autotune import exports, knobs, winners
+from gpubench.suites.autotune.sweep import child_argv
 from gpubench.errors import UsageError
 from gpubench.request import Conduct, Placement, RunRequest, Selection
 
@@ -185,7 +185,7 @@ def test_a_cpu_sweep_runs_each_config_in_fresh_processes_and_writes_the_exports(
 
 
 def test_a_config_nccl_rejects_is_an_error_row_and_the_sweep_goes_on(tmp_path, monkeypatch):
-    from gpubench.autotune import sweep
+    from gpubench.suites.autotune import sweep
     from gpubench.suites.autotune import COMM_OPTIONS, Autotune
 
     real = sweep.subprocess.run

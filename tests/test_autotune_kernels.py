@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from gpubench import engine, results
-from gpubench.autotune import kernel_export
+from gpubench.kernels import config_export as kernel_export
 from gpubench.backends.fake import FakeBackend
 from gpubench.suite import Case, GridContext
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpubench import commtable, results
+from gpubench import results
+from gpubench.suites.comm import table as commtable
 from gpubench.ranks.env import detect, first_host
 from gpubench.errors import UsageError
 

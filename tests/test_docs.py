@@ -21,6 +21,30 @@ def test_writing_a_suite_example_runs_and_measures():
     fp32, bf16 = (runner.run_case(suite, c, be, {}, cfg, None) for c in p.cases["scale"])
     assert {r["status"] for r in fp32} == {"ok"} and fp32[0]["value"] > 0
     assert {r["status"] for r in bf16} == {"skipped"} and bf16[0]["message"] == "only fp32 here"
+    (best,) = suite.summarize(fp32 + bf16)
+    assert best.case.id == f"dtype=best,elements={p.cases['scale'][0]['elements']}" and best.value == fp32[0]["value"]
+
+
+def test_writing_a_suite_example_registers_runs_and_draws(tmp_path, monkeypatch, capsys):
+    """The example, registered as a third-party suite is, through the CLI on the cpu backend: its option, its
+    derived row and its chart."""
+    from gpubench import registry, results
+    from gpubench.cli import main
+
+    code = re.search(r"```python\n(.*?)```", (DOCS / "writing-a-suite.md").read_text(), re.S).group(1)
+    ns: dict = {}
+    exec(compile(code, "writing-a-suite.md", "exec"), ns)
+    monkeypatch.setattr(registry, "plugin_suites", lambda: {"scale": ns["Scale"]})
+    assert main(["run", "--suite", "scale", "--backend", "cpu", "--quick", "--scale-factor", "0"]) == 2
+    assert "--scale-factor 0 makes every output 0" in capsys.readouterr().err
+    assert main(["run", "--suite", "scale", "--backend", "cpu", "--quick", "--scale-factor", "2", "--no-telemetry",
+                 "--out", str(tmp_path / "results"), "--cluster", "t"]) == 0
+    (run,) = (tmp_path / "results" / "t").iterdir()
+    df = results.load(run)
+    derived = df[df["stop"] == "derived"]
+    assert list(derived["case"].str.startswith("dtype=best")) == [True] and set(derived["status"]) == {"ok"}
+    assert main(["report", str(run), "--out", str(tmp_path / "page")]) == 0
+    assert (tmp_path / "page" / "scale.png").stat().st_size > 0
 
 
 def test_what_the_docs_and_messages_tell_people_to_install_is_this_project():

@@ -164,3 +164,34 @@ def test_the_leak_finder_finds_a_leak(tmp_path):
     src = tmp_path / "m.py"
     src.write_text("import argparse\ndef f(args, *rest): pass\ndef g(*args): return argparse.Namespace()\n")
     assert _command_line_leaks("m", src) == ["m:1 imports argparse", "m:2 f() takes args", "m:3 names Namespace"]
+
+
+# Strings in gpubench/ that equal a built-in suite's name but do not name the suite: (module, string) → why.
+NOT_SUITE_NAMES = {
+    ("gpubench.contention", "comm"): "/proc/<pid>/comm: the kernel's file of a process's name",
+    ("gpubench.kernels.matmul_triton", "gemm"): "the GEMM kernel's key in the launch-configuration files "
+                                                "(gpubench/kernels/configs/*.json)",
+    ("gpubench.kernels.matmul_triton", "autotune"): "where a launch configuration came from: Triton's autotuner",
+    ("gpubench.kernels.config_export", "gemm"): "the GEMM kernel's name in a kernel sweep's `kernel` column and "
+                                                "in the launch-configuration files",
+}
+
+
+def test_no_module_outside_the_suites_names_a_suite():
+    """Library code selects rows and runs by what suites declare (their tags, Suite attributes read through the
+    registry), never by a suite's name written into it."""
+    from gpubench.registry import builtin_suites
+
+    suites = set(builtin_suites())
+    found, used = [], set()
+    for module, path in _modules().items():
+        if module.startswith(SUITES):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in suites:
+                if (module, node.value) in NOT_SUITE_NAMES:
+                    used.add((module, node.value))
+                else:
+                    found.append(f"{module}:{node.lineno}: {node.value!r}")
+    assert not found, "library code names a suite (declare it on the suite instead):\n" + "\n".join(found)
+    assert used == set(NOT_SUITE_NAMES), f"allowed but no longer there: {set(NOT_SUITE_NAMES) - used}"

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from gpubench.errors import UsageError
-from gpubench.nccltests import binaries, parse_text
-from gpubench.nccltests.binaries import (BinaryStalled, BinaryTimeout, build_command, find_binary, json_written_to,
+from gpubench.nccltests import parse_text
+from gpubench.suites.comm import binaries
+from gpubench.suites.comm.binaries import (BinaryStalled, BinaryTimeout, build_command, find_binary, json_written_to,
                                        run_binary, supports_json)
 
 FIX = Path(__file__).parent / "fixtures" / "nccl-tests"

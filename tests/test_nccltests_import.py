@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpubench import commtable, results
+from gpubench import results
+from gpubench.suites.comm import table as commtable
 from gpubench.cli import main
 from gpubench.fingerprint import identity_hash
 

@@ -9,8 +9,8 @@ import pytest
 from gpubench.nccltests import ParseError, parse_json, parse_text
 from gpubench.nccltests import model
 from gpubench.nccltests.parse_text import strip_prefix
-from gpubench.nccltests.importer import comm_rows
-from gpubench.nccltests.importer import read
+from gpubench.suites.comm.importer import comm_rows
+from gpubench.suites.comm.importer import read
 
 FIX = Path(__file__).parent / "fixtures" / "nccl-tests"
 

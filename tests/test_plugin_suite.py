@@ -1,7 +1,7 @@
 """A suite with an option and a chart, written outside gpubench (tests/plugin/gpubench_square.py) and
 registered the way third-party suites are (the ``gpubench.suites`` entry-point group of an installed
-distribution): it is listed, takes its option from the command line and draws its chart, with no file of
-gpubench touched."""
+distribution): it is listed, takes its option from the command line, derives its figure and draws its chart, with
+no file of gpubench touched."""
 
 from __future__ import annotations
 
@@ -52,6 +52,11 @@ def test_a_plugin_suite_is_listed_runs_with_its_option_and_draws_its_chart(insta
     (run,) = (tmp_path / "results" / "t").iterdir()
     df = results.load(run)
     assert set(df["scale"].astype(int)) == {3} and set(df["status"]) == {"ok"}
+    derived = df[df["stop"] == "derived"]
+    (per,) = derived.to_dict("records")
+    largest = df[(df["metric"] == "time") & (df["elements"] == per["elements"]) & (df["stop"] != "derived")]
+    assert per["metric"] == "time_per_element" and per["unit"] == "ns" and per["elements"] == 1 << 12
+    assert per["value"] == pytest.approx(largest["value"].iloc[0] * 1e3 / (1 << 12))
 
     page = tmp_path / "report"
     drawn = _gpubench(installed, "report", run, "--out", page)

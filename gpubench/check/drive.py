@@ -126,7 +126,8 @@ def measure(plan: Plan, say: Callable[[str], None]) -> list[Child]:
 
 def _comm_args(plan: Plan, collectives: list[str], nproc: int) -> list[str]:
     size = COMM_BYTES.get(plan.backend, "1M")
-    return ["--suite", "comm", "--collectives", ",".join(collectives), "--sizes", size, "--nproc", str(nproc)]
+    suite = next(f.suite for f in plan.figures if f.run != "devices")  # the ranks' suite, as checks.toml names it
+    return ["--suite", suite, "--collectives", ",".join(collectives), "--sizes", size, "--nproc", str(nproc)]
 
 
 def _comm(plan: Plan, say: Callable[[str], None]) -> None:

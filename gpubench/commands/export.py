@@ -34,14 +34,25 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
-def _export_kernel_winners(args) -> int:
-    from gpubench import results
-    from gpubench.autotune import kernel_export
-    from gpubench.console import out_console
+def _exporter(fmt: str) -> str:
+    """The suite whose rows ``--format fmt`` writes (the one that lists it in ``Suite.exports``)."""
+    from gpubench.registry import all_suites
 
+    found = [name for name, cls in all_suites().items() if fmt in cls.exports]
+    if not found:
+        raise UsageError(f"no suite exports {fmt}")
+    return found[0]
+
+
+def _export_kernel_winners(args: argparse.Namespace) -> int:
+    from gpubench import results
+    from gpubench.console import out_console
+    from gpubench.kernels import config_export as kernel_export
+
+    suite = _exporter(args.format)
     df = results.load(args.run)
-    if "config" not in df.columns or not (df["suite"] == "autotune-kernels").any():
-        raise UsageError(f"{args.run} has no autotune-kernels rows: run gpubench run --suite autotune-kernels first")
+    if "config" not in df.columns or not (df["suite"] == suite).any():
+        raise UsageError(f"{args.run} has no {suite} rows: run gpubench run --suite {suite} first")
     meta = df.attrs.get("run") or {}
     write = kernel_export.tunableop_csv if args.format == "tunableop" else kernel_export.triton_configs
     outputs.write_text(args.out, write(df, meta))

@@ -6,10 +6,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from gpubench import commtable
 from gpubench.commands import EXIT_FAILED, EXIT_OK
 from gpubench.errors import UsageError
-from gpubench.nccltests.model import TOOLS, collective_of_binary
+from gpubench.nccltests.model import TOOLS
+from gpubench.suite import Suite
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -27,23 +27,23 @@ def add(sub: argparse._SubParsersAction) -> None:
                         "table cannot settle it (busbw of sendrecv, broadcast and reduce does not depend on it)")
 
 
-def _collective(text: str | None) -> str | None:
-    if text is None:
-        return None
-    name = collective_of_binary(text) or text.strip()
-    if name not in commtable.COLLECTIVES:
-        raise UsageError(f"unknown --collective {text!r}: one of {', '.join(commtable.COLLECTIVES)}")
-    return name
+def _importer(tool: str) -> type[Suite]:
+    """The suite whose table ``tool``'s logs become (the one that lists it in ``Suite.imports``)."""
+    from gpubench.registry import all_suites
+
+    found = [cls for cls in all_suites().values() if tool in cls.imports]
+    if not found:
+        raise UsageError(f"no suite imports {tool} logs")
+    return found[0]
 
 
 def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from gpubench.console import fmt_value, out_console
-    from gpubench.nccltests.importer import import_logs
 
     if args.ranks is not None and args.ranks < 1:
         raise UsageError(f"--ranks {args.ranks}: give the number of ranks the run had (1 or more)")
-    done = import_logs(list(args.files), tool=args.tool, out=args.out, cluster=args.cluster,
-                       collective=_collective(args.collective), argv=list(argv), ranks=args.ranks)
+    done = _importer(args.tool).import_logs(list(args.files), tool=args.tool, out=args.out, cluster=args.cluster,
+                                            collective=args.collective, argv=list(argv), ranks=args.ranks)
     for w in done.warnings:
         print(f"gpubench: warning: {w}", file=sys.stderr)
     console = out_console()

@@ -113,7 +113,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     suites = list(request.what.suites)
     dtypes = list(request.what.dtypes) if request.what.dtypes else None
     options = request.what.options
-    engine = getattr(args, "engine", "torch")  # the comm suite's --engine
+    engine = getattr(args, "engine", "torch")  # a suite's --engine: another engine into its table (Suite.engines)
     if any(s.drives for s in suites):
         if len(suites) > 1 or args.devices is not None or engine != "torch":
             raise UsageError("autotune runs alone (its child comm runs start their own ranks): use --suite "
@@ -122,11 +122,10 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     if getattr(args, "nccl_tests_launcher", None) and engine != "nccl-tests":
         raise UsageError("--nccl-tests-launcher starts the nccl-tests binaries: add --engine nccl-tests")
     if engine != "torch":
-        if [s.name for s in suites] != ["comm"]:
-            raise UsageError(f"--engine {engine} runs the comm suite only: use --suite comm")
-        from gpubench.nccltests import binaries
-
-        return binaries.sweep(request, options["comm"], dtypes)
+        if len(suites) != 1 or engine not in suites[0].engines:
+            owner = next(n for n, cls in all_suites().items() if engine in cls.engines)
+            raise UsageError(f"--engine {engine} runs the {owner} suite only: use --suite {owner}")
+        return suites[0].run_engine(engine, request, options[suites[0].name], dtypes)
     return _measure(request)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gpubench import peaks
+from gpubench import peaks, registry
 from gpubench.errors import UsageError
 
 # Facts of run.json's fingerprint identity that make two results different systems. Software (torch, CUDA
@@ -73,16 +73,18 @@ def describe(system: dict[str, Any], side: Any) -> str:
 def spec_peak(row: dict[str, Any]) -> float | None:
     """The spec peak a row's figure is measured against, in the row's unit; None where there is none.
 
-    gemm throughput: the dense TFLOP/s of the row's dtype; elementwise bandwidth: the memory bandwidth.
+    Chosen by the roof the row is held against (its ``roof`` column, or its suite's ``Suite.roof``): throughput
+    held against the tensor roof, the dense TFLOP/s of the row's dtype; bandwidth of a row that streams device
+    memory (held against the memory or the vector roof), the memory bandwidth.
     """
     device = row.get("device")
     if not isinstance(device, str):
         return None
-    suite, metric = row.get("suite"), row.get("metric")
-    if suite == "gemm" and metric == "throughput" and row.get("unit") == "TFLOP/s":
+    metric, unit = row.get("metric"), row.get("unit")
+    if metric == "throughput" and unit == "TFLOP/s" and registry.roof(row) == "tensor":
         found = peaks.peak_tflops(device, str(row.get("dtype")))
         return found[0] if found else None
-    if suite == "elementwise" and metric == "bandwidth" and row.get("unit") == "GB/s":
+    if metric == "bandwidth" and unit == "GB/s" and registry.roof(row) in ("memory", "vector"):
         peak = peaks.lookup(device)
         return peak.memory_gbps if peak else None
     return None

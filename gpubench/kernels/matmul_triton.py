@@ -40,7 +40,7 @@ import torch
 import triton
 import triton.language as tl
 
-from gpubench.autotune.kernel_configs import ROW_BYTES  # BLOCK_K × element size
+from gpubench.kernels.launch_configs import ROW_BYTES  # BLOCK_K × element size
 
 # triton >= 3.4: device-side tensor descriptors (they need a scratch allocator); older builds run tiled only.
 HAS_DESCRIPTORS = hasattr(tl, "make_tensor_descriptor") and hasattr(triton, "set_allocator")

@@ -1,14 +1,13 @@
-"""nccl-tests and rccl-tests: read their logs (every output generation, text and ``-J`` JSON) into gpubench's
-``comm`` table, and run their binaries.
+"""nccl-tests and rccl-tests: read their logs (every output generation, text and ``-J`` JSON).
 
 - :mod:`~gpubench.nccltests.model`: what a parsed log holds (runs, devices, rows) and what both parsers share
   (the names nccl-tests prints, its printed numbers' rounding, which environment may be stored);
 - :mod:`~gpubench.nccltests.parse_text` / :mod:`~gpubench.nccltests.parse_json` → a list of :class:`Run` (one
   per ``# nThread`` block);
-- :mod:`~gpubench.nccltests.importer`: runs → rows of the ``comm`` table (:mod:`gpubench.commtable`) → a run
-  directory (``gpubench import nccl-tests FILE...``);
-- :mod:`~gpubench.nccltests.binaries` finds, builds the command line of, and runs ``<collective>_perf``, and
-  sweeps them for ``gpubench run --suite comm --engine nccl-tests``.
+
+What the runs become is the collectives suite's business (suites/comm/: its table, the importer that writes it,
+and the engine that runs the binaries); it declares the formats ``gpubench import`` takes and the engines
+``gpubench run --engine`` offers (gpubench.suite.Suite), and the commands find it through the registry.
 
 docs/nccl-tests.md lists the generations recognised and the column mapping.
 """

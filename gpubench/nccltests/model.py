@@ -9,11 +9,26 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpubench.commtable import NCCL_TYPES
 from gpubench.errors import UsageError
 
 TOOLS = ("nccl-tests", "rccl-tests")
 PLACEMENTS = ("out", "in")
+
+# nccl-tests' type names (its -d option and its `type` column) → the names gpubench writes.
+NCCL_TYPES = {
+    "float": "float32",
+    "half": "float16",
+    "bfloat16": "bfloat16",
+    "double": "float64",
+    "int8": "int8",
+    "uint8": "uint8",
+    "int32": "int32",
+    "uint32": "uint32",
+    "int64": "int64",
+    "uint64": "uint64",
+    "f8e4m3": "float8_e4m3",
+    "f8e5m2": "float8_e5m2",
+}
 
 
 class ParseError(UsageError):
@@ -141,7 +156,7 @@ class Run:
 BINARIES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "alltoallv", "broadcast", "reduce",
             "sendrecv", "gather", "scatter", "hypercube", "all_reduce_bias")
 
-# Type names beyond commtable.NCCL_TYPES: NCCL 1 builds printed char/int; rccl-tests prints fp8_e4m3/fp8_e5m2
+# Type names beyond NCCL_TYPES: NCCL 1 builds printed char/int; rccl-tests prints fp8_e4m3/fp8_e5m2
 # (and uses AMD's FNUZ fp8 on gfx942, where it prints "using FNUZ FP8 types").
 TYPE_ALIASES = {"char": "int8", "int": "int32", "fp8_e4m3": "float8_e4m3", "fp8_e5m2": "float8_e5m2"}
 FNUZ = {"float8_e4m3": "float8_e4m3fnuz", "float8_e5m2": "float8_e5m2fnuz"}
@@ -166,7 +181,7 @@ def nccl_version(code: int) -> str:
 
 
 def dtype_of(type_name: str, *, fnuz: bool = False) -> str | None:
-    """nccl-tests' type name → gpubench's dtype (commtable.NCCL_TYPES, plus older/rccl spellings)."""
+    """nccl-tests' type name → gpubench's dtype (NCCL_TYPES, plus older/rccl spellings)."""
     dtype = NCCL_TYPES.get(type_name) or TYPE_ALIASES.get(type_name)
     if dtype and fnuz:
         dtype = FNUZ.get(dtype, dtype)

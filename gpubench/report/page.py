@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import base64
 import math
+from collections.abc import Mapping
 from html import escape
 from pathlib import Path
 
 import pandas as pd
 
 from gpubench.compare.report import CompareTable
+from gpubench.suite import Suite
 from gpubench.report.plotting import Chart
 from gpubench.report.runs import Run
 
@@ -25,7 +27,6 @@ tr.WORSE td{background:#fbd5d5} tr.BETTER td{background:#d6f5d6} tr.UNKNOWN td{b
 tr.SAME td{background:#fff} tr.other td{color:#888} code{font-size:11px;overflow-wrap:anywhere}
 .small{font-size:11px;color:#555} table{max-width:100%} td{overflow-wrap:anywhere}
 """
-_ORDER = ("elementwise", "roofline", "gemm", "launch", "copy", "comm", "autotune")
 
 
 def _fmt(x, unit: str = "", digits: int = 4) -> str:
@@ -152,10 +153,13 @@ def _compares(tables: list[CompareTable]) -> str:
     return done + (f'<h3>not compared</h3><ul class="note">{"".join(skipped)}</ul>' if skipped else "")
 
 
-def write(runs: list[Run], charts: list[Chart], tables: list[CompareTable], out: Path) -> Path:
+def write(runs: list[Run], charts: list[Chart], tables: list[CompareTable], out: Path,
+          order: Mapping[str, int] | None = None) -> Path:
+    """The page; ``order``: where each suite's charts go (Suite.chart_order; lower first, then by name)."""
     out.mkdir(parents=True, exist_ok=True)
     sections = []
-    for suite in sorted({c.suite for c in charts}, key=lambda s: (_ORDER.index(s) if s in _ORDER else 99, s)):
+    order = order or {}
+    for suite in sorted({c.suite for c in charts}, key=lambda s: (order.get(s, Suite.chart_order), s)):
         sections.append(f"<h2>{escape(suite)}</h2>" + "\n".join(_chart(c, out) for c in charts if c.suite == suite))
     if not charts:
         sections.append('<p class="note">These runs hold no suite this report draws.</p>')

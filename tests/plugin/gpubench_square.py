@@ -1,6 +1,7 @@
 """A third-party suite in one file, as a user would write it outside gpubench: it squares a vector, declares
-one option (``--square-scale``) and one chart. tests/test_plugin_suite.py registers it through the
-``gpubench.suites`` entry-point group and drives it through the CLI."""
+one option (``--square-scale``), one derived figure (the largest case's time per element) and one chart.
+tests/test_plugin_suite.py registers it through the ``gpubench.suites`` entry-point group and drives it through
+the CLI."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ from typing import Any
 import torch
 
 from gpubench.options import Option
-from gpubench.suite import BANDWIDTH, TIME, Case, Check, GridContext, Suite, Workload
+from gpubench.suite import BANDWIDTH, TIME, Case, Check, Derived, GridContext, Metric, Suite, Workload
+
+PER_ELEMENT = Metric("time_per_element", "ns", "lower")
 
 
 class Square(Suite):
     name = "square"
     version = 1
     backends = frozenset({"cpu", "fake", "cuda", "hip"})
-    metrics = (TIME, BANDWIDTH)
+    metrics = (TIME, BANDWIDTH)  # measured per case; PER_ELEMENT is derived (summarize)
     description = "y = scale * x * x over a vector (a plugin suite)"
     params = ("elements", "scale")
     options = (
@@ -45,6 +48,16 @@ class Square(Suite):
             return Check(err <= 1e-6, err, 1e-6)
 
         return Workload(run=run, make_inputs=make_inputs, bytes=8 * n, check=check)
+
+    def summarize(self, rows: list[dict[str, Any]]) -> list[Derived]:
+        """The largest case's time per element, its samples scaled from that case's own."""
+        ok = [r for r in rows if r["metric"] == "time" and r["status"] == "ok"]
+        if not ok:
+            return []
+        top = max(ok, key=lambda r: r["elements"])
+        per = 1e3 / top["elements"]  # µs per call → ns per element
+        return [Derived(Case.of(elements=top["elements"], scale=top["scale"]), PER_ELEMENT, top["value"] * per,
+                        "time / elements of the largest case", tuple(s * per for s in top["samples"]))]
 
     @classmethod
     def charts(cls, runs, out):

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpubench import commtable, results
+from gpubench import results
+from gpubench.suites.comm import table as commtable
 from gpubench.console import fmt_value
 from gpubench.errors import UsageError
 from gpubench.fingerprint import identity_hash
@@ -186,7 +187,7 @@ def _notes(run: Run) -> list[str]:
     return out
 
 
-# --- convert: a parsed run → rows of gpubench's ``comm`` table (:func:`gpubench.commtable.imported_rows`).
+# --- convert: a parsed run → rows of gpubench's ``comm`` table (:func:`gpubench.suites.comm.table.imported_rows`).
 #
 # Figures are copied as printed, never recomputed. Each row is checked against nccl-tests' own arithmetic,
 # ``busbw = algbw × busbw_factor(collective, ranks)``, within the rounding of the two printed figures: a row that

@@ -1,5 +1,5 @@
 """Collectives: bus bandwidth against message size, one panel per collective, one line per run and engine
-(gpubench's torch loop and nccl-tests share the table: gpubench/commtable.py), with the link's spec
+(gpubench's torch loop and nccl-tests share the table: suites/comm/table.py), with the link's spec
 bandwidth where this module knows it."""
 
 from __future__ import annotations

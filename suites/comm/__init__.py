@@ -3,7 +3,7 @@
 Each collective is declared like a ``struct testColl`` of nccl-tests: how its buffers are sized from the byte
 count, how it is called, and what every rank must hold afterwards. The engine times it on every rank (events
 around back-to-back calls) with the ranks agreeing on each decision; a sample is the slowest rank's time.
-``gpubench/commtable.py`` owns the table's conventions (bytes, count, algbw, busbw factors).
+``suites/comm/table.py`` owns the table's conventions (bytes, count, algbw, busbw factors).
 
 Inputs are random integers from {-2, -1, 1, 2}, generated in chunks from (seed, rank, chunk) so that every
 rank can regenerate any rank's input: sums, products, minima and maxima of such values are exact in every
@@ -30,16 +30,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench import commtable
-from gpubench.commtable import busbw_factor, element_count
+from gpubench.suites.comm import table as commtable
+from gpubench.suites.comm.table import busbw_factor, element_count
 from gpubench.units import parse_size
 from gpubench.ranks import ncclmem
 from gpubench.errors import UsageError
 from gpubench.memory import too_big
-from gpubench.options import Option, names
+from gpubench.nccltests.model import TOOLS, collective_of_binary
+from gpubench.options import Option, Options, names
+from gpubench.request import RunRequest
 from gpubench.suite import Case, Check, GridContext, Skip, Suite, Workload
 
-# The dtypes and the GPU sweeps are the table's (gpubench/commtable.py): nccl-tests runs use them too.
+# The dtypes and the GPU sweeps are the table's (table.py): nccl-tests runs use them too.
 DTYPES, ALIASES, canonical_dtype = commtable.DTYPES, commtable.ALIASES, commtable.canonical_dtype
 OPS = commtable.REDUCE_OPS
 GPU_SIZES, GPU_QUICK = commtable.GPU_SIZES, commtable.GPU_QUICK
@@ -295,6 +297,16 @@ OPTIONS = (
 )
 
 
+def _collective(text: str | None) -> str | None:
+    """``gpubench import --collective``: a collective's name or its binary's (all_reduce_perf)."""
+    if text is None:
+        return None
+    name = collective_of_binary(text) or text.strip()
+    if name not in commtable.COLLECTIVES:
+        raise UsageError(f"unknown --collective {text!r}: one of {', '.join(commtable.COLLECTIVES)}")
+    return name
+
+
 def _alloc(options: Any) -> str:
     """Where the buffers come from: --register implies NCCL's allocator, the default is torch's."""
     return "nccl" if options.get("register") else (options.get("alloc") or "torch")
@@ -311,6 +323,9 @@ class Comm(Suite):
     blocks = commtable.BLOCKS
     multiprocess = True  # runs as one process per rank: the CLI spawns them or finds a launcher's
     options = OPTIONS
+    chart_order = 60
+    engines = ("nccl-tests",)  # --engine nccl-tests: the binaries, with the same sweep (binaries.py)
+    imports = TOOLS  # gpubench import nccl-tests|rccl-tests: their logs (importer.py)
 
     def __init__(self):
         # What a run of this instance has learnt, not what it was asked (that is ctx.options): every rank makes
@@ -323,9 +338,20 @@ class Comm(Suite):
 
     @classmethod
     def charts(cls, runs, out):
-        from gpubench.report import charts_comm
+        from gpubench.suites.comm import charts as charts_comm
 
         return charts_comm.comm(runs, out)
+
+    def run_engine(self, engine: str, request: RunRequest, options: Options, dtypes: list[str] | None) -> int:
+        from gpubench.suites.comm import binaries  # its subprocess machinery is for this engine only
+
+        return binaries.sweep(request, options, dtypes)
+
+    @classmethod
+    def import_logs(cls, paths: list[str], *, tool: str, **how: Any) -> Any:
+        from gpubench.suites.comm.importer import import_logs  # the parsers: for this command only
+
+        return import_logs(paths, tool=tool, **{**how, "collective": _collective(how.get("collective"))})
 
     # --- the grid ----------------------------------------------------------------------------------------
     def cases(self, ctx: GridContext) -> Iterable[Case]:

@@ -432,9 +432,19 @@ class Gemm(Suite):
     def __init__(self) -> None:
         self._searched: set[str] = set()  # dtypes whose search has warmed the GPU up (see prepare)
 
+    chart_order = 30
+
+    @classmethod
+    def roof(cls, row):
+        return "tensor"  # the dtype's matrix-unit peak (gpubench.peaks), as pct_peak is taken
+
+    @classmethod
+    def point_label(cls, row):
+        return f"{cls.name} {row.get('impl')}"  # one series per library
+
     @classmethod
     def charts(cls, runs, out):
-        from gpubench.report import charts_gemm
+        from gpubench.suites.gemm import charts as charts_gemm
 
         return charts_gemm.gemm(runs, out)
 
@@ -511,7 +521,7 @@ class Gemm(Suite):
         # the grid runs products back to back under continuous load, as training does.
         search = on_gpu and case["shape"] == "search"
         extra["method"] = "flush, one call per sample, queued in batches" if search else "back to back"
-        extra["roof"] = "tensor"  # the dtype's matrix-unit peak (gpubench.peaks), as pct_peak is taken
+        extra["roof"] = self.roof(case.as_dict())
         # Only large GEMMs meet the power limit: a small one runs held, idling before every batch.
         large = on_gpu and work > HOLD_MAX_FLOPS
         # A search warms the GPU up once per dtype, as mamf-finder does (30 s once, then 50 calls per shape):

@@ -1,6 +1,6 @@
 """What the kernel sweep's configuration names mean (``bm128_bn256_w8_s3``, ``ptma_bm128_bn256_w8_s3_es0_ws1``,
 ``w4_v16``): the autotune-kernels suite writes them into its case ids, and its exports
-(gpubench/autotune/kernel_export.py) read them back into a kernel's launch arguments."""
+(gpubench/kernels/config_export.py) read them back into a kernel's launch arguments."""
 
 from __future__ import annotations
 

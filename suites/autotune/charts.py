@@ -1,4 +1,4 @@
-"""Autotune: the winning NCCL/RCCL configuration per message size (gpubench.autotune.winners), against the
+"""Autotune: the winning NCCL/RCCL configuration per message size (gpubench.suites.autotune.winners), against the
 environment's default configuration, one panel per collective and placement.
 
 Configuration names are long (``NCCL_ALGO=Tree,NCCL_PROTO=Simple,NCCL_MAX_NCHANNELS=32``): written at each point
@@ -29,8 +29,8 @@ def autotune(runs: list[Run], out: Path) -> list[Chart]:
     if not present:
         return []  # no sweep in these runs: nothing to say
     try:
-        from gpubench.autotune import winners
-        from gpubench.autotune.knobs import DEFAULT
+        from gpubench.suites.autotune import winners
+        from gpubench.suites.autotune.knobs import DEFAULT
     except ImportError as e:  # the autotune package is optional to the report
         return [note("autotune", title, f"cannot read autotune rows here ({e})")]
     have = []

@@ -1,4 +1,4 @@
-"""``autotune``: NCCL/RCCL knob sweeps that end in a winner table and exports (gpubench.autotune).
+"""``autotune``: NCCL/RCCL knob sweeps that end in a winner table and exports (its modules beside this file).
 
 Not timed by the engine directly: each configuration needs fresh processes (NCCL reads its settings once per
 process), so the suite drives child comm runs, each timed by the engine as the comm suite always is, and
@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from gpubench.suites.comm import OPTIONS as COMM_OPTIONS
-
-from gpubench import commtable
 from gpubench.options import Option
 from gpubench.request import RunRequest
 from gpubench.suite import Suite
+from gpubench.suites.comm import OPTIONS as COMM_OPTIONS
+from gpubench.suites.comm import table as commtable
 
 
 def _positive(value: float, _: Any) -> str | None:
@@ -35,6 +34,7 @@ class Autotune(Suite):
     shown = ("busbw",)
     # Runs its own driver instead of the engine's case loop: the CLI hands it the command line.
     drives: ClassVar[bool] = True
+    chart_order = 70
     # Its own; the child runs take the comm suite's options as the user gave them (listed under comm).
     options = (
         Option("knob", "a knob and its values to sweep, repeatable, e.g. NCCL_PROTO=LL,Simple (default: NCCL_ALGO "
@@ -45,7 +45,7 @@ class Autotune(Suite):
     )
 
     def drive(self, request: RunRequest) -> int:
-        from gpubench.autotune import sweep
+        from gpubench.suites.autotune import sweep
         from gpubench.options import read
 
         read(COMM_OPTIONS, request.what.given)  # the child runs' options are checked here, once, before any starts
@@ -53,6 +53,6 @@ class Autotune(Suite):
 
     @classmethod
     def charts(cls, runs, out):
-        from gpubench.report import charts_autotune
+        from gpubench.suites.autotune import charts as charts_autotune
 
         return charts_autotune.autotune(runs, out)

@@ -18,16 +18,18 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.autotune.kernel_configs import TORCH, gemm_kernel_config, parse
+from gpubench.kernels.launch_configs import TORCH, gemm_kernel_config, parse
 
 _TORCH_DTYPE = {"bf16": "BFloat16", "fp16": "Half", "fp32": "Float", "fp8": "Float8_e4m3fn"}
 _KERNEL_METRIC = {"gemm": "throughput", "triad": "bandwidth"}
 
 
 def winners(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """Per (kernel, dtype, shape) of an autotune-kernels table: the best Triton configuration, its median time,
-    its figure and torch's."""
-    rows = df[(df["suite"] == "autotune-kernels") & (df["status"] == "ok") & (df["config"] != "best")]
+    """Per (kernel, dtype, shape) of a kernel sweep's table: the best Triton configuration, its median time, its
+    figure and torch's. The sweep's rows are those naming a kernel and one of its launch configurations."""
+    if not {"kernel", "config"} <= set(df.columns):
+        return []
+    rows = df[df["kernel"].notna() & (df["status"] == "ok") & df["config"].notna() & (df["config"] != "best")]
     out = []
     for (kernel, dtype, shape), group in rows.groupby(["kernel", "dtype", "shape"], sort=False):
         figure = group[group["metric"] == _KERNEL_METRIC.get(kernel, "throughput")].set_index("config")["value"]

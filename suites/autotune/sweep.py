@@ -24,13 +24,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpubench import commtable, results
-from gpubench.autotune import exports, knobs, winners
+from gpubench import results
 from gpubench.console import out_console
 from gpubench.errors import UsageError
 from gpubench.options import Option
 from gpubench.request import RunRequest
 from gpubench.rundir import RunDir, ensure_writable
+from gpubench.suites.autotune import exports, knobs, winners
+from gpubench.suites.comm import table as commtable
 
 SUITE = "autotune"
 

@@ -14,8 +14,8 @@ import math
 
 import pandas as pd
 
-from gpubench.autotune.knobs import DEFAULT
-from gpubench.autotune.winners import tuner_collective
+from gpubench.suites.autotune.knobs import DEFAULT
+from gpubench.suites.autotune.winners import tuner_collective
 
 HEADER = "collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff"
 MAX_BYTES = 2**63 - 1
@@ -45,7 +45,7 @@ def _channels(knobs: dict[str, str]) -> int:
 
 
 def tuner_csv(winners: pd.DataFrame, nnodes: int, nranks: int) -> str:
-    """The tuner's config lines for ``winners`` (from :func:`gpubench.autotune.winners.table`)."""
+    """The tuner's config lines for ``winners`` (from :func:`gpubench.suites.autotune.winners.table`)."""
     lines = [f"# gpubench autotune winners beyond noise; nNodes={nnodes} nRanks={nranks}", HEADER]
     for coll, rows in winners.groupby("collective", sort=False):
         word = tuner_collective(coll)

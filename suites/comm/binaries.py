@@ -22,16 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpubench import commtable, results
-from gpubench.commtable import COLLECTIVES, DTYPES, GPU_QUICK, GPU_SIZES, NCCL_TYPES, TO_NCCL_TYPE, canonical_dtype
+from gpubench import results
 from gpubench.console import out_console, summary_tables
 from gpubench.errors import UsageError
 from gpubench.nccltests import model
-from gpubench.nccltests.importer import import_logs, read
-from gpubench.nccltests.model import ParseError
+from gpubench.nccltests.model import NCCL_TYPES, ParseError
 from gpubench.ranks.env import detect
 from gpubench.request import RunRequest
 from gpubench.rundir import ensure_writable
+from gpubench.suites.comm import table as commtable
+from gpubench.suites.comm.importer import import_logs, read
+from gpubench.suites.comm.table import COLLECTIVES, DTYPES, GPU_QUICK, GPU_SIZES, TO_NCCL_TYPE, canonical_dtype
 
 ENV_DIRS = ("NCCL_TESTS_DIR", "RCCL_TESTS_DIR")
 HOW_TO_BUILD = ("build nccl-tests (git clone https://github.com/NVIDIA/nccl-tests && make -C nccl-tests MPI=1; "

@@ -15,8 +15,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from gpubench import commtable
-from gpubench.autotune.knobs import DEFAULT
+from gpubench.suites.comm import table as commtable
+from gpubench.suites.autotune.knobs import DEFAULT
 from gpubench.stats import mann_whitney
 
 METRIC = "busbw"

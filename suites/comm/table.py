@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpubench.console import fmt_value
+from gpubench.nccltests.model import NCCL_TYPES  # nccl-tests' own names: its parsers read them too
 from gpubench.stats import summarize
 from gpubench.suite import Case, Metric
 
@@ -50,21 +51,6 @@ ALGBW = Metric("algbw", "GB/s", "higher")
 BUSBW = Metric("busbw", "GB/s", "higher")
 METRICS = (TIME, ALGBW, BUSBW)
 
-# nccl-tests' type names (its -d option and its `type` column) → the names gpubench writes.
-NCCL_TYPES = {
-    "float": "float32",
-    "half": "float16",
-    "bfloat16": "bfloat16",
-    "double": "float64",
-    "int8": "int8",
-    "uint8": "uint8",
-    "int32": "int32",
-    "uint32": "uint32",
-    "int64": "int64",
-    "uint64": "uint64",
-    "f8e4m3": "float8_e4m3",
-    "f8e5m2": "float8_e5m2",
-}
 TO_NCCL_TYPE = {v: k for k, v in NCCL_TYPES.items()}
 REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
 
