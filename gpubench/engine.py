@@ -124,7 +124,7 @@ def check(workload: Workload, backend: Any, inputs: Any = None,
 
 def rotation_sets(workload: Workload, cache_bytes: int, config: EngineConfig) -> int:
     """How many input sets cycling spans ``rotate_factor`` × the cache (1 if one set already does)."""
-    if workload.cache != "rotate":
+    if workload.method.cache != "rotate":
         return 1
     footprint = workload.footprint if workload.footprint is not None else workload.bytes
     return sets_spanning(footprint, cache_bytes, config)
@@ -179,9 +179,9 @@ def measure(
     call the collective the same number of times.
     """
     result = Measurement(samples_s=[])
-    if workload.sampling:
-        config = dataclasses.replace(config, **workload.sampling)
-    if group is not None and workload.hold:
+    if workload.method.sampling:
+        config = dataclasses.replace(config, **workload.method.sampling)
+    if group is not None and workload.method.hold:
         # A rank that retries an unheld batch would call the collective more often than the others.
         raise ValueError("a held stream cannot be combined with a group of ranks")
     if group is not None and interrupted is not None:
@@ -201,10 +201,10 @@ def measure(
         return result
     stop_here()
 
-    flush = workload.cache == "flush"
-    host = workload.timing == "host"
+    flush = workload.method.cache == "flush"
+    host = workload.method.timing == "host"
     # Only where the device starts on a batch before the host has issued it all can the host hold it back.
-    watch_host = backend.is_gpu and not host and not flush and not workload.hold
+    watch_host = backend.is_gpu and not host and not flush and not workload.method.hold
     issued: list[float] = []  # the host's seconds per call, a value per batch
     result.sets = sets = rotation_sets(workload, backend.cache_bytes(), config)
 
@@ -233,10 +233,10 @@ def measure(
         for _ in range(_MAX_HOLD_TRIES):
             if host:
                 backend.synchronize()  # an empty queue: the enqueue cost alone, no back-pressure
-            if workload.before_batch is not None:
-                workload.before_batch()
+            if workload.method.before_batch is not None:
+                workload.method.before_batch()
             wait = min(hold_scale * (FLUSH_HOLD_S * inner if flush else base_hold_s), _MAX_HOLD_S)
-            guard = _hold(backend, wait) if workload.hold else None
+            guard = _hold(backend, wait) if workload.method.hold else None
             timers = []
             for _ in range(inner if flush else 1):
                 if flush:
@@ -247,7 +247,7 @@ def measure(
                     first = min(inner, HOST_PROBE_CALLS)
                     h0 = backend.host_now()
                     backend.call_batch(workload, inputs, turn, first)
-                    issued.append((backend.host_now() - h0) / (first * workload.calls))
+                    issued.append((backend.host_now() - h0) / (first * workload.method.calls))
                     if inner > first:
                         backend.call_batch(workload, inputs, turn + first, inner - first)
                 else:
@@ -263,7 +263,7 @@ def measure(
             if host:
                 backend.synchronize()
             if held:
-                calls = workload.calls * (1 if flush else inner)
+                calls = workload.method.calls * (1 if flush else inner)
                 return [e / calls for e in elapsed]
             # The GPU started before the host had enqueued the batch: launch gaps are in this sample.
             result.unheld += 1
@@ -285,7 +285,7 @@ def measure(
     # A workload's own minimum holds in every mode (--quick too): it says when its figure starts to mean
     # something (a GEMM before the power limit took hold reads the boost clock's rate), and a short run of a
     # figure that means nothing would only be fast, not quick.
-    min_warmup = max(config.min_warmup_s, workload.min_warmup_s)
+    min_warmup = max(config.min_warmup_s, workload.method.min_warmup_s)
     max_warmup = max(config.max_warmup_s, min_warmup)
     t0 = backend.now()
     while True:
@@ -295,8 +295,8 @@ def measure(
             # Samples per batch: enough to keep the GPU loaded for FLUSH_BATCH_S between host round trips.
             inner = max(1, min(FLUSH_MAX_BATCH, config.max_samples, math.ceil(FLUSH_BATCH_S / max(value, 1e-9))))
         else:
-            inner = _inner_for(value * workload.calls, config, workload.min_sample_s)
-            if workload.hold:
+            inner = _inner_for(value * workload.method.calls, config, workload.method.min_sample_s)
+            if workload.method.hold:
                 inner = min(inner, config.max_held_inner)
         result.settled = _settled(per_call, config)
         if (elapsed >= min_warmup and result.settled) or elapsed >= max_warmup:
@@ -306,10 +306,10 @@ def measure(
     sampler = _sampler(telemetry)
     own: list[float] = []
     min_samples = config.min_samples
-    if workload.period_s > 0 and not flush and not workload.hold:
+    if workload.method.period_s > 0 and not flush and not workload.method.hold:
         # Once warm, each sample is a whole period of the power control loop (its rate swings within one, its
         # average does not); three such samples, each already an average, are enough for the stop rule.
-        inner = max(inner, _inner_for(per_call[-1] * workload.calls, config, workload.period_s))
+        inner = max(inner, _inner_for(per_call[-1] * workload.method.calls, config, workload.method.period_s))
         min_samples = min(min_samples, 3)
     result.inner = 1 if flush else inner
     issued.clear()  # warm-up's batches issue cold (first calls, compiled code not yet cached)

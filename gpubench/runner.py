@@ -299,7 +299,7 @@ def run_case(
     try:
         getattr(backend, "begin_case", lambda case_id: None)(case.id)  # test stand-ins may lack it
         workload = _prepare(suite, case, backend, group, ctx)
-        with workload.context() if workload.context else contextlib.nullcontext():
+        with workload.method.context() if workload.method.context else contextlib.nullcontext():
             meas = engine.measure(workload, backend, config, telemetry, group=group, tick=tick,
                                   interrupted=interrupted)
     except GroupError:

@@ -76,9 +76,56 @@ class Check:
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class Method:
+    """*How* the engine times a workload: the cache policy, the clock, the shape of a batch and of the warm-up.
+
+    A suite picks these per case; the engine chooses its batch strategy and stop rule from them once
+    (docs/method.md). The defaults are the engine's plain method: rotating input sets, device timing, batches of
+    back-to-back calls. ``context`` and ``before_batch`` are here, not on :class:`Workload`, because neither
+    changes what one ``run`` does or computes: they set up the conditions it is timed in (around the whole
+    measurement, before each batch).
+    """
+
+    # "rotate": cycle through enough input sets to span the cache; "flush": overwrite the cache before each
+    # single-call sample; "warm": neither (the suite wants cache-resident numbers).
+    cache: Literal["rotate", "flush", "warm"] = "rotate"
+    # "device": device events around the batch (what the GPU spent). "host": the host's clock around the
+    # enqueue alone, the queue drained before it (what the CPU spent issuing the calls).
+    timing: Literal["device", "host"] = "device"
+    # Hold the stream (a sleep kernel) until the whole batch is enqueued, so that device timing sees a full
+    # queue and no launch gaps (nvbandwidth's method). Needs a backend that can hold.
+    hold: bool = False
+    # Operations one ``run`` performs (a captured graph of several collectives): per-call figures divide by it.
+    calls: int = 1
+    # Changes to the engine's configuration for this workload (EngineConfig field -> value), over the run's own
+    # (--quick or not): a suite whose cases are many and short asks for fewer samples and a shorter warm-up
+    # (comm: nccl-tests' per-size iteration count, the stop rule extending only noisy rows).
+    sampling: Mapping[str, Any] | None = None
+    # The least warm-up this workload needs, in seconds, in every mode (it lengthens the engine's max_warmup_s
+    # where it is longer). Per-call times agree within milliseconds, but a power-hungry kernel (a large GEMM)
+    # pulls the SM clock down under the power limit only after a few hundred ms: without this its figure
+    # would be the boost clock's.
+    min_warmup_s: float = 0.0
+    # The shortest sample this workload wants, over the engine's own (a collective's samples must be long enough
+    # that the ranks' few-µs start skew vanishes in them).
+    min_sample_s: float = 0.0
+    # The period of the power control loop this workload runs into, in seconds (0: none). Under a power limit
+    # the clock, and so the rate, swings with that period (H100, 2026-11-23: ~1 s; medians of per-call times
+    # over 2 s windows moved 1.6 % (SD), means over whole 1 s windows 0.2 %). Once warm, each sample is then a
+    # batch lasting a whole period, and three of them suffice for the stop rule.
+    period_s: float = 0.0
+    # A context-manager factory the runner enters around the measurement (not the preparation), e.g. to bind
+    # the host thread to the GPU's NUMA node while pageable copies are timed; it is exited even on failure.
+    context: Callable[[], AbstractContextManager] | None = None
+    # Called untimed right before each timed batch (comm: a small collective that lines the ranks' streams up,
+    # so that no rank's batch starts by waiting for another rank to arrive).
+    before_batch: Callable[[], None] | None = None
+
+
 @dataclass
 class Workload:
-    """What the engine times for one case.
+    """*What* the engine times for one case; ``method`` says how.
 
     ``make_inputs`` returns a fresh, random input set (outputs poisoned) and is called as many times as the
     engine needs: once for the correctness check and once per rotating set. ``run(inputs)`` does the
@@ -93,44 +140,11 @@ class Workload:
     check: Callable[[Any, Any], Check] | None = None
     # Bytes of one input set, for sizing the rotation past the cache; None means ``bytes``.
     footprint: int | None = None
-    # "rotate": cycle through enough input sets to span the cache; "flush": overwrite the cache before each
-    # single-call sample; "warm": neither (the suite wants cache-resident numbers).
-    cache: Literal["rotate", "flush", "warm"] = "rotate"
     # Suite-specific metrics from one per-call time in seconds (e.g. busbw from algbw); merged over the
     # engine's own time/bandwidth/throughput.
     derive: Callable[[float], Mapping[str, float]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # extra columns for the rows of this case
-    # "device": device events around the batch (what the GPU spent). "host": the host's clock around the
-    # enqueue alone, the queue drained before it (what the CPU spent issuing the calls).
-    timing: Literal["device", "host"] = "device"
-    # Hold the stream (a sleep kernel) until the whole batch is enqueued, so that device timing sees a full
-    # queue and no launch gaps (nvbandwidth's method). Needs a backend that can hold.
-    hold: bool = False
-    # A context-manager factory the runner enters around the measurement (not the preparation), e.g. to bind
-    # the host thread to the GPU's NUMA node while pageable copies are timed; it is exited even on failure.
-    context: Callable[[], AbstractContextManager] | None = None
-    # The least warm-up this workload needs, in seconds, in every mode (it lengthens the engine's max_warmup_s
-    # where it is longer). Per-call times agree within milliseconds, but a power-hungry kernel (a large GEMM)
-    # pulls the SM clock down under the power limit only after a few hundred ms: without this its figure
-    # would be the boost clock's.
-    min_warmup_s: float = 0.0
-    # The period of the power control loop this workload runs into, in seconds (0: none). Under a power limit
-    # the clock, and so the rate, swings with that period (H100, 2026-11-23: ~1 s; medians of per-call times
-    # over 2 s windows moved 1.6 % (SD), means over whole 1 s windows 0.2 %). Once warm, each sample is then a
-    # batch lasting a whole period, and three of them suffice for the stop rule.
-    period_s: float = 0.0
-    # The shortest sample this workload wants, over the engine's own (a collective's samples must be long enough
-    # that the ranks' few-µs start skew vanishes in them).
-    min_sample_s: float = 0.0
-    # Called untimed right before each timed batch (comm: a small collective that lines the ranks' streams up,
-    # so that no rank's batch starts by waiting for another rank to arrive).
-    before_batch: Callable[[], None] | None = None
-    # Operations one ``run`` performs (a captured graph of several collectives): per-call figures divide by it.
-    calls: int = 1
-    # Changes to the engine's configuration for this workload (EngineConfig field -> value), over the run's own
-    # (--quick or not): a suite whose cases are many and short asks for fewer samples and a shorter warm-up
-    # (comm: nccl-tests' per-size iteration count, the stop rule extending only noisy rows).
-    sampling: Mapping[str, Any] | None = None
+    method: Method = field(default_factory=Method)
 
 
 @dataclass(frozen=True)

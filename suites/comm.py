@@ -24,6 +24,7 @@ Buffers come from torch's caching allocator, as in a training job; ``--alloc ncc
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Iterable
@@ -37,7 +38,7 @@ from gpubench.ranks import ncclmem
 from gpubench.errors import UsageError
 from gpubench.memory import too_big
 from gpubench.options import Option, names
-from gpubench.suite import Case, Check, GridContext, Skip, Suite, Workload
+from gpubench.suite import Case, Check, GridContext, Method, Skip, Suite, Workload
 
 # The dtypes and the GPU sweeps are the table's (gpubench/commtable.py): nccl-tests runs use them too.
 DTYPES, ALIASES, canonical_dtype = commtable.DTYPES, commtable.ALIASES, commtable.canonical_dtype
@@ -538,14 +539,16 @@ class Comm(Suite):
             # CPUs (gloo): one buffer set, as nccl-tests keeps one; rotating sets past an L3 meant the host
             # generating up to 64 sets per case (4 of a 1 MiB all_reduce's 9 s under gloo, 2 ranks).
             w = Workload(run=run_one, make_inputs=buffers, bytes=nbytes, check=check, footprint=footprint,
-                         derive=derive, extra=extra, before_batch=line_up, min_sample_s=MIN_SAMPLE_S,
-                         cache="warm" if backend.name == "cpu" else "rotate", sampling=sampling)
+                         derive=derive, extra=extra,
+                         method=Method(cache="warm" if backend.name == "cpu" else "rotate", sampling=sampling,
+                                       min_sample_s=MIN_SAMPLE_S, before_batch=line_up))
         else:
             w = self._graph_workload(backend, graphs, trial, buffers, fill, run_one, check, derive, extra, nbytes,
                                      footprint, idempotent)
-            w.before_batch, w.min_sample_s, w.sampling = line_up, GRAPH_SAMPLE_S, sampling
+            w.method = dataclasses.replace(w.method, before_batch=line_up, min_sample_s=GRAPH_SAMPLE_S,
+                                           sampling=sampling)
         if arena is not None:  # NCCL's buffers are the case's: released when its measurement ends
-            w.context = _within(lambda: contextlib.closing(arena), w.context)
+            w.method = dataclasses.replace(w.method, context=_within(lambda: contextlib.closing(arena), w.method.context))
         return w
 
     @staticmethod
@@ -639,7 +642,7 @@ class Comm(Suite):
             return x["set"].recv
 
         return Workload(run=replay, make_inputs=make, bytes=nbytes, check=check_graph, footprint=footprint,
-                        cache="warm", derive=derive, extra=extra, calls=k, context=graphs.stream)
+                        derive=derive, extra=extra, method=Method(cache="warm", calls=k, context=graphs.stream))
 
 
 def _within(outer: Callable[[], Any], inner: Callable[[], Any] | None) -> Callable[[], Any]:

@@ -38,7 +38,7 @@ import torch
 
 from gpubench import topology
 from gpubench.memory import too_big
-from gpubench.suite import BANDWIDTH, TIME, Case, Check, GridContext, Skip, Suite, Workload
+from gpubench.suite import BANDWIDTH, TIME, Case, Check, GridContext, Method, Skip, Suite, Workload
 from gpubench.units import format_bytes
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -148,11 +148,13 @@ class Copy(Suite):
             bytes=size * (2 if direction == "bidir" else 1),
             check=_check,
             footprint=device_bytes,
-            timing="host" if pageable else "device",
-            hold=not pageable,
             extra=extra,  # the same dict make_inputs fills in: host_numa and numa_bound are known only then
-            # The host thread stages pageable copies itself: it runs on the GPU's node while they are timed.
-            context=(lambda: topology.bind_to_node(gpu_numa)) if pageable else None,
+            method=Method(
+                timing="host" if pageable else "device",
+                hold=not pageable,
+                # The host thread stages pageable copies itself: it runs on the GPU's node while they are timed.
+                context=(lambda: topology.bind_to_node(gpu_numa)) if pageable else None,
+            ),
         )
 
 

@@ -549,7 +549,7 @@ def test_nccl_buffers_are_the_cases_and_released_when_it_ends(world_of_one, monk
     assert len(workloads) == 2  # out of place and in place
     for w in workloads:
         assert (w.extra["alloc"], w.extra["register"]) == ("nccl", register)
-        with w.context():
+        with w.method.context():
             assert engine.check(w, CpuBackend()).ok and w.extra["wrong"] == 0
             assert len(lib.live) == 1  # the case's 4 KiB buffers share one chunk
             assert len(lib.registered) == (1 if register else 0)
@@ -557,7 +557,7 @@ def test_nccl_buffers_are_the_cases_and_released_when_it_ends(world_of_one, monk
     assert lib.calls.count("register") == (2 if register else 0) and lib.calls.count("free") == 2
     # Without --alloc the buffers are torch's own.
     (w,) = _cases(suite, group, "all_reduce")
-    assert (w.extra["alloc"], w.extra["register"]) == ("torch", False) and w.context is None
+    assert (w.extra["alloc"], w.extra["register"]) == ("torch", False) and w.method.context is None
 
 
 def test_a_failed_nccl_allocation_is_the_cases_error(world_of_one, monkeypatch):
@@ -570,7 +570,7 @@ def test_a_failed_nccl_allocation_is_the_cases_error(world_of_one, monkeypatch):
     suite, group = world_of_one
     (w,) = _cases(suite, group, "all_reduce", alloc="nccl")
     with pytest.raises(RuntimeError, match=r"ncclMemAlloc\(1048576\) failed: unhandled cuda error"):
-        with w.context():
+        with w.method.context():
             engine.check(w, CpuBackend())
 
 
