@@ -28,6 +28,7 @@ from gpubench import contention, engine, results
 from gpubench import processes as proc
 from gpubench.errors import UsageError
 from gpubench.options import read as read_options
+from gpubench.ranks import agree
 from gpubench.rundir import ABANDONED, RunDir
 from gpubench.stats import finite, summarize
 from gpubench.suite import Case, Derived, GridContext, Skip, Suite
@@ -267,15 +268,7 @@ def _prepare(suite: Suite, case: Case, backend: Any, group: Any, ctx: GridContex
         workload = _call_prepare(suite, case, backend, ctx)
     except Exception as e:  # noqa: BLE001 — shared with the other ranks just below
         error = e
-    seen = group.gather_objects(None if error is None else (isinstance(error, Skip), _first_line(error)))
-    for rank, outcome in enumerate(seen):
-        if outcome is not None:
-            skip, message = outcome
-            if error is None or rank < group.rank:
-                error = Skip(message.split(": ", 1)[-1]) if skip else RuntimeError(f"rank {rank}: {message}")
-            break
-    if error is not None:
-        raise error
+    agree.shared(group, error)
     return workload
 
 
