@@ -28,12 +28,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from gpubench import fills
+from gpubench import fills, graphs
 from gpubench.backends.base import Backend
 # FLUSH_HOLD_S and FLUSH_MAX_BATCH: the flushed samples' hold and batch, named here too for the engine's callers.
 from gpubench.batches import FLUSH_HOLD_S, FLUSH_MAX_BATCH, Batches, inner_for, shape_for
@@ -179,8 +180,18 @@ def measure(
     """
     config = _config_for(workload, config, group, interrupted)
     stop = _Stop(interrupted)
-    result = Measurement(samples_s=[])
     stop()
+    replays: AbstractContextManager = nullcontext()
+    if workload.method.graph is not None:
+        workload, replays = graphs.prepare(workload, backend, group)
+    with replays:
+        return _measured(workload, backend, config, telemetry, group, tick, stop)
+
+
+def _measured(workload: Workload, backend: Backend, config: EngineConfig, telemetry: Any, group: Any,
+              tick: Callable[[], None] | None, stop: _Stop) -> Measurement:
+    """``measure``'s steps, the workload already in the form it is timed in (eager, or replays of graphs)."""
+    result = Measurement(samples_s=[])
     with fills.stop_with(stop.hook):  # a fill of GiBs takes seconds
         fresh = agree.together(group, workload.make_inputs) if workload.check is not None else None
     result.check = check(workload, backend, fresh, between=stop)

@@ -59,6 +59,7 @@ class Outcome:
     status: str = "complete"
     abandoned: str | None = None  # "suite case" of the case a Ctrl-C interrupted, if any
     contention: dict[str, Any] = field(default_factory=dict)  # run.json's: who else used the GPU and the host
+    notes: list[str] = field(default_factory=list)  # the suites' own notes ("suite: line"), printed under the table
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -574,7 +575,8 @@ def execute(
     # What the suites said about their grids (shrunk to fit) and about what they did not measure (comm: a world
     # of one, cases no world size allows), one "suite: line" list; a Ctrl-C-abandoned case has a row but was
     # not done.
-    notes = [*p.notes, *(f"{s.name}: {line}" for s in p.suites for line in (getattr(s, "notes", None) or [])), *notes]
+    outcome.notes = [f"{s.name}: {line}" for s in p.suites for line in s.notes(p.contexts.get(s.name))]
+    notes = [*p.notes, *outcome.notes, *notes]
     outcome.contention = watch.summary()
     rd.finish(status, contention=outcome.contention, cases_done=sum(
         df.loc[df["message"] != ABANDONED, "case"].nunique() for df in outcome.tables.values()), notes=notes)

@@ -77,6 +77,26 @@ class Check:
 
 
 @dataclass(frozen=True)
+class Graph:
+    """Graph mode (``Method.graph``): the timed calls captured in one CUDA/HIP graph and replayed, as nccl-tests'
+    ``-G`` does, taking the host's issue and launch cost out; eager where the backend cannot capture or the
+    capture fails (the row says why). docs/method.md says how the engine does it."""
+
+    calls: int = 20  # calls captured per replay (nccl-tests -G captures its -n, default 20)
+    # A call at least ``long_call_s`` long (timed once, eager, with the host's clock) gets enough calls to last
+    # ``span_s`` instead: launch cost no longer matters there, and a sample of replays stays a few ms long.
+    long_call_s: float = 1e-3
+    span_s: float = 4e-3
+    sample_s: float = 0.0  # the shortest sample of replays, in place of Method.min_sample_s
+    # Restores an input set whose input the calls changed in place (an in-place reduction), returning it: before
+    # a set is captured, and before the check's own call. None: the calls change no input.
+    refill: Callable[[Any], Any] | None = None
+    # Whether the replay's output can be checked as it is (calling again on its own output gives the same
+    # result: out of place, broadcast, all_gather); else the check refills the set and makes one call outside.
+    reread: bool = True
+
+
+@dataclass(frozen=True)
 class Method:
     """*How* the engine times a workload: the cache policy, the clock, the shape of a batch and of the warm-up.
 
@@ -121,6 +141,8 @@ class Method:
     # Called untimed right before each timed batch (comm: a small collective that lines the ranks' streams up,
     # so that no rank's batch starts by waiting for another rank to arrive).
     before_batch: Callable[[], None] | None = None
+    # Capture the timed calls in a graph where the backend can (None: eager, the default).
+    graph: Graph | None = None
 
 
 @dataclass
@@ -185,6 +207,11 @@ class GridContext:
     world_size: int = 1
     # Lines a suite has to say about its grid (it shrank to fit memory): the run prints them and keeps them.
     notes: list[str] = field(default_factory=list, compare=False, hash=False)
+    # What the suite learns during this run, for this run (what it was asked is ``options``), so that a suite
+    # object holds no run state: comm keeps here the seeds its ranks draw inputs from in step, whether the
+    # run's first case has warmed the device up, and what its notes are made from. Mutable; one per suite and
+    # run (not copied by ``dataclasses.replace``: a context made from another starts empty).
+    state: dict[str, Any] = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self):
         if not isinstance(self.options, Options):  # a mapping or (name, value) pairs
@@ -235,6 +262,17 @@ class Suite:
 
     def cases(self, ctx: GridContext) -> Iterable[Case]:
         raise NotImplementedError
+
+    def drive(self, args: Any, argv: list[str], cluster: str) -> int:
+        """A suite that ``drives``: its own run of ``argv`` (the CLI's parsed ``args``) on ``cluster``, in place
+        of the case loop; the exit status."""
+        raise NotImplementedError
+
+    def notes(self, ctx: GridContext | None) -> list[str]:
+        """Lines about what the run did not measure, or measured otherwise than asked, read from ``ctx`` (the
+        run's context, its ``state``) after the last case: the CLI prints them under the table and run.json
+        keeps them. None by default."""
+        return []
 
     def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None) -> Workload:
         """The workload of ``case``; ``ctx`` is the context its grid was laid out in (the same options)."""

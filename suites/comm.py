@@ -24,21 +24,19 @@ Buffers come from torch's caching allocator, as in a training job; ``--alloc ncc
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
-import math
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-from gpubench import commtable
+from gpubench import commtable, graphs
 from gpubench.commtable import busbw_factor, element_count
 from gpubench.units import parse_size
 from gpubench.ranks import ncclmem
 from gpubench.errors import UsageError
 from gpubench.memory import too_big
 from gpubench.options import Option, names
-from gpubench.suite import Case, Check, GridContext, Method, Skip, Suite, Workload
+from gpubench.suite import Case, Check, GridContext, Graph, Method, Skip, Suite, Workload
 
 # The dtypes and the GPU sweeps are the table's (gpubench/commtable.py): nccl-tests runs use them too.
 DTYPES, ALIASES, canonical_dtype = commtable.DTYPES, commtable.ALIASES, commtable.canonical_dtype
@@ -301,6 +299,21 @@ def _alloc(options: Any) -> str:
     return "nccl" if options.get("register") else (options.get("alloc") or "torch")
 
 
+@dataclass
+class _Run:
+    """What a run of comm has learnt, not what it was asked (that is ctx.options); kept in the run's context."""
+
+    # Every rank makes its inputs in the same order: a count shared by all cases lines the seeds up.
+    seeds: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    warm: bool = False  # the run's first case has warmed the device up
+    plan_notes: list[str] = field(default_factory=list)  # what the grid left out
+    columns: list[dict[str, Any]] = field(default_factory=list)  # every case's extra columns, as its rows have them
+
+
+def _run(ctx: GridContext) -> _Run:
+    return ctx.state.setdefault("comm", _Run())
+
+
 class Comm(Suite):
     name = commtable.SUITE
     version = commtable.SUITE_VERSION
@@ -312,15 +325,6 @@ class Comm(Suite):
     blocks = commtable.BLOCKS
     multiprocess = True  # runs as one process per rank: the CLI spawns them or finds a launcher's
     options = OPTIONS
-
-    def __init__(self):
-        # What a run of this instance has learnt, not what it was asked (that is ctx.options): every rank makes
-        # its inputs in the same order (a count shared by all cases lines the seeds up), the run's first case
-        # warms the device up, and what was not measured as asked is noted for the summary.
-        self._seeds = itertools.count(1)
-        self._warm = False
-        self._plan_notes: list[str] = []
-        self._fallbacks: dict[str, int] = {}  # graph capture failures: reason -> cases timed eager instead
 
     @classmethod
     def charts(cls, runs, out):
@@ -338,7 +342,8 @@ class Comm(Suite):
             # Captured graphs exist only on GPUs; say so once here rather than skip every case.
             raise UsageError("--graph captures CUDA/HIP graphs: it needs a GPU backend (cuda or hip); gloo on CPUs "
                              "is timed eager")
-        self._plan_notes, self._fallbacks = [], {}
+        run = _run(ctx)
+        run.plan_notes, run.columns = [], []
         dtypes = [canonical_dtype(d) for d in (ctx.dtypes or ("float32",))]
         unknown = [d for d in dtypes if d not in DTYPES]
         if unknown:
@@ -361,7 +366,7 @@ class Comm(Suite):
                 what = f"{lib}'s local copy ({name}, out of place); name others with --collectives"
             else:
                 what = f"{lib}'s local copy (out of place) or a call that moves nothing (in place)"
-            self._plan_notes.append(f"world of one: bus bandwidth needs 2 or more ranks (a machine with 2+ GPUs, "
+            run.plan_notes.append(f"world of one: bus bandwidth needs 2 or more ranks (a machine with 2+ GPUs, "
                                     f"--nproc, or a launcher), busbw is 0 here; measured instead: {what}")
         if _alloc(opts) == "nccl":
             if ctx.backend not in ("cuda", "hip"):
@@ -372,7 +377,7 @@ class Comm(Suite):
         for name in names:
             coll = COLLECTIVES[name]
             if name == "sendrecv" and world < 2:
-                self._plan_notes.append(f"sendrecv needs 2 or more ranks: not run ({len(sizes)} sizes)")
+                run.plan_notes.append(f"sendrecv needs 2 or more ranks: not run ({len(sizes)} sizes)")
                 continue
             small = []  # requests under one element per rank: one line, not a skipped row each
             for dtype in dtypes:
@@ -385,16 +390,24 @@ class Comm(Suite):
                                 continue
                             planned.append(commtable.case(name, nb, dtype, op, inplace))
             if small:
-                self._plan_notes.append(f"{name}: {len(small)} case(s) of {min(small)}-{max(small)} B not run: less "
+                run.plan_notes.append(f"{name}: {len(small)} case(s) of {min(small)}-{max(small)} B not run: less "
                                         f"than one element per rank among {world} ranks")
         return planned
 
-    @property
-    def notes(self) -> list[str]:
+    def notes(self, ctx: GridContext | None) -> list[str]:
         """One line each about what the run did not measure, or measured otherwise than asked (the CLI prints
         them under the table; run.json keeps them)."""
-        out = list(self._plan_notes)
-        for reason, n in self._fallbacks.items():
+        if ctx is None:
+            return []
+        run = _run(ctx)
+        fallbacks: dict[str, int] = {}  # graph capture failures: reason -> cases timed eager instead
+        for extra in run.columns:
+            message = str(extra.get("message", ""))
+            if message.startswith(graphs.FALLBACK):
+                reason = message[len(graphs.FALLBACK):]
+                fallbacks[reason] = fallbacks.get(reason, 0) + 1
+        out = list(run.plan_notes)
+        for reason, n in fallbacks.items():
             out.append(f"graph capture failed for {n} case(s), timed eager instead (rows: graph False): {reason}")
         return out
 
@@ -430,7 +443,7 @@ class Comm(Suite):
         coll = COLLECTIVES[case["collective"]]
         if ctx is None or ctx.group is None:
             raise Skip("comm needs its ranks: run it through `gpubench run --suite comm` (it starts them)")
-        ranks, opts = ctx.group, ctx.options
+        ranks, opts, state = ctx.group, ctx.options, _run(ctx)
         world, rank = ranks.world_size, ranks.rank
         graph = ctx.backend != "cpu" and not opts.get("eager")  # where the backend can capture (--eager: never)
         register, alloc = bool(opts.get("register")), _alloc(opts)
@@ -448,9 +461,8 @@ class Comm(Suite):
         footprint = (max(send_n, recv_n) if inplace else send_n + recv_n) * size
         message = too_big(footprint * 3, backend, "(buffers and the check's copies)")
         skip = Skip(message) if message else None
-        graphs = backend.graphs() if graph else None
-        if skip is not None and graphs is None:
-            raise skip  # (with graphs, every rank first learns whether any rank skips: _trial_capture)
+        if skip is not None:
+            raise skip  # every rank learns that one skips (gpubench.ranks.agree)
         group = ranks.data
         call = coll.call
         arena = None
@@ -481,7 +493,7 @@ class Comm(Suite):
                     send = recv = whole
             else:
                 send, recv = empty(send_n), empty(recv_n)
-            return fill(Buffers(next(self._seeds), send, recv))
+            return fill(Buffers(next(state.seeds), send, recv))
 
         def run_one(b: Buffers) -> Any:
             call(dist, b.send, b.recv, op, group, rank, world)
@@ -524,136 +536,25 @@ class Comm(Suite):
             return {"algbw": algbw, "busbw": algbw * factor}
 
         sampling = dict(QUICK_SAMPLING if ctx.quick else SAMPLING)
-        if not self._warm:  # the run's first case warms the device up as the engine does (clocks ramp)
+        if not state.warm:  # the run's first case warms the device up as the engine does (clocks ramp)
             sampling = {k: v for k, v in sampling.items() if k not in _WARMUP}
-        self._warm = True
-        trial = None
-        if graphs is not None:
-            idempotent = not inplace or coll.name in ("broadcast", "all_gather")
-            trial, reason = self._trial_capture(ranks, backend, graphs, buffers, fill, run_one, skip)
-            if trial is None:
-                self._fallbacks[reason] = self._fallbacks.get(reason, 0) + 1
-                extra["message"] = f"graph capture failed, timed eager: {reason}"[:200]
-        if trial is None:
-            extra["graph"] = False
+        state.warm = True
+        # Graphs where the backend can capture (nccl-tests -G), timed eager where it cannot or the capture fails
+        # (the engine's graph mode, docs/method.md): a replay calls the collective again on its own output,
+        # which gives the same result out of place, for broadcast and for all_gather; elsewhere the check
+        # refills the set and makes one call outside the graph.
+        graphed = Graph(calls=_GRAPH_CALLS, long_call_s=_LONG_CALL_S, span_s=_GRAPH_SPAN_S, sample_s=GRAPH_SAMPLE_S,
+                        refill=fill, reread=not inplace or coll.name in ("broadcast", "all_gather"))
+        method = Method(
             # CPUs (gloo): one buffer set, as nccl-tests keeps one; rotating sets past an L3 meant the host
             # generating up to 64 sets per case (4 of a 1 MiB all_reduce's 9 s under gloo, 2 ranks).
-            w = Workload(run=run_one, make_inputs=buffers, bytes=nbytes, check=check, footprint=footprint,
-                         derive=derive, extra=extra,
-                         method=Method(cache="warm" if backend.name == "cpu" else "rotate", sampling=sampling,
-                                       min_sample_s=MIN_SAMPLE_S, before_batch=line_up))
-        else:
-            w = self._graph_workload(backend, graphs, trial, buffers, fill, run_one, check, derive, extra, nbytes,
-                                     footprint, idempotent)
-            w.method = dataclasses.replace(w.method, before_batch=line_up, min_sample_s=GRAPH_SAMPLE_S,
-                                           sampling=sampling)
-        if arena is not None:  # NCCL's buffers are the case's: released when its measurement ends
-            w.method = dataclasses.replace(w.method, context=_within(lambda: contextlib.closing(arena), w.method.context))
-        return w
-
-    @staticmethod
-    def _agree(ranks: Any, error: BaseException | None, value: float = 0.0) -> tuple[list, float]:
-        """Every rank's outcome of a step: (rank, skipped?, first line) where it raised, and the largest value."""
-        mine = None if error is None else (isinstance(error, Skip), f"{type(error).__name__}: {error}".splitlines()[0])
-        seen = ranks.gather_objects((mine, float(value)))
-        return [(r, o[0], o[1]) for r, (o, _) in enumerate(seen) if o is not None], max(v for _, v in seen)
-
-    def _trial_capture(self, ranks, backend, graphs, buffers, fill, run_one, skip):
-        """Capture this case's graph, in step with every rank: ``(entry, "")``, or ``(None, reason)`` where the
-        capture failed on some rank (every rank then times the case eager: calls must match across ranks).
-
-        A case that cannot run (it does not fit on some rank) raises on every rank. The graph's length follows
-        the slowest rank's time for one eager call (NCCL's first call on a buffer connects; the second is
-        timed), so that a sample of the replays lasts a few ms whatever the size."""
-        b, error, per_call = None, skip, 0.0
-        if error is None:
-            try:
-                b = buffers()
-                run_one(b)  # NCCL connects lazily: its first call on this buffer must not be captured
-                backend.synchronize()
-                t0 = backend.host_now()
-                run_one(b)
-                backend.synchronize()
-                per_call = backend.host_now() - t0
-                fill(b)  # the calls changed an in-place input: restore it from its seed
-            except Exception as e:  # noqa: BLE001 — shared with every rank just below
-                error = e
-        failed, slowest = self._agree(ranks, error, per_call)
-        if failed:
-            rank, skipped, message = failed[0]
-            if error is not None:
-                raise error
-            raise Skip(message.split(": ", 1)[-1]) if skipped else RuntimeError(f"rank {rank}: {message}")
-        k = _GRAPH_CALLS if slowest < _LONG_CALL_S else max(1, min(_GRAPH_CALLS, math.ceil(_GRAPH_SPAN_S / slowest)))
-        entry, error = None, None
-        try:
-            entry = self._capture(graphs, b, run_one, k)
-        except Exception as e:  # noqa: BLE001 — a case that cannot be captured is timed eager
-            error = e
-        failed, _ = self._agree(ranks, error)
-        if failed:
-            rank, _, message = failed[0]
-            return None, f"rank {rank}: {message}"
-        return entry, ""
-
-    @staticmethod
-    def _capture(graphs, b: Buffers, run_one, k: int) -> dict:
-        def calls():
-            for _ in range(k):
-                run_one(b)
-
-        return {"replay": graphs.capture(calls), "set": b, "calls": k}
-
-    def _graph_workload(self, backend, graphs, trial, buffers, fill, run_one, check, derive, extra, nbytes,
-                        footprint, idempotent):
-        """One sample replays a graph of K calls on one buffer set, as nccl-tests -G captures its -n calls.
-
-        One set, not one per call: on 2×H200 a graph of 20 all_reduces over 20 buffers took 18.6 µs per call,
-        over one buffer 17.8 (2026-11-21, docs/measurements.md). The check reads the replay's output where calling
-        the collective again on its own output gives the same result (out of place, broadcast, all_gather);
-        elsewhere (an in-place sum of sums) it refills the set and checks one call outside the graph. The trial
-        capture is the first set (the check's); the timed set is captured the same way, with the same K."""
-        k = trial["calls"]
-        made = [trial]
-
-        def make() -> dict:
-            if made:
-                return made.pop()
-            b = buffers()
-            run_one(b)  # NCCL connects lazily: its first call on this buffer must not be captured
-            backend.synchronize()
-            fill(b)  # the warm-up call changed an in-place input: restore it from its seed
-            return self._capture(graphs, b, run_one, k)
-
-        def check_graph(x: dict, out: Any) -> Check:
-            if idempotent:
-                return check(x["set"], out)
-            b = fill(x["set"])
-            out = run_one(b)
-            backend.synchronize()
-            return check(b, out)
-
-        # The same dict, updated in place: check() writes each case's valid/wrong into it, and the row takes
-        # the workload's extra (a copy here left every graph row's valid and wrong empty).
-        extra.update(graph=True, graph_calls=k)
-
-        def replay(x: dict) -> Any:
-            x["replay"]()
-            return x["set"].recv
-
-        return Workload(run=replay, make_inputs=make, bytes=nbytes, check=check_graph, footprint=footprint,
-                        derive=derive, extra=extra, method=Method(cache="warm", calls=k, context=graphs.stream))
-
-
-def _within(outer: Callable[[], Any], inner: Callable[[], Any] | None) -> Callable[[], Any]:
-    """A context factory entering ``outer`` then ``inner`` (if any), leaving them in reverse."""
-
-    @contextlib.contextmanager
-    def both():
-        with outer(), (inner() if inner else contextlib.nullcontext()):
-            yield
-
-    return both
+            cache="warm" if backend.name == "cpu" else "rotate", sampling=sampling, min_sample_s=MIN_SAMPLE_S,
+            before_batch=line_up, graph=graphed if graph else None,
+            # NCCL's buffers are the case's: released when its measurement ends.
+            context=(lambda: contextlib.closing(arena)) if arena is not None else None)
+        state.columns.append(extra)  # the notes count the cases whose capture failed
+        return Workload(run=run_one, make_inputs=buffers, bytes=nbytes, check=check, footprint=footprint,
+                        derive=derive, extra=extra, method=method)
 
 
 def _itemsize(dtype: str) -> int:

@@ -470,15 +470,16 @@ def test_graph_rows_carry_the_checks_verdict(world_of_one, monkeypatch):
     # A graph workload is built around the eager one; its rows must still say valid/wrong (on an H200 they were
     # empty: the graph workload's extra was a copy that the check never wrote to). The fake device captures:
     # its replays make the calls again.
-    from gpubench import engine
+    from gpubench import engine, graphs
     from gpubench.backends.fake import FakeBackend
 
     monkeypatch.setenv("GPUBENCH_FAKE_GRAPHS", "1")
     suite, group = world_of_one
     fake = FakeBackend()
     # all_reduce (in place only in torch): its input is refilled and the call made again; all_gather (out of place
-    # and in place): the replay's output is read.
-    workloads = _cases(suite, group, "all_reduce", fake) + _cases(suite, group, "all_gather", fake)
+    # and in place): the replay's output is read. The engine's graph mode makes the replaying workload.
+    workloads = [graphs.prepare(w, fake, group)[0]
+                 for w in _cases(suite, group, "all_reduce", fake) + _cases(suite, group, "all_gather", fake)]
     assert {(w.extra["graph"], w.extra["valid"]) for w in workloads} == {(True, None)} and len(workloads) == 3
     for w in workloads:
         assert engine.check(w, fake).ok

@@ -359,3 +359,52 @@ def test_host_issue_is_not_measured_where_the_host_cannot_hold_the_device_back()
     # A CPU backend runs each call as it is issued: there is no queue to starve.
     m = engine.measure(make_workload(), CpuBackend(), ONE_CALL)
     assert m.host_issue_s is None and m.host_bound is None
+
+
+@pytest.mark.parametrize("mode", ["1", "fail", ""])
+def test_graph_mode_times_replays_or_the_calls_eager_saying_why(monkeypatch, mode):
+    # Any workload may ask for graphs. The fake device captures with GPUBENCH_FAKE_GRAPHS=1 (a replay makes the
+    # captured calls again), fails every capture with =fail, and cannot capture without it.
+    from gpubench.suite import Graph
+
+    monkeypatch.setenv("GPUBENCH_FAKE_GRAPHS", mode)
+    w = make_workload()
+    w.method = dataclasses.replace(w.method, graph=Graph(calls=4))
+    m = engine.measure(w, FakeBackend(durations=[1e-3]), ONE_CALL)
+    assert m.valid and m.samples_s == pytest.approx([1e-3] * len(m.samples_s))  # a replay of 4: 4 calls' time
+    if mode == "1":
+        assert w.extra == {"graph": True, "graph_calls": 4} and m.sets == 1
+        assert set(w.seen[-4:]) == {w.seen[-1]}  # the replays call the captured set
+    elif mode == "fail":
+        assert w.extra == {"message": "graph capture failed, timed eager: rank 0: RuntimeError: fake graph capture "
+                                      "failed: operation not permitted when stream is capturing", "graph": False}
+    else:
+        assert w.extra == {"graph": False}
+
+
+def test_a_long_call_gets_a_shorter_graph():
+    from gpubench.graphs import calls_for
+    from gpubench.suite import Graph
+
+    g = Graph(calls=20, long_call_s=1e-3, span_s=4e-3)
+    assert [calls_for(g, t) for t in (1e-5, 9.9e-4, 1e-3, 2e-3, 0.1)] == [20, 20, 4, 2, 1]
+
+
+def test_the_stop_rule_says_why_it_stopped():
+    from gpubench.stoprule import StopRule
+
+    rule = StopRule(target_cv=0.01, min_samples=3, max_samples=5, budget_s=1.0)
+    rule.initialize()
+    for t in (1.0, 1.0):
+        rule.add(t)
+    assert not rule.is_finished(0.1) and rule.reason is None
+    rule.add(1.0)
+    assert rule.is_finished(0.1) and rule.reason == "cv"
+    rule.initialize()
+    for t in (1.0, 2.0, 1.0):
+        rule.add(t)
+    assert not rule.is_finished(0.5) and rule.is_finished(1.0) and rule.reason == "budget"
+    rule.initialize()
+    for t in (1.0, 2.0, 1.0, 2.0, 1.0):
+        rule.add(t)
+    assert rule.is_finished(0.0) and rule.reason == "max_samples"
