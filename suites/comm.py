@@ -314,6 +314,82 @@ def _run(ctx: GridContext) -> _Run:
     return ctx.state.setdefault("comm", _Run())
 
 
+def _sampling(ctx: GridContext) -> dict[str, Any]:
+    """A case's changes to the engine's sampling: nccl-tests' short warm-up and few samples, but for the run's
+    first case, which warms the device up as the engine does (clocks ramp)."""
+    state, sampling = _run(ctx), dict(QUICK_SAMPLING if ctx.quick else SAMPLING)
+    if not state.warm:
+        sampling = {k: v for k, v in sampling.items() if k not in _WARMUP}
+    state.warm = True
+    return sampling
+
+
+@dataclass
+class _Layout:
+    """One case's buffers on this rank: how they are laid out, (re)filled and checked."""
+
+    torch: Any
+    coll: Collective
+    dtype: Any
+    device: Any
+    rank: int
+    world: int
+    send_n: int
+    recv_n: int
+    inplace: bool
+    op: str
+    count: int
+    arena: Any  # an ncclmem.Arena, or None: torch's caching allocator
+    seeds: Iterator[int]
+
+    def empty(self, n: int) -> Any:
+        if self.arena:
+            return self.arena.empty(n, self.dtype, self.device)
+        return self.torch.empty(n, dtype=self.dtype, device=self.device)
+
+    def fill(self, b: Buffers) -> Buffers:
+        """(Re)write ``b``'s input from its seed and poison the rest of the output: 7 is never an answer."""
+        if not self.inplace or self.coll.name == "all_gather":
+            b.recv.fill_(7)
+        b.send.copy_(_values(self.torch, b.seed, self.rank, 0, self.send_n, self.send_n, self.dtype, self.device))
+        return b
+
+    def buffers(self) -> Buffers:
+        send_n, recv_n, rank = self.send_n, self.recv_n, self.rank
+        if self.inplace:
+            whole = self.empty(max(send_n, recv_n))
+            # The input sits where NCCL expects it in place: this rank's block of a gathered output, or
+            # the whole of a scattered input whose result lands in this rank's block.
+            if self.coll.name == "all_gather":
+                send, recv = whole.narrow(0, rank * send_n, send_n), whole
+            elif self.coll.name == "reduce_scatter":
+                send, recv = whole, whole.narrow(0, rank * recv_n, recv_n)
+            else:
+                send = recv = whole
+        else:
+            send, recv = self.empty(send_n), self.empty(recv_n)
+        return self.fill(Buffers(next(self.seeds), send, recv))
+
+    def wrong(self, b: Buffers, out: Any) -> int:
+        """Elements of this rank's output ``out`` that differ from what the collective must leave there."""
+        torch = self.torch
+
+        def values(r, start, length):
+            return _values(torch, b.seed, r, start, length, self.send_n, self.dtype, self.device)
+
+        wrong = 0
+        n_out = out.numel()
+        for start in range(0, n_out, _CHUNK):
+            length = min(_CHUNK, n_out - start)
+            want = self.coll.expect(values, torch, self.rank, self.world, self.op, self.count, start, length)
+            if want is None:
+                continue
+            got = out.narrow(0, start, length).to(torch.float64)
+            tol = _tolerance(torch, self.dtype, self.op, want)
+            wrong += int(((got - want).abs() > tol).sum().item())
+        return wrong
+
+
 class Comm(Suite):
     name = commtable.SUITE
     version = commtable.SUITE_VERSION
@@ -460,43 +536,18 @@ class Comm(Suite):
         device = backend.torch_device
         footprint = (max(send_n, recv_n) if inplace else send_n + recv_n) * size
         message = too_big(footprint * 3, backend, "(buffers and the check's copies)")
-        skip = Skip(message) if message else None
-        if skip is not None:
-            raise skip  # every rank learns that one skips (gpubench.ranks.agree)
+        if message:
+            raise Skip(message)  # every rank learns that one skips (gpubench.ranks.agree)
         group = ranks.data
-        call = coll.call
         arena = None
         if alloc == "nccl":  # allocates at the first buffer; closed when the case's measurement ends
             comm = ncclmem.comm_of(group, device) if register else None
             arena = ncclmem.Arena(ncclmem.library(), comm, backend.synchronize)
 
-        def empty(n: int) -> Any:
-            return arena.empty(n, dtype, device) if arena else torch.empty(n, dtype=dtype, device=device)
-
-        def fill(b: Buffers) -> Buffers:
-            """(Re)write ``b``'s input from its seed and poison the rest of the output: 7 is never an answer."""
-            if not inplace or coll.name == "all_gather":
-                b.recv.fill_(7)
-            b.send.copy_(_values(torch, b.seed, rank, 0, send_n, send_n, dtype, device))
-            return b
-
-        def buffers() -> Buffers:
-            if inplace:
-                whole = empty(max(send_n, recv_n))
-                # The input sits where NCCL expects it in place: this rank's block of a gathered output, or
-                # the whole of a scattered input whose result lands in this rank's block.
-                if coll.name == "all_gather":
-                    send, recv = whole.narrow(0, rank * send_n, send_n), whole
-                elif coll.name == "reduce_scatter":
-                    send, recv = whole, whole.narrow(0, rank * recv_n, recv_n)
-                else:
-                    send = recv = whole
-            else:
-                send, recv = empty(send_n), empty(recv_n)
-            return fill(Buffers(next(state.seeds), send, recv))
+        lay = _Layout(torch, coll, dtype, device, rank, world, send_n, recv_n, inplace, op, count, arena, state.seeds)
 
         def run_one(b: Buffers) -> Any:
-            call(dist, b.send, b.recv, op, group, rank, world)
+            coll.call(dist, b.send, b.recv, op, group, rank, world)
             return b.recv
 
         extra = {"count": count, "world_size": world, "nnodes": ranks.renv.nnodes, "engine": "torch",
@@ -504,20 +555,7 @@ class Comm(Suite):
                  "graph": graph, "alloc": alloc, "register": register}
 
         def check(b: Buffers, out: Any) -> Check:
-            def values(r, start, length):
-                return _values(torch, b.seed, r, start, length, send_n, dtype, device)
-
-            wrong = 0
-            n_out = out.numel()
-            for start in range(0, n_out, _CHUNK):
-                length = min(_CHUNK, n_out - start)
-                want = coll.expect(values, torch, rank, world, op, count, start, length)
-                if want is None:
-                    continue
-                got = out.narrow(0, start, length).to(torch.float64)
-                tol = _tolerance(torch, dtype, op, want)
-                wrong += int(((got - want).abs() > tol).sum().item())
-            total = ranks.sum_int(wrong)
+            total = ranks.sum_int(lay.wrong(b, out))
             extra["wrong"], extra["valid"] = total, total == 0
             return Check(total == 0, float(total), 0.0, "" if total == 0 else
                          f"{total} wrong elements over {world} ranks")
@@ -535,25 +573,21 @@ class Comm(Suite):
             algbw = nbytes / per_call_s / 1e9
             return {"algbw": algbw, "busbw": algbw * factor}
 
-        sampling = dict(QUICK_SAMPLING if ctx.quick else SAMPLING)
-        if not state.warm:  # the run's first case warms the device up as the engine does (clocks ramp)
-            sampling = {k: v for k, v in sampling.items() if k not in _WARMUP}
-        state.warm = True
         # Graphs where the backend can capture (nccl-tests -G), timed eager where it cannot or the capture fails
         # (the engine's graph mode, docs/method.md): a replay calls the collective again on its own output,
         # which gives the same result out of place, for broadcast and for all_gather; elsewhere the check
         # refills the set and makes one call outside the graph.
         graphed = Graph(calls=_GRAPH_CALLS, long_call_s=_LONG_CALL_S, span_s=_GRAPH_SPAN_S, sample_s=GRAPH_SAMPLE_S,
-                        refill=fill, reread=not inplace or coll.name in ("broadcast", "all_gather"))
+                        refill=lay.fill, reread=not inplace or coll.name in ("broadcast", "all_gather"))
         method = Method(
             # CPUs (gloo): one buffer set, as nccl-tests keeps one; rotating sets past an L3 meant the host
             # generating up to 64 sets per case (4 of a 1 MiB all_reduce's 9 s under gloo, 2 ranks).
-            cache="warm" if backend.name == "cpu" else "rotate", sampling=sampling, min_sample_s=MIN_SAMPLE_S,
+            cache="warm" if backend.name == "cpu" else "rotate", sampling=_sampling(ctx), min_sample_s=MIN_SAMPLE_S,
             before_batch=line_up, graph=graphed if graph else None,
             # NCCL's buffers are the case's: released when its measurement ends.
             context=(lambda: contextlib.closing(arena)) if arena is not None else None)
         state.columns.append(extra)  # the notes count the cases whose capture failed
-        return Workload(run=run_one, make_inputs=buffers, bytes=nbytes, check=check, footprint=footprint,
+        return Workload(run=run_one, make_inputs=lay.buffers, bytes=nbytes, check=check, footprint=footprint,
                         derive=derive, extra=extra, method=method)
 
 
