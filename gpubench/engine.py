@@ -1,4 +1,4 @@
-"""The measurement engine: the only code in gpubench that reads a clock.
+"""The measurement engine: the only code in gpubench that reads a clock (with its own modules below).
 
 For one workload it
 1. checks correctness on a fresh random input set (untimed); a failing case is never timed;

@@ -1,9 +1,10 @@
 """The contract between a suite and the engine.
 
 A suite only *declares*, like a ``struct testColl`` in nccl-tests: its metrics, its grid of cases, and for
-each case a :class:`Workload` that says what to run, what it moves and computes, and how to check it. The
-engine (:mod:`gpubench.engine`) is the only code that reads a clock; it warms up, rotates inputs past the
-cache, repeats until the spread is small, and derives the metrics below from bytes and flops.
+each case a :class:`Workload` that says what to run, what it moves and computes, and how to check it, and a
+:class:`Method` that says how it wants it timed. The engine (:mod:`gpubench.engine`, with its batch strategies,
+stop rule and graph mode) is the only code that reads a clock; it warms up, rotates inputs past the cache,
+repeats until the spread is small, and derives the metrics below from bytes and flops.
 """
 
 from __future__ import annotations
