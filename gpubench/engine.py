@@ -1,4 +1,4 @@
-"""The measurement engine: the only code in gpubench that reads a clock.
+"""The measurement engine: the only code in gpubench that reads a clock (with its own modules below).
 
 For one workload it
 1. checks correctness on a fresh random input set (untimed); a failing case is never timed;
@@ -17,6 +17,10 @@ For one workload it
 Device events time GPU backends and ``perf_counter_ns`` times the CPU, through ``Backend.timer``. A workload
 may ask instead for the host's clock around the enqueue alone (``timing="host"``), or for a stream held until
 its whole batch is enqueued (``hold=True``); docs/method.md says how each is done.
+
+``measure`` only orchestrates these steps; the pieces are their own modules: the batch strategies a workload's
+:class:`~gpubench.suite.Method` picks (:mod:`gpubench.batches`), the stop rule (:mod:`gpubench.stoprule`) and
+the ranks' agreement on a failed step (:mod:`gpubench.ranks.agree`).
 """
 
 from __future__ import annotations
@@ -24,22 +28,24 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from gpubench import fills
-from gpubench.stats import cv as _cv
+from gpubench import fills, graphs
+from gpubench.backends.base import Backend
+# FLUSH_HOLD_S and FLUSH_MAX_BATCH: the flushed samples' hold and batch, named here too for the engine's callers.
+from gpubench.batches import FLUSH_HOLD_S, FLUSH_MAX_BATCH, Batches, inner_for, shape_for
+from gpubench.ranks import agree
+from gpubench.stoprule import StopRule
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, TIME_SCALE, Check, Metric, Workload
+from gpubench.telemetry import Sampler
 
 
-# Host-bound samples. Each sample times the host issuing its first HOST_PROBE_CALLS calls (few enough that the
-# launch queue, ~a thousand entries, cannot fill and block the host: then issuing would look slow because the
-# device is). When issuing one call takes the host HOST_BOUND or more of the call's device time, the device was
-# waiting between calls. One eager all_reduce through torch.distributed costs the host 14-35 µs (H100 hosts,
-# docs/measurements.md), so on 2 × H200 an eager 1 MiB collective is timed at that rate.
-HOST_PROBE_CALLS = 16
+# When issuing one call takes the host HOST_BOUND or more of the call's device time, the device was waiting between
+# calls (the issue is timed by the host-issue probe, gpubench/batches.py).
 HOST_BOUND = 0.8
 
 
@@ -101,7 +107,7 @@ class Measurement:
         return self.check is None or self.check.ok
 
 
-def check(workload: Workload, backend: Any, inputs: Any = None,
+def check(workload: Workload, backend: Backend, inputs: Any = None,
           between: Callable[[], None] | None = None) -> Check | None:
     """Run once on fresh inputs (``inputs``, or a set made here) and compare with the suite's reference.
 
@@ -124,7 +130,7 @@ def check(workload: Workload, backend: Any, inputs: Any = None,
 
 def rotation_sets(workload: Workload, cache_bytes: int, config: EngineConfig) -> int:
     """How many input sets cycling spans ``rotate_factor`` × the cache (1 if one set already does)."""
-    if workload.cache != "rotate":
+    if workload.method.cache != "rotate":
         return 1
     footprint = workload.footprint if workload.footprint is not None else workload.bytes
     return sets_spanning(footprint, cache_bytes, config)
@@ -139,12 +145,6 @@ def sets_spanning(footprint: int, cache_bytes: int, config: EngineConfig) -> int
     return max(1, min(config.max_sets, need))
 
 
-def _inner_for(per_call_s: float, config: EngineConfig, min_sample_s: float = 0.0) -> int:
-    if per_call_s <= 0:
-        return config.max_inner
-    return max(1, min(config.max_inner, math.ceil(max(config.min_sample_s, min_sample_s) / per_call_s)))
-
-
 def _settled(per_call: Sequence[float], config: EngineConfig) -> bool:
     if len(per_call) < config.settle_window:
         return False
@@ -155,7 +155,7 @@ def _settled(per_call: Sequence[float], config: EngineConfig) -> bool:
 
 def measure(
     workload: Workload,
-    backend: Any,
+    backend: Backend,
     config: EngineConfig = FULL,
     telemetry: Any = None,
     group: Any = None,
@@ -178,203 +178,160 @@ def measure(
     decision (batch length, end of warm-up, stop rule, budget) is taken on those agreed values, so all ranks
     call the collective the same number of times.
     """
+    config = _config_for(workload, config, group, interrupted)
+    stop = _Stop(interrupted)
+    stop()
+    replays: AbstractContextManager = nullcontext()
+    if workload.method.graph is not None:
+        workload, replays = graphs.prepare(workload, backend, group)
+    with replays:
+        return _measured(workload, backend, config, telemetry, group, tick, stop)
+
+
+def _measured(workload: Workload, backend: Backend, config: EngineConfig, telemetry: Any, group: Any,
+              tick: Callable[[], None] | None, stop: _Stop) -> Measurement:
+    """``measure``'s steps, the workload already in the form it is timed in (eager, or replays of graphs)."""
     result = Measurement(samples_s=[])
-    if workload.sampling:
-        config = dataclasses.replace(config, **workload.sampling)
-    if group is not None and workload.hold:
-        # A rank that retries an unheld batch would call the collective more often than the others.
-        raise ValueError("a held stream cannot be combined with a group of ranks")
-    if group is not None and interrupted is not None:
-        raise ValueError("the ranks of a group cannot abandon a measurement one by one")
-
-    def stop_here() -> None:
-        if interrupted is not None and interrupted():
-            raise Interrupted("interrupted")
-
-    stop_here()
-    with fills.stop_with(stop_here if interrupted is not None else None):  # a fill of GiBs takes seconds
-        fresh = _together(group, workload.make_inputs) if workload.check is not None else None
-    result.check = check(workload, backend, fresh, between=stop_here)
+    with fills.stop_with(stop.hook):  # a fill of GiBs takes seconds
+        fresh = agree.together(group, workload.make_inputs) if workload.check is not None else None
+    result.check = check(workload, backend, fresh, between=stop)
     del fresh
     if result.check is not None and not result.check.ok:
         result.stop = "check"
         return result
-    stop_here()
-
-    flush = workload.cache == "flush"
-    host = workload.timing == "host"
-    # Only where the device starts on a batch before the host has issued it all can the host hold it back.
-    watch_host = backend.is_gpu and not host and not flush and not workload.hold
-    issued: list[float] = []  # the host's seconds per call, a value per batch
-    result.sets = sets = rotation_sets(workload, backend.cache_bytes(), config)
-
-    def make_sets() -> list:
-        made = []
-        with fills.stop_with(stop_here if interrupted is not None else None):
-            for _ in range(sets):
-                stop_here()
-                made.append(workload.make_inputs())
-        return made
-
-    inputs = _together(group, make_sets)
-    turn = 0
-    # A held batch of calls waits ≥ 5 ms; flushed samples take ~tens of µs each to enqueue (FLUSH_HOLD_S).
-    base_hold_s = max(2 * config.min_sample_s, 0.005)
-    hold_scale = 1.0  # doubled each time a hold ran out before its batch was queued
-
-    def batch(inner: int) -> list[float]:
-        """Per-call times: one for a batch of ``inner`` back-to-back calls; with a flushed cache, one for each
-        of ``inner`` samples (flush, then one call between its own events), all queued before any is read, so
-        that the GPU runs them back to back under load as a training step would, not one per host round trip.
-        Behind a hold the whole batch is queued before the GPU reaches it: otherwise a start event queued
-        behind an idle GPU fires at once, and the host's time to issue the call (µs to tens of µs, whatever
-        the host's speed) is timed as the call's."""
-        nonlocal turn, hold_scale
-        for _ in range(_MAX_HOLD_TRIES):
-            if host:
-                backend.synchronize()  # an empty queue: the enqueue cost alone, no back-pressure
-            if workload.before_batch is not None:
-                workload.before_batch()
-            wait = min(hold_scale * (FLUSH_HOLD_S * inner if flush else base_hold_s), _MAX_HOLD_S)
-            guard = _hold(backend, wait) if workload.hold else None
-            timers = []
-            for _ in range(inner if flush else 1):
-                if flush:
-                    backend.flush_cache()
-                timer = backend.host_timer() if host else backend.timer()
-                timer.start()
-                if watch_host:
-                    first = min(inner, HOST_PROBE_CALLS)
-                    h0 = backend.host_now()
-                    backend.call_batch(workload, inputs, turn, first)
-                    issued.append((backend.host_now() - h0) / (first * workload.calls))
-                    if inner > first:
-                        backend.call_batch(workload, inputs, turn + first, inner - first)
-                else:
-                    backend.call_batch(workload, inputs, turn, 1 if flush else inner)
-                timer.stop()
-                timers.append(timer)
-            turn += inner
-            held = guard is None or guard.held()
-            elapsed = [t.elapsed_s() for t in timers]
-            if tick is not None:
-                tick()
-            stop_here()
-            if host:
-                backend.synchronize()
-            if held:
-                calls = workload.calls * (1 if flush else inner)
-                return [e / calls for e in elapsed]
-            # The GPU started before the host had enqueued the batch: launch gaps are in this sample.
-            result.unheld += 1
-            hold_scale *= 2
-        raise RuntimeError(f"the stream hold ran out before {inner} calls were enqueued, {_MAX_HOLD_TRIES} times")
-
-    # Warm-up: batches grow towards a sample's length, and end once their per-call times agree (and the
-    # workload's own minimum has passed: power limits take hold later than per-call times settle).
-    def agreed(own: float, since: float) -> tuple[float, float]:
-        """This sample's per-call time and the time since ``since``: across a group, the slowest rank's."""
-        elapsed = backend.now() - since
-        if group is None:
-            return own, elapsed
-        worst, elapsed = group.max([own, elapsed])
-        return worst, elapsed
-
-    inner = 1
-    per_call: list[float] = []
-    # A workload's own minimum holds in every mode (--quick too): it says when its figure starts to mean
-    # something (a GEMM before the power limit took hold reads the boost clock's rate), and a short run of a
-    # figure that means nothing would only be fast, not quick.
-    min_warmup = max(config.min_warmup_s, workload.min_warmup_s)
-    max_warmup = max(config.max_warmup_s, min_warmup)
-    t0 = backend.now()
-    while True:
-        value, elapsed = agreed(float(np.median(batch(inner))), t0)
-        per_call.append(value)
-        if flush:
-            # Samples per batch: enough to keep the GPU loaded for FLUSH_BATCH_S between host round trips.
-            inner = max(1, min(FLUSH_MAX_BATCH, config.max_samples, math.ceil(FLUSH_BATCH_S / max(value, 1e-9))))
-        else:
-            inner = _inner_for(value * workload.calls, config, workload.min_sample_s)
-            if workload.hold:
-                inner = min(inner, config.max_held_inner)
-        result.settled = _settled(per_call, config)
-        if (elapsed >= min_warmup and result.settled) or elapsed >= max_warmup:
-            break
-    result.warmup_s = backend.now() - t0
-
-    sampler = _sampler(telemetry)
-    own: list[float] = []
-    min_samples = config.min_samples
-    if workload.period_s > 0 and not flush and not workload.hold:
-        # Once warm, each sample is a whole period of the power control loop (its rate swings within one, its
-        # average does not); three such samples, each already an average, are enough for the stop rule.
-        inner = max(inner, _inner_for(per_call[-1] * workload.calls, config, workload.period_s))
-        min_samples = min(min_samples, 3)
-    result.inner = 1 if flush else inner
-    issued.clear()  # warm-up's batches issue cold (first calls, compiled code not yet cached)
-    t0 = backend.now()
-    with sampler:
-        while True:
-            # Flushed samples come many per batch (and never with a group of ranks), up to the sample cap.
-            for t in batch(min(inner, config.max_samples - len(result.samples_s)) if flush else inner):
-                own.append(t)
-                value, elapsed = agreed(t, t0)
-                result.samples_s.append(value)
-            n = len(result.samples_s)
-            if n >= min_samples and _cv(result.samples_s) <= config.target_cv:
-                result.stop = "cv"
-                break
-            if n >= config.max_samples:
-                result.stop = "max_samples"
-                break
-            if elapsed >= config.budget_s and n >= min(3, min_samples):
-                result.stop = "budget"
-                break
-    result.state = sampler.summary()
-    if issued:
-        result.host_issue_s = float(np.median(issued))
-    if group is not None:
-        result.rank_medians_s = group.gather_floats(float(np.median(own)))
-        if watch_host:  # every rank measured it (same workload, same kind of backend): the slowest issuer's
-            result.host_issue_s = group.max([result.host_issue_s or 0.0])[0]
+    stop()
+    result.sets = rotation_sets(workload, backend.cache_bytes(), config)
+    inputs = agree.together(group, lambda: _make_sets(workload, result.sets, stop))
+    batches = Batches(workload, backend, inputs, config, shape_for(workload, backend), after=stop.after(tick))
+    clock = _Agreed(backend, group)
+    warm = _warm_up(batches, clock, config, result)
+    own = _sample(batches, clock, config, result, warm, telemetry)
+    _host_issue(batches, group, own, result)
     inputs.clear()  # let the input sets go before the next case allocates its own
     return result
 
 
-def _together(group: Any, make: Any) -> Any:
-    """``make()`` on every rank; if it raised anywhere (out of memory on one GPU), it raises on every rank, so
-    that no rank goes on into a collective the failed one will never join."""
-    if group is None:
-        return make()
-    value, error = None, None
-    try:
-        value = make()
-    except Exception as e:  # noqa: BLE001 — reported to every rank just below
-        error = e
-    failed = group.failures(error)
-    if failed:
-        raise RuntimeError("; ".join(failed)) from error
-    return value
+def _config_for(workload: Workload, config: EngineConfig, group: Any, interrupted: Any) -> EngineConfig:
+    """The run's configuration with the workload's own changes; refuses what a group of ranks cannot do."""
+    if workload.method.sampling:
+        config = dataclasses.replace(config, **workload.method.sampling)
+    if group is not None and workload.method.hold:
+        # A rank that retries an unheld batch would call the collective more often than the others.
+        raise ValueError("a held stream cannot be combined with a group of ranks")
+    if group is not None and interrupted is not None:
+        raise ValueError("the ranks of a group cannot abandon a measurement one by one")
+    return config
 
 
-_MAX_HOLD_TRIES = 8
-# Flushed samples: the host takes ~40 µs (H100 machines, Python) to queue a flush, two events and a call, so a
-# hold allows 0.1 ms per sample (doubled whenever it ran out); a batch keeps the GPU loaded for 0.1 s, at most
-# 64 samples (each ~4 launches: CUDA blocks at ~1000 pending, which a hold would turn into a stall).
-FLUSH_HOLD_S = 1e-4
-FLUSH_BATCH_S = 0.1
-FLUSH_MAX_BATCH = 64
-_MAX_HOLD_S = 2.0
+class _Stop:
+    """Asks ``interrupted`` (if any) and abandons the measurement once it says yes."""
+
+    def __init__(self, interrupted: Callable[[], bool] | None):
+        self.interrupted = interrupted
+        self.hook = self if interrupted is not None else None  # what the input fills ask between pieces
+
+    def __call__(self) -> None:
+        if self.interrupted is not None and self.interrupted():
+            raise Interrupted("interrupted")
+
+    def after(self, tick: Callable[[], None] | None) -> Callable[[], None]:
+        """What to call after every batch: the watchdog's tick, then this check."""
+
+        def after_batch() -> None:
+            if tick is not None:
+                tick()
+            self()
+
+        return after_batch
 
 
-def _hold(backend: Any, seconds: float):
-    guard = backend.hold(seconds)
-    if guard is None:
-        from gpubench.suite import Skip
+def _make_sets(workload: Workload, sets: int, stop: _Stop) -> list:
+    made = []
+    with fills.stop_with(stop.hook):
+        for _ in range(sets):
+            stop()
+            made.append(workload.make_inputs())
+    return made
 
-        raise Skip(f"backend {backend.name!r} cannot hold a stream, which this measurement needs")
-    return guard
+
+class _Agreed:
+    """A value of this rank's and the time since a start: across a group, the slowest rank's of each."""
+
+    def __init__(self, backend: Backend, group: Any):
+        self.backend, self.group = backend, group
+
+    def __call__(self, own: float, since: float) -> tuple[float, float]:
+        elapsed = self.backend.now() - since
+        if self.group is None:
+            return own, elapsed
+        worst, elapsed = self.group.max([own, elapsed])
+        return worst, elapsed
+
+
+def _warm_up(batches: Batches, agreed: _Agreed, config: EngineConfig, result: Measurement) -> tuple[int, float]:
+    """Batches that grow towards a sample's length, until their per-call times agree (and the workload's own
+    minimum has passed: power limits take hold later than per-call times settle). The next batch's length and
+    the last per-call time."""
+    method = batches.workload.method
+    # A workload's own minimum holds in every mode (--quick too): it says when its figure starts to mean
+    # something (a GEMM before the power limit took hold reads the boost clock's rate), and a short run of a
+    # figure that means nothing would only be fast, not quick.
+    min_warmup = max(config.min_warmup_s, method.min_warmup_s)
+    max_warmup = max(config.max_warmup_s, min_warmup)
+    inner = 1
+    per_call: list[float] = []
+    t0 = batches.backend.now()
+    while True:
+        value, elapsed = agreed(float(np.median(batches.run(inner))), t0)
+        per_call.append(value)
+        inner = batches.shape.next_inner(value, config, method)
+        result.settled = _settled(per_call, config)
+        if (elapsed >= min_warmup and result.settled) or elapsed >= max_warmup:
+            break
+    result.warmup_s = batches.backend.now() - t0
+    return inner, per_call[-1]
+
+
+def _sample(batches: Batches, agreed: _Agreed, config: EngineConfig, result: Measurement, warm: tuple[int, float],
+            telemetry: Any) -> list[float]:
+    """Samples until the stop rule says so, into ``result``; this rank's own per-call times."""
+    method, flushed = batches.workload.method, batches.shape.flushed
+    inner, last = warm
+    rule = StopRule(config.target_cv, config.min_samples, config.max_samples, config.budget_s)
+    if method.period_s > 0 and not flushed and not method.hold:
+        # Once warm, each sample is a whole period of the power control loop (its rate swings within one, its
+        # average does not); three such samples, each already an average, are enough for the stop rule.
+        inner = max(inner, inner_for(last * method.calls, config, method.period_s))
+        rule.min_samples = min(rule.min_samples, 3)
+    result.inner = 1 if flushed else inner
+    batches.issued.clear()  # warm-up's batches issue cold (first calls, compiled code not yet cached)
+    own: list[float] = []
+    sampler = _sampler(telemetry)
+    rule.initialize()
+    t0 = batches.backend.now()
+    with sampler:
+        while True:
+            # Flushed samples come many per batch (and never with a group of ranks), up to the sample cap.
+            for t in batches.run(min(inner, rule.room) if flushed else inner):
+                own.append(t)
+                value, elapsed = agreed(t, t0)
+                rule.add(value)
+            if rule.is_finished(elapsed):
+                break
+    result.samples_s, result.stop, result.unheld = rule.samples, rule.reason, batches.unheld
+    result.state = sampler.summary()
+    return own
+
+
+def _host_issue(batches: Batches, group: Any, own: list[float], result: Measurement) -> None:
+    """The host's time to issue one call (the probe's median; across a group, the slowest issuer's), and each
+    rank's median per-call time."""
+    if batches.issued:
+        result.host_issue_s = float(np.median(batches.issued))
+    if group is not None:
+        result.rank_medians_s = group.gather_floats(float(np.median(own)))
+        if getattr(batches.shape, "probe", False):  # every rank measured it (same workload, same backend kind)
+            result.host_issue_s = group.max([result.host_issue_s or 0.0])[0]
 
 
 class _NoSampler:
@@ -391,8 +348,6 @@ class _NoSampler:
 def _sampler(telemetry: Any):
     if telemetry is None or getattr(telemetry, "source", "none") == "none":
         return _NoSampler()
-    from gpubench.telemetry import Sampler
-
     return Sampler(telemetry)
 
 
@@ -415,4 +370,5 @@ def metric_samples(workload: Workload, metrics: Sequence[Metric], samples_s: Seq
     return out
 
 
-__all__ = ["Interrupted", "EngineConfig", "FULL", "QUICK", "HOST_BOUND", "Measurement", "measure", "check", "metric_samples", "rotation_sets", "sets_spanning"]
+__all__ = ["Interrupted", "EngineConfig", "FULL", "QUICK", "HOST_BOUND", "FLUSH_HOLD_S", "FLUSH_MAX_BATCH", "Measurement",
+           "measure", "check", "metric_samples", "rotation_sets", "sets_spanning"]

@@ -47,7 +47,7 @@ class GpuBenchmark:
 
     def __call__(self, fn, *args, **kwargs):
         """Time ``fn(*args, **kwargs)``; returns its result (of the last call)."""
-        from gpubench.suite import Workload
+        from gpubench.suite import Method, Workload
 
         last: list[Any] = [None]
 
@@ -56,7 +56,7 @@ class GpuBenchmark:
             return last[0]
 
         # The callable brings its own inputs: nothing to rotate, so the cache stays warm as in the caller's code.
-        self.measure(Workload(run=run, make_inputs=lambda: None, cache="warm"))
+        self.measure(Workload(run=run, make_inputs=lambda: None, method=Method(cache="warm")))
         return last[0]
 
     def measure(self, workload: Any) -> Any:

@@ -31,7 +31,7 @@ from gpubench.errors import UsageError
 from gpubench.fingerprint import collect
 from gpubench.memory import budget
 from gpubench.options import read as read_options
-from gpubench.ranks import describe
+from gpubench.ranks import agree, describe
 from gpubench.ranks.group import Group, GroupError
 from gpubench.request import RunRequest
 from gpubench.rundir import ABANDONED, RunDir
@@ -64,6 +64,7 @@ class Outcome:
     status: str = "complete"
     abandoned: str | None = None  # "suite case" of the case a Ctrl-C interrupted, if any
     contention: dict[str, Any] = field(default_factory=dict)  # run.json's: who else used the GPU and the host
+    notes: list[str] = field(default_factory=list)  # the suites' own notes ("suite: line"), printed under the table
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -272,15 +273,7 @@ def _prepare(suite: Suite, case: Case, backend: Backend, group: Group | None, ct
         workload = _call_prepare(suite, case, backend, ctx)
     except Exception as e:  # noqa: BLE001 — shared with the other ranks just below
         error = e
-    seen = group.gather_objects(None if error is None else (isinstance(error, Skip), _first_line(error)))
-    for rank, outcome in enumerate(seen):
-        if outcome is not None:
-            skip, message = outcome
-            if error is None or rank < group.rank:
-                error = Skip(message.split(": ", 1)[-1]) if skip else RuntimeError(f"rank {rank}: {message}")
-            break
-    if error is not None:
-        raise error
+    agree.shared(group, error)
     return workload
 
 
@@ -302,7 +295,7 @@ def run_case(
     try:
         getattr(backend, "begin_case", lambda case_id: None)(case.id)  # test stand-ins may lack it
         workload = _prepare(suite, case, backend, group, ctx)
-        with workload.context() if workload.context else contextlib.nullcontext():
+        with workload.method.context() if workload.method.context else contextlib.nullcontext():
             meas = engine.measure(workload, backend, config, telemetry, group=group, tick=tick,
                                   interrupted=interrupted)
     except GroupError:
@@ -503,8 +496,8 @@ class Single:
         # What the suites said about their grids (shrunk to fit) and about what they did not measure (comm: a world
         # of one, cases no world size allows), one "suite: line" list; a Ctrl-C-abandoned case has a row but was
         # not done.
-        notes = [*self.p.notes, *(f"{s.name}: {line}" for s in self.p.suites
-                                  for line in (getattr(s, "notes", None) or [])), *notes]
+        self.outcome.notes = [f"{s.name}: {line}" for s in self.p.suites for line in s.notes(self.p.contexts.get(s.name))]
+        notes = [*self.p.notes, *self.outcome.notes, *notes]
         self.outcome.contention = self.watch.summary()
         self.rd.finish(status, contention=self.outcome.contention, cases_done=sum(
             df.loc[df["message"] != ABANDONED, "case"].nunique() for df in self.outcome.tables.values()), notes=notes)

@@ -1,9 +1,10 @@
 """The contract between a suite and the engine.
 
 A suite only *declares*, like a ``struct testColl`` in nccl-tests: its metrics, its grid of cases, and for
-each case a :class:`Workload` that says what to run, what it moves and computes, and how to check it. The
-engine (:mod:`gpubench.engine`) is the only code that reads a clock; it warms up, rotates inputs past the
-cache, repeats until the spread is small, and derives the metrics below from bytes and flops.
+each case a :class:`Workload` that says what to run, what it moves and computes, and how to check it, and a
+:class:`Method` that says how it wants it timed. The engine (:mod:`gpubench.engine`, with its batch strategies,
+stop rule and graph mode) is the only code that reads a clock; it warms up, rotates inputs past the cache,
+repeats until the spread is small, and derives the metrics below from bytes and flops.
 """
 
 from __future__ import annotations
@@ -76,9 +77,78 @@ class Check:
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class Graph:
+    """Graph mode (``Method.graph``): the timed calls captured in one CUDA/HIP graph and replayed, as nccl-tests'
+    ``-G`` does, taking the host's issue and launch cost out; eager where the backend cannot capture or the
+    capture fails (the row says why). docs/method.md says how the engine does it."""
+
+    calls: int = 20  # calls captured per replay (nccl-tests -G captures its -n, default 20)
+    # A call at least ``long_call_s`` long (timed once, eager, with the host's clock) gets enough calls to last
+    # ``span_s`` instead: launch cost no longer matters there, and a sample of replays stays a few ms long.
+    long_call_s: float = 1e-3
+    span_s: float = 4e-3
+    sample_s: float = 0.0  # the shortest sample of replays, in place of Method.min_sample_s
+    # Restores an input set whose input the calls changed in place (an in-place reduction), returning it: before
+    # a set is captured, and before the check's own call. None: the calls change no input.
+    refill: Callable[[Any], Any] | None = None
+    # Whether the replay's output can be checked as it is (calling again on its own output gives the same
+    # result: out of place, broadcast, all_gather); else the check refills the set and makes one call outside.
+    reread: bool = True
+
+
+@dataclass(frozen=True)
+class Method:
+    """*How* the engine times a workload: the cache policy, the clock, the shape of a batch and of the warm-up.
+
+    A suite picks these per case; the engine chooses its batch strategy and stop rule from them once
+    (docs/method.md). The defaults are the engine's plain method: rotating input sets, device timing, batches of
+    back-to-back calls. ``context`` and ``before_batch`` are here, not on :class:`Workload`, because neither
+    changes what one ``run`` does or computes: they set up the conditions it is timed in (around the whole
+    measurement, before each batch).
+    """
+
+    # "rotate": cycle through enough input sets to span the cache; "flush": overwrite the cache before each
+    # single-call sample; "warm": neither (the suite wants cache-resident numbers).
+    cache: Literal["rotate", "flush", "warm"] = "rotate"
+    # "device": device events around the batch (what the GPU spent). "host": the host's clock around the
+    # enqueue alone, the queue drained before it (what the CPU spent issuing the calls).
+    timing: Literal["device", "host"] = "device"
+    # Hold the stream (a sleep kernel) until the whole batch is enqueued, so that device timing sees a full
+    # queue and no launch gaps (nvbandwidth's method). Needs a backend that can hold.
+    hold: bool = False
+    # Operations one ``run`` performs (a captured graph of several collectives): per-call figures divide by it.
+    calls: int = 1
+    # Changes to the engine's configuration for this workload (EngineConfig field -> value), over the run's own
+    # (--quick or not): a suite whose cases are many and short asks for fewer samples and a shorter warm-up
+    # (comm: nccl-tests' per-size iteration count, the stop rule extending only noisy rows).
+    sampling: Mapping[str, Any] | None = None
+    # The least warm-up this workload needs, in seconds, in every mode (it lengthens the engine's max_warmup_s
+    # where it is longer). Per-call times agree within milliseconds, but a power-hungry kernel (a large GEMM)
+    # pulls the SM clock down under the power limit only after a few hundred ms: without this its figure
+    # would be the boost clock's.
+    min_warmup_s: float = 0.0
+    # The shortest sample this workload wants, over the engine's own (a collective's samples must be long enough
+    # that the ranks' few-µs start skew vanishes in them).
+    min_sample_s: float = 0.0
+    # The period of the power control loop this workload runs into, in seconds (0: none). Under a power limit
+    # the clock, and so the rate, swings with that period (H100, 2026-11-23: ~1 s; medians of per-call times
+    # over 2 s windows moved 1.6 % (SD), means over whole 1 s windows 0.2 %). Once warm, each sample is then a
+    # batch lasting a whole period, and three of them suffice for the stop rule.
+    period_s: float = 0.0
+    # A context-manager factory the runner enters around the measurement (not the preparation), e.g. to bind
+    # the host thread to the GPU's NUMA node while pageable copies are timed; it is exited even on failure.
+    context: Callable[[], AbstractContextManager] | None = None
+    # Called untimed right before each timed batch (comm: a small collective that lines the ranks' streams up,
+    # so that no rank's batch starts by waiting for another rank to arrive).
+    before_batch: Callable[[], None] | None = None
+    # Capture the timed calls in a graph where the backend can (None: eager, the default).
+    graph: Graph | None = None
+
+
 @dataclass
 class Workload:
-    """What the engine times for one case.
+    """*What* the engine times for one case; ``method`` says how.
 
     ``make_inputs`` returns a fresh, random input set (outputs poisoned) and is called as many times as the
     engine needs: once for the correctness check and once per rotating set. ``run(inputs)`` does the
@@ -93,44 +163,11 @@ class Workload:
     check: Callable[[Any, Any], Check] | None = None
     # Bytes of one input set, for sizing the rotation past the cache; None means ``bytes``.
     footprint: int | None = None
-    # "rotate": cycle through enough input sets to span the cache; "flush": overwrite the cache before each
-    # single-call sample; "warm": neither (the suite wants cache-resident numbers).
-    cache: Literal["rotate", "flush", "warm"] = "rotate"
     # Suite-specific metrics from one per-call time in seconds (e.g. busbw from algbw); merged over the
     # engine's own time/bandwidth/throughput.
     derive: Callable[[float], Mapping[str, float]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # extra columns for the rows of this case
-    # "device": device events around the batch (what the GPU spent). "host": the host's clock around the
-    # enqueue alone, the queue drained before it (what the CPU spent issuing the calls).
-    timing: Literal["device", "host"] = "device"
-    # Hold the stream (a sleep kernel) until the whole batch is enqueued, so that device timing sees a full
-    # queue and no launch gaps (nvbandwidth's method). Needs a backend that can hold.
-    hold: bool = False
-    # A context-manager factory the runner enters around the measurement (not the preparation), e.g. to bind
-    # the host thread to the GPU's NUMA node while pageable copies are timed; it is exited even on failure.
-    context: Callable[[], AbstractContextManager] | None = None
-    # The least warm-up this workload needs, in seconds, in every mode (it lengthens the engine's max_warmup_s
-    # where it is longer). Per-call times agree within milliseconds, but a power-hungry kernel (a large GEMM)
-    # pulls the SM clock down under the power limit only after a few hundred ms: without this its figure
-    # would be the boost clock's.
-    min_warmup_s: float = 0.0
-    # The period of the power control loop this workload runs into, in seconds (0: none). Under a power limit
-    # the clock, and so the rate, swings with that period (H100, 2026-11-23: ~1 s; medians of per-call times
-    # over 2 s windows moved 1.6 % (SD), means over whole 1 s windows 0.2 %). Once warm, each sample is then a
-    # batch lasting a whole period, and three of them suffice for the stop rule.
-    period_s: float = 0.0
-    # The shortest sample this workload wants, over the engine's own (a collective's samples must be long enough
-    # that the ranks' few-µs start skew vanishes in them).
-    min_sample_s: float = 0.0
-    # Called untimed right before each timed batch (comm: a small collective that lines the ranks' streams up,
-    # so that no rank's batch starts by waiting for another rank to arrive).
-    before_batch: Callable[[], None] | None = None
-    # Operations one ``run`` performs (a captured graph of several collectives): per-call figures divide by it.
-    calls: int = 1
-    # Changes to the engine's configuration for this workload (EngineConfig field -> value), over the run's own
-    # (--quick or not): a suite whose cases are many and short asks for fewer samples and a shorter warm-up
-    # (comm: nccl-tests' per-size iteration count, the stop rule extending only noisy rows).
-    sampling: Mapping[str, Any] | None = None
+    method: Method = field(default_factory=Method)
 
 
 @dataclass(frozen=True)
@@ -171,6 +208,11 @@ class GridContext:
     world_size: int = 1
     # Lines a suite has to say about its grid (it shrank to fit memory): the run prints them and keeps them.
     notes: list[str] = field(default_factory=list, compare=False, hash=False)
+    # What the suite learns during this run, for this run (what it was asked is ``options``), so that a suite
+    # object holds no run state: comm keeps here the seeds its ranks draw inputs from in step, whether the
+    # run's first case has warmed the device up, and what its notes are made from. Mutable; one per suite and
+    # run (not copied by ``dataclasses.replace``: a context made from another starts empty).
+    state: dict[str, Any] = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self):
         if not isinstance(self.options, Options):  # a mapping or (name, value) pairs
@@ -230,6 +272,17 @@ class Suite:
 
     def cases(self, ctx: GridContext) -> Iterable[Case]:
         raise NotImplementedError
+
+    def drive(self, request: Any) -> int:
+        """A suite that ``drives``: its own run of ``request`` (the run's gpubench.request.RunRequest, typed Any
+        here: that module imports this one) in place of the case loop; the exit status."""
+        raise NotImplementedError
+
+    def notes(self, ctx: GridContext | None) -> list[str]:
+        """Lines about what the run did not measure, or measured otherwise than asked, read from ``ctx`` (the
+        run's context, its ``state``) after the last case: the CLI prints them under the table and run.json
+        keeps them. None by default."""
+        return []
 
     def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None) -> Workload:
         """The workload of ``case``; ``ctx`` is the context its grid was laid out in (the same options)."""

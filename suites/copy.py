@@ -43,7 +43,7 @@ from gpubench.memory import too_big
 from gpubench.report.plotting import (MARKERS, STYLES, Chart, bytes_axis, color, fmt_bytes, grid, legend, note,
                                       save, spread)
 from gpubench.report.runs import Run, join, names
-from gpubench.suite import BANDWIDTH, TIME, Case, Check, GridContext, Skip, Suite, Workload
+from gpubench.suite import BANDWIDTH, TIME, Case, Check, GridContext, Method, Skip, Suite, Workload
 from gpubench.units import format_bytes
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -156,11 +156,13 @@ class Copy(Suite):
             bytes=size * (2 if direction == "bidir" else 1),
             check=_check,
             footprint=device_bytes,
-            timing="host" if pageable else "device",
-            hold=not pageable,
             extra=extra,  # the same dict make_inputs fills in: host_numa and numa_bound are known only then
-            # The host thread stages pageable copies itself: it runs on the GPU's node while they are timed.
-            context=(lambda: topology.bind_to_node(gpu_numa)) if pageable else None,
+            method=Method(
+                timing="host" if pageable else "device",
+                hold=not pageable,
+                # The host thread stages pageable copies itself: it runs on the GPU's node while they are timed.
+                context=(lambda: topology.bind_to_node(gpu_numa)) if pageable else None,
+            ),
         )
 
 

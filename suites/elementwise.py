@@ -27,7 +27,7 @@ from gpubench.memory import HEADROOM, too_big
 from gpubench.options import Option
 from gpubench.report.plotting import Chart, color, fmt_bytes, grid, legend, note, save, spread
 from gpubench.report.runs import Run, join, names
-from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Check, GridContext, Skip, Suite, Workload
+from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Check, GridContext, Method, Skip, Suite, Workload
 from gpubench.units import format_bytes
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "fp64": torch.float64}
@@ -329,7 +329,7 @@ class Elementwise(Suite):
             # On GPUs, samples of 20 ms: H100, 2026-11-23, ten --quick runs (five 1 ms samples each) read the
             # same Triton kernel up to 3-5 % apart now and then, each run's own samples within 1 %: a few ms
             # can fall inside a slow spell that a run's next cases do not see.
-            min_sample_s=GPU_MIN_SAMPLE_S if backend.name in ("cuda", "hip") else 0.0,
+            method=Method(min_sample_s=GPU_MIN_SAMPLE_S if backend.name in ("cuda", "hip") else 0.0),
         )
 
 

@@ -26,7 +26,7 @@ import torch
 from gpubench.report.plotting import Chart, color, legend, note, pyplot, save, spread
 from gpubench.report.runs import Run
 from gpubench.stats import paired_draws, propagate
-from gpubench.suite import TIME, Case, Check, Derived, GridContext, Metric, Skip, Suite, Workload
+from gpubench.suite import TIME, Case, Check, Derived, GridContext, Metric, Method, Skip, Suite, Workload
 
 APIS = ("raw", "triton", "torch")
 GRAPH_NODES = (1, 10, 100, 1000)
@@ -210,11 +210,13 @@ class Launch(Suite):
             run=run,
             make_inputs=make_inputs,
             check=_check(per_call),
-            cache="warm",  # one float: there is nothing to rotate
-            timing="host" if measure in _HOST_TIMED else "device",
-            hold=measure in ("gpu_gap", "graph_replay"),
             extra={"kernels_per_call": per_call,
                    "timing_method": HOST_CLOCK if measure in _HOST_TIMED else DEVICE_EVENTS},
+            method=Method(
+                cache="warm",  # one float: there is nothing to rotate
+                timing="host" if measure in _HOST_TIMED else "device",
+                hold=measure in ("gpu_gap", "graph_replay"),
+            ),
         )
 
     def per_process(self, case: Case) -> bool:

@@ -1,7 +1,7 @@
 import pytest
 
 from gpubench.backends.fake import FakeBackend
-from gpubench.suite import Check, Workload
+from gpubench.suite import Check, Method, Workload
 
 
 @pytest.fixture
@@ -25,8 +25,8 @@ def make_workload(bytes=1000, flops=0, ok=True, cache="warm", footprint=None, ca
     def check(inputs, out):
         return Check(ok, 0.0 if ok else 1.0, 0.5, "" if ok else "wrong answer")
 
-    w = Workload(run=run, make_inputs=make_inputs, bytes=bytes, flops=flops, check=check, cache=cache,
-                 footprint=footprint)
+    w = Workload(run=run, make_inputs=make_inputs, bytes=bytes, flops=flops, check=check, footprint=footprint,
+                 method=Method(cache=cache))
     w.counter = counter
     w.seen = seen
     return w

@@ -471,15 +471,16 @@ def test_graph_rows_carry_the_checks_verdict(world_of_one, monkeypatch):
     # A graph workload is built around the eager one; its rows must still say valid/wrong (on an H200 they were
     # empty: the graph workload's extra was a copy that the check never wrote to). The fake device captures:
     # its replays make the calls again.
-    from gpubench import engine
+    from gpubench import engine, graphs
     from gpubench.backends.fake import FakeBackend
 
     monkeypatch.setenv("GPUBENCH_FAKE_GRAPHS", "1")
     suite, group = world_of_one
     fake = FakeBackend()
     # all_reduce (in place only in torch): its input is refilled and the call made again; all_gather (out of place
-    # and in place): the replay's output is read.
-    workloads = _cases(suite, group, "all_reduce", fake) + _cases(suite, group, "all_gather", fake)
+    # and in place): the replay's output is read. The engine's graph mode makes the replaying workload.
+    workloads = [graphs.prepare(w, fake, group)[0]
+                 for w in _cases(suite, group, "all_reduce", fake) + _cases(suite, group, "all_gather", fake)]
     assert {(w.extra["graph"], w.extra["valid"]) for w in workloads} == {(True, None)} and len(workloads) == 3
     for w in workloads:
         assert engine.check(w, fake).ok
@@ -550,7 +551,7 @@ def test_nccl_buffers_are_the_cases_and_released_when_it_ends(world_of_one, monk
     assert len(workloads) == 2  # out of place and in place
     for w in workloads:
         assert (w.extra["alloc"], w.extra["register"]) == ("nccl", register)
-        with w.context():
+        with w.method.context():
             assert engine.check(w, CpuBackend()).ok and w.extra["wrong"] == 0
             assert len(lib.live) == 1  # the case's 4 KiB buffers share one chunk
             assert len(lib.registered) == (1 if register else 0)
@@ -558,7 +559,7 @@ def test_nccl_buffers_are_the_cases_and_released_when_it_ends(world_of_one, monk
     assert lib.calls.count("register") == (2 if register else 0) and lib.calls.count("free") == 2
     # Without --alloc the buffers are torch's own.
     (w,) = _cases(suite, group, "all_reduce")
-    assert (w.extra["alloc"], w.extra["register"]) == ("torch", False) and w.context is None
+    assert (w.extra["alloc"], w.extra["register"]) == ("torch", False) and w.method.context is None
 
 
 def test_a_failed_nccl_allocation_is_the_cases_error(world_of_one, monkeypatch):
@@ -571,7 +572,7 @@ def test_a_failed_nccl_allocation_is_the_cases_error(world_of_one, monkeypatch):
     suite, group = world_of_one
     (w,) = _cases(suite, group, "all_reduce", alloc="nccl")
     with pytest.raises(RuntimeError, match=r"ncclMemAlloc\(1048576\) failed: unhandled cuda error"):
-        with w.context():
+        with w.method.context():
             engine.check(w, CpuBackend())
 
 

@@ -10,7 +10,7 @@ import pytest
 from gpubench import engine, runner, topology
 from gpubench.backends.cpu import CpuBackend
 from gpubench.backends.fake import FakeBackend
-from gpubench.suite import Case, GridContext, Workload
+from gpubench.suite import Case, GridContext, Method, Workload
 
 C = importlib.import_module("gpubench.suites.copy")
 CFG = engine.EngineConfig(min_samples=3, budget_s=0.01, min_warmup_s=0.0, max_warmup_s=0.01, min_sample_s=1e-9)
@@ -83,16 +83,16 @@ def test_bytes_are_counted_once_per_copy_and_both_ways_for_bidir():
 def test_page_locked_copies_are_held_and_pageable_ones_host_timed_with_a_sync():
     for memory in ("pinned", "registered"):
         w, _ = prepare("h2d", memory)
-        assert (w.timing, w.hold, w.context) == ("device", True, None)
+        assert (w.method.timing, w.method.hold, w.method.context) == ("device", True, None)
     be = FakeBackend()
     syncs = []
     be.synchronize = lambda: syncs.append(1)
     w, _ = prepare("d2h", "pageable", src="gpu0", dst="host", backend=be)
-    assert (w.timing, w.hold) == ("host", False)
+    assert (w.method.timing, w.method.hold) == ("host", False)
     assert w.extra["timing_method"] == "host clock, copy + sync"
     w.run(w.make_inputs())
     assert syncs == [1]  # the caller waits for its data
-    with w.context():  # binds to the GPU's NUMA node (a no-op here: the fake GPU has none)
+    with w.method.context():  # binds to the GPU's NUMA node (a no-op here: the fake GPU has none)
         pass
 
 
@@ -164,7 +164,7 @@ def test_context_is_entered_around_the_measurement_and_left_on_failure():
             def run(x):
                 assert seen == ["in"]  # measured inside it
                 raise RuntimeError("boom")
-            return Workload(run=run, make_inputs=lambda: 1, context=ctxmgr)
+            return Workload(run=run, make_inputs=lambda: 1, method=Method(context=ctxmgr))
 
     rows = runner.run_case(S(), Case.of(direction="h2d", memory="pinned", src="host", dst="gpu0", copy_bytes=1),
                            FakeBackend(), {}, CFG, None)

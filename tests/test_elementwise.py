@@ -174,5 +174,5 @@ def test_gpu_samples_last_20_ms_and_cpu_samples_keep_the_engines_length():
     be = FakeBackend(memory_bytes=1 << 30)
     be.name = "cuda"  # the fake device under a GPU's name: the declaration only, nothing is timed here
     c = Case.of(op="copy", dtype="fp32", array_bytes=1 << 20, impl="torch")
-    assert E.Elementwise().prepare(c, be).min_sample_s == E.GPU_MIN_SAMPLE_S == 0.02
-    assert E.Elementwise().prepare(c, CpuBackend()).min_sample_s == 0.0
+    assert E.Elementwise().prepare(c, be).method.min_sample_s == E.GPU_MIN_SAMPLE_S == 0.02
+    assert E.Elementwise().prepare(c, CpuBackend()).method.min_sample_s == 0.0

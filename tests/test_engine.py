@@ -162,7 +162,7 @@ def test_flushed_samples_are_queued_many_per_batch_behind_one_hold():
 
     be = Logged(durations=[1e-3])
     w = make_workload(cache="flush")
-    w.hold = True
+    w.method = dataclasses.replace(w.method, hold=True)
     cfg = EngineConfig(**{**ONE_CALL.__dict__, "max_samples": 500})
     m = engine.measure(w, be, cfg)
     timed = order[1:]  # after the check's call
@@ -234,7 +234,7 @@ class CountingSync(FakeBackend):
 def test_host_timing_drains_the_queue_before_and_after_the_timed_enqueue():
     be = CountingSync(durations=[1e-3])
     w = make_workload()
-    w.timing = "host"
+    w.method = dataclasses.replace(w.method, timing="host")
     m = engine.measure(w, be, ONE_CALL)
     assert m.samples_s == [1e-3] * 3
     # check: call, sync; then every batch: sync, call (timed), sync
@@ -263,7 +263,7 @@ class HoldingBackend(FakeBackend):
 def test_a_hold_that_ran_out_discards_the_sample_and_doubles_the_hold():
     be = HoldingBackend([False, False], durations=[1e-3])
     w = make_workload()
-    w.hold = True
+    w.method = dataclasses.replace(w.method, hold=True)
     m = engine.measure(w, be, ONE_CALL)
     assert m.unheld == 2
     assert be.holds[:3] == [0.005, 0.01, 0.02]  # doubled after each failure, then kept
@@ -274,7 +274,7 @@ def test_a_hold_that_ran_out_discards_the_sample_and_doubles_the_hold():
 def test_a_hold_that_never_holds_is_an_error():
     be = HoldingBackend([False] * 100, durations=[1e-3])
     w = make_workload()
-    w.hold = True
+    w.method = dataclasses.replace(w.method, hold=True)
     with pytest.raises(RuntimeError, match="stream hold ran out"):
         engine.measure(w, be, ONE_CALL)
 
@@ -284,7 +284,7 @@ def test_hold_on_a_backend_that_cannot_hold_is_a_skip():
     from gpubench.suite import Skip
 
     w = make_workload()
-    w.hold = True
+    w.method = dataclasses.replace(w.method, hold=True)
     with pytest.raises(Skip, match="cannot hold a stream"):
         engine.measure(w, CpuBackend(), ONE_CALL)
 
@@ -294,11 +294,11 @@ def test_a_workload_can_ask_for_a_longer_warmup_in_every_mode():
     cfg = EngineConfig(**{**ONE_CALL.__dict__, "min_warmup_s": 0.0, "max_warmup_s": 0.5})
     w = make_workload()
     assert engine.measure(w, FakeBackend(durations=[1e-3]), cfg).warmup_s < 0.01
-    w.min_warmup_s = 0.2
+    w.method = dataclasses.replace(w.method, min_warmup_s=0.2)
     m = engine.measure(w, FakeBackend(durations=[1e-3]), cfg)
     assert 0.2 <= m.warmup_s < 0.21 and m.settled
     # Longer than the config's maximum (--quick's 0.5 s): the workload's minimum still holds.
-    w.min_warmup_s = 1.5
+    w.method = dataclasses.replace(w.method, min_warmup_s=1.5)
     m = engine.measure(w, FakeBackend(durations=[1e-3]), engine.QUICK)
     assert 1.5 <= m.warmup_s < 1.51 and m.settled
 
@@ -308,7 +308,7 @@ def test_an_unsettled_workload_stops_warming_at_its_own_minimum_when_that_is_lon
     # config's maximum and the workload's minimum.
     cfg = EngineConfig(**{**ONE_CALL.__dict__, "max_warmup_s": 0.1, "settle_tol": 0.0})
     w = make_workload()
-    w.min_warmup_s = 0.3
+    w.method = dataclasses.replace(w.method, min_warmup_s=0.3)
     m = engine.measure(w, FakeBackend(durations=[1e-3, 3e-3]), cfg)
     assert 0.3 <= m.warmup_s < 0.304 and not m.settled
 
@@ -318,18 +318,18 @@ def test_a_power_limited_workload_samples_whole_periods_and_three_suffice():
     # period (50 calls), and the CV rule stops at three of them although the config asks for ten.
     cfg = EngineConfig(**{**ONE_CALL.__dict__, "min_samples": 10})
     w = make_workload()
-    w.period_s = 0.05
+    w.method = dataclasses.replace(w.method, period_s=0.05)
     m = engine.measure(w, FakeBackend(durations=[1e-3]), cfg)
     assert m.inner == 50 and m.samples_s == pytest.approx([1e-3] * 3) and m.stop == "cv"
     assert m.warmup_s < 0.01  # the warm-up's batches did not grow to the period
-    w.period_s = 0.0
+    w.method = dataclasses.replace(w.method, period_s=0.0)
     m = engine.measure(w, FakeBackend(durations=[1e-3]), cfg)
     assert m.inner == 1 and len(m.samples_s) == 10
 
 
 def test_a_period_is_ignored_for_flushed_workloads():
     w = make_workload()
-    w.period_s, w.cache = 0.05, "flush"
+    w.method = dataclasses.replace(w.method, period_s=0.05, cache="flush")
     assert engine.measure(w, FakeBackend(durations=[1e-3]), ONE_CALL).inner == 1  # one call per flushed sample
 
 
@@ -349,13 +349,62 @@ def test_host_issue_is_not_measured_where_the_host_cannot_hold_the_device_back()
     from gpubench.backends.cpu import CpuBackend
 
     held = make_workload()
-    held.hold = True  # the whole batch is issued before the device starts on it
+    held.method = dataclasses.replace(held.method, hold=True)  # the whole batch is issued before the device runs it
     flushed = make_workload(cache="flush")  # one call per sample, behind a hold
     timed_on_host = make_workload()
-    timed_on_host.timing = "host"
+    timed_on_host.method = dataclasses.replace(timed_on_host.method, timing="host")
     for w in (held, flushed, timed_on_host):
         m = engine.measure(w, FakeBackend(durations=[1e-4], host_seconds=3e-4), ONE_CALL)
         assert m.host_issue_s is None and m.host_bound is None
     # A CPU backend runs each call as it is issued: there is no queue to starve.
     m = engine.measure(make_workload(), CpuBackend(), ONE_CALL)
     assert m.host_issue_s is None and m.host_bound is None
+
+
+@pytest.mark.parametrize("mode", ["1", "fail", ""])
+def test_graph_mode_times_replays_or_the_calls_eager_saying_why(monkeypatch, mode):
+    # Any workload may ask for graphs. The fake device captures with GPUBENCH_FAKE_GRAPHS=1 (a replay makes the
+    # captured calls again), fails every capture with =fail, and cannot capture without it.
+    from gpubench.suite import Graph
+
+    monkeypatch.setenv("GPUBENCH_FAKE_GRAPHS", mode)
+    w = make_workload()
+    w.method = dataclasses.replace(w.method, graph=Graph(calls=4))
+    m = engine.measure(w, FakeBackend(durations=[1e-3]), ONE_CALL)
+    assert m.valid and m.samples_s == pytest.approx([1e-3] * len(m.samples_s))  # a replay of 4: 4 calls' time
+    if mode == "1":
+        assert w.extra == {"graph": True, "graph_calls": 4} and m.sets == 1
+        assert set(w.seen[-4:]) == {w.seen[-1]}  # the replays call the captured set
+    elif mode == "fail":
+        assert w.extra == {"message": "graph capture failed, timed eager: rank 0: RuntimeError: fake graph capture "
+                                      "failed: operation not permitted when stream is capturing", "graph": False}
+    else:
+        assert w.extra == {"graph": False}
+
+
+def test_a_long_call_gets_a_shorter_graph():
+    from gpubench.graphs import calls_for
+    from gpubench.suite import Graph
+
+    g = Graph(calls=20, long_call_s=1e-3, span_s=4e-3)
+    assert [calls_for(g, t) for t in (1e-5, 9.9e-4, 1e-3, 2e-3, 0.1)] == [20, 20, 4, 2, 1]
+
+
+def test_the_stop_rule_says_why_it_stopped():
+    from gpubench.stoprule import StopRule
+
+    rule = StopRule(target_cv=0.01, min_samples=3, max_samples=5, budget_s=1.0)
+    rule.initialize()
+    for t in (1.0, 1.0):
+        rule.add(t)
+    assert not rule.is_finished(0.1) and rule.reason is None
+    rule.add(1.0)
+    assert rule.is_finished(0.1) and rule.reason == "cv"
+    rule.initialize()
+    for t in (1.0, 2.0, 1.0):
+        rule.add(t)
+    assert not rule.is_finished(0.5) and rule.is_finished(1.0) and rule.reason == "budget"
+    rule.initialize()
+    for t in (1.0, 2.0, 1.0, 2.0, 1.0):
+        rule.add(t)
+    assert rule.is_finished(0.0) and rule.reason == "max_samples"

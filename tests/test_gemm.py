@@ -129,7 +129,7 @@ def test_flops_bytes_and_intensity():
     assert w.flops == 2 * 256 * 128 * 64
     assert w.bytes == w.footprint == 4 * (256 * 64 + 64 * 128 + 256 * 128)
     assert w.extra["intensity"] == pytest.approx(w.flops / w.bytes)
-    assert w.cache == "rotate" and w.derive is not None
+    assert w.method.cache == "rotate" and w.derive is not None
     w64 = G.Gemm().prepare(case(dtype="fp64", m=512, n=512, k=512), CpuBackend())
     assert w64.bytes == 8 * 3 * 512 * 512 and w64.extra["intensity"] == pytest.approx(2 * 512 / (3 * 8))
 
@@ -338,19 +338,19 @@ def test_large_gpu_gemms_warm_up_past_the_power_limit_and_sample_whole_periods_o
     monkeypatch.setattr(G, "GPU_BACKENDS", (*G.GPU_BACKENDS, "fake"))
     be, suite = FakeBackend(memory_bytes=8 << 30), G.Gemm()
     large, small = suite.prepare(case(m=2048, n=2048, k=4096), be), suite.prepare(case(m=256, n=256, k=256), be)
-    assert large.min_warmup_s == G.GPU_MIN_WARMUP_S and large.period_s == G.GPU_POWER_PERIOD_S and not large.hold
+    assert large.method.min_warmup_s == G.GPU_MIN_WARMUP_S and large.method.period_s == G.GPU_POWER_PERIOD_S and not large.method.hold
     # A small GEMM is held, idling before every batch: no power limit to wait out or sample across.
-    assert small.min_warmup_s == small.period_s == 0.0 and small.hold
+    assert small.method.min_warmup_s == small.method.period_s == 0.0 and small.method.hold
     # A search warms up on its first shape of each dtype only: the next shapes follow with no idle time.
     first, second = (suite.prepare(case(shape="search", m=m, n=2048, k=4096), be) for m in (2048, 4096))
     other = suite.prepare(case(shape="search", dtype="fp64", m=2048, n=2048, k=4096), be)
-    assert (first.min_warmup_s, second.min_warmup_s, other.min_warmup_s) == (G.GPU_MIN_WARMUP_S, 0.0, G.GPU_MIN_WARMUP_S)
-    assert first.cache == "flush" and first.period_s == 0.0  # mamf-finder's way: one call per sample
+    assert (first.method.min_warmup_s, second.method.min_warmup_s, other.method.min_warmup_s) == (G.GPU_MIN_WARMUP_S, 0.0, G.GPU_MIN_WARMUP_S)
+    assert first.method.cache == "flush" and first.method.period_s == 0.0  # mamf-finder's way: one call per sample
 
 
 def test_cpu_gemms_declare_no_power_limit():
     w = G.Gemm().prepare(case(m=512, n=512, k=512), CpuBackend())
-    assert w.min_warmup_s == 0.0 and w.period_s == 0.0 and not w.hold
+    assert w.method.min_warmup_s == 0.0 and w.method.period_s == 0.0 and not w.method.hold
 
 
 # --- search summary ----------------------------------------------------------------------------------------

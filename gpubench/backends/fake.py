@@ -254,7 +254,7 @@ class FakeBackend(Backend):
             raise ValueError("fake durations must be positive, or the engine's budgets never run out")
         # A run of ``calls`` operations (a captured graph's replay) takes each its duration; the host issues it once.
         self.host_clock.advance(self.host_seconds)
-        self.clock.advance(max(seconds * workload.calls, self.host_seconds))
+        self.clock.advance(max(seconds * workload.method.calls, self.host_seconds))
         self.calls += 1
         return out
 

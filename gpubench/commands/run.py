@@ -215,9 +215,8 @@ def _summary(outcome: runner.Outcome, suites: Sequence[Suite]) -> int:
     for table in summary_tables(outcome.frame, {s.name: s.params for s in suites},
                                 {s.name: s.shown for s in suites}, {s.name: s.blocks for s in suites}):
         console.print(table)
-    for s in suites:  # what a suite did not measure, or measured otherwise than asked: a line each
-        for line in getattr(s, "notes", ()):
-            console.print(f"{s.name}: {line}", markup=False, highlight=False, soft_wrap=True)
+    for line in outcome.notes:  # what a suite did not measure, or measured otherwise than asked: a line each
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     measured = outcome.frame
     measured = measured[measured["stop"] != "derived"] if len(measured) else measured
     for line in closing(outcome.contention, int(measured["case"].nunique()) if len(measured) else 0):

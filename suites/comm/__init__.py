@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import math
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
+from gpubench import graphs
 from gpubench.suites.comm import table as commtable
 from gpubench.suites.comm.table import busbw_factor, element_count
 from gpubench.units import parse_size
@@ -39,7 +39,7 @@ from gpubench.memory import too_big
 from gpubench.nccltests.model import TOOLS, collective_of_binary
 from gpubench.options import Option, Options, names
 from gpubench.request import RunRequest
-from gpubench.suite import Case, Check, GridContext, Skip, Suite, Workload
+from gpubench.suite import Case, Check, GridContext, Graph, Method, Skip, Suite, Workload
 
 # The dtypes and the GPU sweeps are the table's (table.py): nccl-tests runs use them too.
 DTYPES, ALIASES, canonical_dtype = commtable.DTYPES, commtable.ALIASES, commtable.canonical_dtype
@@ -312,6 +312,97 @@ def _alloc(options: Any) -> str:
     return "nccl" if options.get("register") else (options.get("alloc") or "torch")
 
 
+@dataclass
+class _Run:
+    """What a run of comm has learnt, not what it was asked (that is ctx.options); kept in the run's context."""
+
+    # Every rank makes its inputs in the same order: a count shared by all cases lines the seeds up.
+    seeds: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    warm: bool = False  # the run's first case has warmed the device up
+    plan_notes: list[str] = field(default_factory=list)  # what the grid left out
+    columns: list[dict[str, Any]] = field(default_factory=list)  # every case's extra columns, as its rows have them
+
+
+def _run(ctx: GridContext) -> _Run:
+    return ctx.state.setdefault("comm", _Run())
+
+
+def _sampling(ctx: GridContext) -> dict[str, Any]:
+    """A case's changes to the engine's sampling: nccl-tests' short warm-up and few samples, but for the run's
+    first case, which warms the device up as the engine does (clocks ramp)."""
+    state, sampling = _run(ctx), dict(QUICK_SAMPLING if ctx.quick else SAMPLING)
+    if not state.warm:
+        sampling = {k: v for k, v in sampling.items() if k not in _WARMUP}
+    state.warm = True
+    return sampling
+
+
+@dataclass
+class _Layout:
+    """One case's buffers on this rank: how they are laid out, (re)filled and checked."""
+
+    torch: Any
+    coll: Collective
+    dtype: Any
+    device: Any
+    rank: int
+    world: int
+    send_n: int
+    recv_n: int
+    inplace: bool
+    op: str
+    count: int
+    arena: Any  # an ncclmem.Arena, or None: torch's caching allocator
+    seeds: Iterator[int]
+
+    def empty(self, n: int) -> Any:
+        if self.arena:
+            return self.arena.empty(n, self.dtype, self.device)
+        return self.torch.empty(n, dtype=self.dtype, device=self.device)
+
+    def fill(self, b: Buffers) -> Buffers:
+        """(Re)write ``b``'s input from its seed and poison the rest of the output: 7 is never an answer."""
+        if not self.inplace or self.coll.name == "all_gather":
+            b.recv.fill_(7)
+        b.send.copy_(_values(self.torch, b.seed, self.rank, 0, self.send_n, self.send_n, self.dtype, self.device))
+        return b
+
+    def buffers(self) -> Buffers:
+        send_n, recv_n, rank = self.send_n, self.recv_n, self.rank
+        if self.inplace:
+            whole = self.empty(max(send_n, recv_n))
+            # The input sits where NCCL expects it in place: this rank's block of a gathered output, or
+            # the whole of a scattered input whose result lands in this rank's block.
+            if self.coll.name == "all_gather":
+                send, recv = whole.narrow(0, rank * send_n, send_n), whole
+            elif self.coll.name == "reduce_scatter":
+                send, recv = whole, whole.narrow(0, rank * recv_n, recv_n)
+            else:
+                send = recv = whole
+        else:
+            send, recv = self.empty(send_n), self.empty(recv_n)
+        return self.fill(Buffers(next(self.seeds), send, recv))
+
+    def wrong(self, b: Buffers, out: Any) -> int:
+        """Elements of this rank's output ``out`` that differ from what the collective must leave there."""
+        torch = self.torch
+
+        def values(r, start, length):
+            return _values(torch, b.seed, r, start, length, self.send_n, self.dtype, self.device)
+
+        wrong = 0
+        n_out = out.numel()
+        for start in range(0, n_out, _CHUNK):
+            length = min(_CHUNK, n_out - start)
+            want = self.coll.expect(values, torch, self.rank, self.world, self.op, self.count, start, length)
+            if want is None:
+                continue
+            got = out.narrow(0, start, length).to(torch.float64)
+            tol = _tolerance(torch, self.dtype, self.op, want)
+            wrong += int(((got - want).abs() > tol).sum().item())
+        return wrong
+
+
 class Comm(Suite):
     name = commtable.SUITE
     version = commtable.SUITE_VERSION
@@ -326,15 +417,6 @@ class Comm(Suite):
     chart_order = 60
     engines = ("nccl-tests",)  # --engine nccl-tests: the binaries, with the same sweep (binaries.py)
     imports = TOOLS  # gpubench import nccl-tests|rccl-tests: their logs (importer.py)
-
-    def __init__(self):
-        # What a run of this instance has learnt, not what it was asked (that is ctx.options): every rank makes
-        # its inputs in the same order (a count shared by all cases lines the seeds up), the run's first case
-        # warms the device up, and what was not measured as asked is noted for the summary.
-        self._seeds = itertools.count(1)
-        self._warm = False
-        self._plan_notes: list[str] = []
-        self._fallbacks: dict[str, int] = {}  # graph capture failures: reason -> cases timed eager instead
 
     @classmethod
     def charts(cls, runs, out):
@@ -363,7 +445,8 @@ class Comm(Suite):
             # Captured graphs exist only on GPUs; say so once here rather than skip every case.
             raise UsageError("--graph captures CUDA/HIP graphs: it needs a GPU backend (cuda or hip); gloo on CPUs "
                              "is timed eager")
-        self._plan_notes, self._fallbacks = [], {}
+        run = _run(ctx)
+        run.plan_notes, run.columns = [], []
         dtypes = [canonical_dtype(d) for d in (ctx.dtypes or ("float32",))]
         unknown = [d for d in dtypes if d not in DTYPES]
         if unknown:
@@ -386,7 +469,7 @@ class Comm(Suite):
                 what = f"{lib}'s local copy ({name}, out of place); name others with --collectives"
             else:
                 what = f"{lib}'s local copy (out of place) or a call that moves nothing (in place)"
-            self._plan_notes.append(f"world of one: bus bandwidth needs 2 or more ranks (a machine with 2+ GPUs, "
+            run.plan_notes.append(f"world of one: bus bandwidth needs 2 or more ranks (a machine with 2+ GPUs, "
                                     f"--nproc, or a launcher), busbw is 0 here; measured instead: {what}")
         if _alloc(opts) == "nccl":
             if ctx.backend not in ("cuda", "hip"):
@@ -397,7 +480,7 @@ class Comm(Suite):
         for name in names:
             coll = COLLECTIVES[name]
             if name == "sendrecv" and world < 2:
-                self._plan_notes.append(f"sendrecv needs 2 or more ranks: not run ({len(sizes)} sizes)")
+                run.plan_notes.append(f"sendrecv needs 2 or more ranks: not run ({len(sizes)} sizes)")
                 continue
             small = []  # requests under one element per rank: one line, not a skipped row each
             for dtype in dtypes:
@@ -410,16 +493,24 @@ class Comm(Suite):
                                 continue
                             planned.append(commtable.case(name, nb, dtype, op, inplace))
             if small:
-                self._plan_notes.append(f"{name}: {len(small)} case(s) of {min(small)}-{max(small)} B not run: less "
+                run.plan_notes.append(f"{name}: {len(small)} case(s) of {min(small)}-{max(small)} B not run: less "
                                         f"than one element per rank among {world} ranks")
         return planned
 
-    @property
-    def notes(self) -> list[str]:
+    def notes(self, ctx: GridContext | None) -> list[str]:
         """One line each about what the run did not measure, or measured otherwise than asked (the CLI prints
         them under the table; run.json keeps them)."""
-        out = list(self._plan_notes)
-        for reason, n in self._fallbacks.items():
+        if ctx is None:
+            return []
+        run = _run(ctx)
+        fallbacks: dict[str, int] = {}  # graph capture failures: reason -> cases timed eager instead
+        for extra in run.columns:
+            message = str(extra.get("message", ""))
+            if message.startswith(graphs.FALLBACK):
+                reason = message[len(graphs.FALLBACK):]
+                fallbacks[reason] = fallbacks.get(reason, 0) + 1
+        out = list(run.plan_notes)
+        for reason, n in fallbacks.items():
             out.append(f"graph capture failed for {n} case(s), timed eager instead (rows: graph False): {reason}")
         return out
 
@@ -455,7 +546,7 @@ class Comm(Suite):
         coll = COLLECTIVES[case["collective"]]
         if ctx is None or ctx.group is None:
             raise Skip("comm needs its ranks: run it through `gpubench run --suite comm` (it starts them)")
-        ranks, opts = ctx.group, ctx.options
+        ranks, opts, state = ctx.group, ctx.options, _run(ctx)
         world, rank = ranks.world_size, ranks.rank
         graph = ctx.backend != "cpu" and not opts.get("eager")  # where the backend can capture (--eager: never)
         register, alloc = bool(opts.get("register")), _alloc(opts)
@@ -472,44 +563,18 @@ class Comm(Suite):
         device = backend.torch_device
         footprint = (max(send_n, recv_n) if inplace else send_n + recv_n) * size
         message = too_big(footprint * 3, backend, "(buffers and the check's copies)")
-        skip = Skip(message) if message else None
-        graphs = backend.graphs() if graph else None
-        if skip is not None and graphs is None:
-            raise skip  # (with graphs, every rank first learns whether any rank skips: _trial_capture)
+        if message:
+            raise Skip(message)  # every rank learns that one skips (gpubench.ranks.agree)
         group = ranks.data
-        call = coll.call
         arena = None
         if alloc == "nccl":  # allocates at the first buffer; closed when the case's measurement ends
             comm = ncclmem.comm_of(group, device) if register else None
             arena = ncclmem.Arena(ncclmem.library(), comm, backend.synchronize)
 
-        def empty(n: int) -> Any:
-            return arena.empty(n, dtype, device) if arena else torch.empty(n, dtype=dtype, device=device)
-
-        def fill(b: Buffers) -> Buffers:
-            """(Re)write ``b``'s input from its seed and poison the rest of the output: 7 is never an answer."""
-            if not inplace or coll.name == "all_gather":
-                b.recv.fill_(7)
-            b.send.copy_(_values(torch, b.seed, rank, 0, send_n, send_n, dtype, device))
-            return b
-
-        def buffers() -> Buffers:
-            if inplace:
-                whole = empty(max(send_n, recv_n))
-                # The input sits where NCCL expects it in place: this rank's block of a gathered output, or
-                # the whole of a scattered input whose result lands in this rank's block.
-                if coll.name == "all_gather":
-                    send, recv = whole.narrow(0, rank * send_n, send_n), whole
-                elif coll.name == "reduce_scatter":
-                    send, recv = whole, whole.narrow(0, rank * recv_n, recv_n)
-                else:
-                    send = recv = whole
-            else:
-                send, recv = empty(send_n), empty(recv_n)
-            return fill(Buffers(next(self._seeds), send, recv))
+        lay = _Layout(torch, coll, dtype, device, rank, world, send_n, recv_n, inplace, op, count, arena, state.seeds)
 
         def run_one(b: Buffers) -> Any:
-            call(dist, b.send, b.recv, op, group, rank, world)
+            coll.call(dist, b.send, b.recv, op, group, rank, world)
             return b.recv
 
         extra = {"count": count, "world_size": world, "nnodes": ranks.renv.nnodes, "engine": "torch",
@@ -517,20 +582,7 @@ class Comm(Suite):
                  "graph": graph, "alloc": alloc, "register": register}
 
         def check(b: Buffers, out: Any) -> Check:
-            def values(r, start, length):
-                return _values(torch, b.seed, r, start, length, send_n, dtype, device)
-
-            wrong = 0
-            n_out = out.numel()
-            for start in range(0, n_out, _CHUNK):
-                length = min(_CHUNK, n_out - start)
-                want = coll.expect(values, torch, rank, world, op, count, start, length)
-                if want is None:
-                    continue
-                got = out.narrow(0, start, length).to(torch.float64)
-                tol = _tolerance(torch, dtype, op, want)
-                wrong += int(((got - want).abs() > tol).sum().item())
-            total = ranks.sum_int(wrong)
+            total = ranks.sum_int(lay.wrong(b, out))
             extra["wrong"], extra["valid"] = total, total == 0
             return Check(total == 0, float(total), 0.0, "" if total == 0 else
                          f"{total} wrong elements over {world} ranks")
@@ -548,135 +600,22 @@ class Comm(Suite):
             algbw = nbytes / per_call_s / 1e9
             return {"algbw": algbw, "busbw": algbw * factor}
 
-        sampling = dict(QUICK_SAMPLING if ctx.quick else SAMPLING)
-        if not self._warm:  # the run's first case warms the device up as the engine does (clocks ramp)
-            sampling = {k: v for k, v in sampling.items() if k not in _WARMUP}
-        self._warm = True
-        trial = None
-        if graphs is not None:
-            idempotent = not inplace or coll.name in ("broadcast", "all_gather")
-            trial, reason = self._trial_capture(ranks, backend, graphs, buffers, fill, run_one, skip)
-            if trial is None:
-                self._fallbacks[reason] = self._fallbacks.get(reason, 0) + 1
-                extra["message"] = f"graph capture failed, timed eager: {reason}"[:200]
-        if trial is None:
-            extra["graph"] = False
+        # Graphs where the backend can capture (nccl-tests -G), timed eager where it cannot or the capture fails
+        # (the engine's graph mode, docs/method.md): a replay calls the collective again on its own output,
+        # which gives the same result out of place, for broadcast and for all_gather; elsewhere the check
+        # refills the set and makes one call outside the graph.
+        graphed = Graph(calls=_GRAPH_CALLS, long_call_s=_LONG_CALL_S, span_s=_GRAPH_SPAN_S, sample_s=GRAPH_SAMPLE_S,
+                        refill=lay.fill, reread=not inplace or coll.name in ("broadcast", "all_gather"))
+        method = Method(
             # CPUs (gloo): one buffer set, as nccl-tests keeps one; rotating sets past an L3 meant the host
             # generating up to 64 sets per case (4 of a 1 MiB all_reduce's 9 s under gloo, 2 ranks).
-            w = Workload(run=run_one, make_inputs=buffers, bytes=nbytes, check=check, footprint=footprint,
-                         derive=derive, extra=extra, before_batch=line_up, min_sample_s=MIN_SAMPLE_S,
-                         cache="warm" if backend.name == "cpu" else "rotate", sampling=sampling)
-        else:
-            w = self._graph_workload(backend, graphs, trial, buffers, fill, run_one, check, derive, extra, nbytes,
-                                     footprint, idempotent)
-            w.before_batch, w.min_sample_s, w.sampling = line_up, GRAPH_SAMPLE_S, sampling
-        if arena is not None:  # NCCL's buffers are the case's: released when its measurement ends
-            w.context = _within(lambda: contextlib.closing(arena), w.context)
-        return w
-
-    @staticmethod
-    def _agree(ranks: Any, error: BaseException | None, value: float = 0.0) -> tuple[list, float]:
-        """Every rank's outcome of a step: (rank, skipped?, first line) where it raised, and the largest value."""
-        mine = None if error is None else (isinstance(error, Skip), f"{type(error).__name__}: {error}".splitlines()[0])
-        seen = ranks.gather_objects((mine, float(value)))
-        return [(r, o[0], o[1]) for r, (o, _) in enumerate(seen) if o is not None], max(v for _, v in seen)
-
-    def _trial_capture(self, ranks, backend, graphs, buffers, fill, run_one, skip):
-        """Capture this case's graph, in step with every rank: ``(entry, "")``, or ``(None, reason)`` where the
-        capture failed on some rank (every rank then times the case eager: calls must match across ranks).
-
-        A case that cannot run (it does not fit on some rank) raises on every rank. The graph's length follows
-        the slowest rank's time for one eager call (NCCL's first call on a buffer connects; the second is
-        timed), so that a sample of the replays lasts a few ms whatever the size."""
-        b, error, per_call = None, skip, 0.0
-        if error is None:
-            try:
-                b = buffers()
-                run_one(b)  # NCCL connects lazily: its first call on this buffer must not be captured
-                backend.synchronize()
-                t0 = backend.host_now()
-                run_one(b)
-                backend.synchronize()
-                per_call = backend.host_now() - t0
-                fill(b)  # the calls changed an in-place input: restore it from its seed
-            except Exception as e:  # noqa: BLE001 — shared with every rank just below
-                error = e
-        failed, slowest = self._agree(ranks, error, per_call)
-        if failed:
-            rank, skipped, message = failed[0]
-            if error is not None:
-                raise error
-            raise Skip(message.split(": ", 1)[-1]) if skipped else RuntimeError(f"rank {rank}: {message}")
-        k = _GRAPH_CALLS if slowest < _LONG_CALL_S else max(1, min(_GRAPH_CALLS, math.ceil(_GRAPH_SPAN_S / slowest)))
-        entry, error = None, None
-        try:
-            entry = self._capture(graphs, b, run_one, k)
-        except Exception as e:  # noqa: BLE001 — a case that cannot be captured is timed eager
-            error = e
-        failed, _ = self._agree(ranks, error)
-        if failed:
-            rank, _, message = failed[0]
-            return None, f"rank {rank}: {message}"
-        return entry, ""
-
-    @staticmethod
-    def _capture(graphs, b: Buffers, run_one, k: int) -> dict:
-        def calls():
-            for _ in range(k):
-                run_one(b)
-
-        return {"replay": graphs.capture(calls), "set": b, "calls": k}
-
-    def _graph_workload(self, backend, graphs, trial, buffers, fill, run_one, check, derive, extra, nbytes,
-                        footprint, idempotent):
-        """One sample replays a graph of K calls on one buffer set, as nccl-tests -G captures its -n calls.
-
-        One set, not one per call: on 2×H200 a graph of 20 all_reduces over 20 buffers took 18.6 µs per call,
-        over one buffer 17.8 (2026-11-21, docs/measurements.md). The check reads the replay's output where calling
-        the collective again on its own output gives the same result (out of place, broadcast, all_gather);
-        elsewhere (an in-place sum of sums) it refills the set and checks one call outside the graph. The trial
-        capture is the first set (the check's); the timed set is captured the same way, with the same K."""
-        k = trial["calls"]
-        made = [trial]
-
-        def make() -> dict:
-            if made:
-                return made.pop()
-            b = buffers()
-            run_one(b)  # NCCL connects lazily: its first call on this buffer must not be captured
-            backend.synchronize()
-            fill(b)  # the warm-up call changed an in-place input: restore it from its seed
-            return self._capture(graphs, b, run_one, k)
-
-        def check_graph(x: dict, out: Any) -> Check:
-            if idempotent:
-                return check(x["set"], out)
-            b = fill(x["set"])
-            out = run_one(b)
-            backend.synchronize()
-            return check(b, out)
-
-        # The same dict, updated in place: check() writes each case's valid/wrong into it, and the row takes
-        # the workload's extra (a copy here left every graph row's valid and wrong empty).
-        extra.update(graph=True, graph_calls=k)
-
-        def replay(x: dict) -> Any:
-            x["replay"]()
-            return x["set"].recv
-
-        return Workload(run=replay, make_inputs=make, bytes=nbytes, check=check_graph, footprint=footprint,
-                        cache="warm", derive=derive, extra=extra, calls=k, context=graphs.stream)
-
-
-def _within(outer: Callable[[], Any], inner: Callable[[], Any] | None) -> Callable[[], Any]:
-    """A context factory entering ``outer`` then ``inner`` (if any), leaving them in reverse."""
-
-    @contextlib.contextmanager
-    def both():
-        with outer(), (inner() if inner else contextlib.nullcontext()):
-            yield
-
-    return both
+            cache="warm" if backend.name == "cpu" else "rotate", sampling=_sampling(ctx), min_sample_s=MIN_SAMPLE_S,
+            before_batch=line_up, graph=graphed if graph else None,
+            # NCCL's buffers are the case's: released when its measurement ends.
+            context=(lambda: contextlib.closing(arena)) if arena is not None else None)
+        state.columns.append(extra)  # the notes count the cases whose capture failed
+        return Workload(run=run_one, make_inputs=lay.buffers, bytes=nbytes, check=check, footprint=footprint,
+                        derive=derive, extra=extra, method=method)
 
 
 def _itemsize(dtype: str) -> int:

@@ -55,7 +55,7 @@ from gpubench import engine, fills
 from gpubench.memory import too_big
 from gpubench.peaks import peak_tflops
 from gpubench.stats import propagate
-from gpubench.suite import THROUGHPUT, TIME, Case, Check, Derived, GridContext, Metric, Skip, Suite, Workload
+from gpubench.suite import THROUGHPUT, TIME, Case, Check, Derived, GridContext, Method, Metric, Skip, Suite, Workload
 
 PCT_PEAK = Metric("pct_peak", "%", "higher")
 
@@ -537,18 +537,20 @@ class Gemm(Suite):
             flops=work,
             check=check,
             footprint=nbytes,
-            cache="flush" if search else "rotate",
             derive=derive,
             extra=extra,
-            # Only small GEMMs need the hold: a large one outlasts its own enqueue, so the queue stays full
-            # anyway, and the hold's idle gap before every batch would keep the GPU under its power limit.
-            # Search samples are held too: a batch of them (flush, product, flush, product, ...) is queued
-            # before the GPU reaches it. Read one at a time, on H100 (2026-11-23) the same small shapes read up
-            # to 35 % slower on one machine than on another at the same 1965 MHz clock: the host's time to
-            # issue the product was timed as the product's.
-            hold=on_gpu and (search or not large) and hasattr(torch.cuda, "_sleep"),
-            min_warmup_s=GPU_MIN_WARMUP_S if warm else 0.0,
-            period_s=GPU_POWER_PERIOD_S if large and not search else 0.0,
+            method=Method(
+                cache="flush" if search else "rotate",
+                # Only small GEMMs need the hold: a large one outlasts its own enqueue, so the queue stays full
+                # anyway, and the hold's idle gap before every batch would keep the GPU under its power limit.
+                # Search samples are held too: a batch of them (flush, product, flush, product, ...) is queued
+                # before the GPU reaches it. Read one at a time, on H100 (2026-11-23) the same small shapes read
+                # up to 35 % slower on one machine than on another at the same 1965 MHz clock: the host's time to
+                # issue the product was timed as the product's.
+                hold=on_gpu and (search or not large) and hasattr(torch.cuda, "_sleep"),
+                min_warmup_s=GPU_MIN_WARMUP_S if warm else 0.0,
+                period_s=GPU_POWER_PERIOD_S if large and not search else 0.0,
+            ),
         )
 
     def summarize(self, rows: list[dict[str, Any]]) -> list[Derived]:
