@@ -52,8 +52,16 @@ def test_what_the_docs_and_messages_tell_people_to_install_is_this_project():
     import gpubench
 
     root = DOCS.parent
-    files = [root / "README.md", *DOCS.glob("*.md"), *(root / "gpubench").rglob("*.py"), *(root / "suites").glob("*.py")]
+    files = [root / "README.md", *DOCS.glob("*.md"), *(root / "gpubench").rglob("*.py"), *(root / "suites").rglob("*.py")]
     bad = [f"{f.relative_to(root)}: {line.strip()}" for f in files for line in f.read_text().splitlines()
            if re.search(r"pip3? install (-U |--upgrade )?['\"]?gpubench(?![-_\w])", line)]
     assert not bad, bad
     assert gpubench.DISTRIBUTION in (root / "README.md").read_text()
+
+
+def test_the_reference_page_and_its_tables_stay_small():
+    # docs/measurements.md states current figures (history is in git): a page one reads, not a diary; the tables
+    # it cites travel with every clone.
+    assert len((DOCS / "measurements.md").read_text().splitlines()) <= 300
+    reference = DOCS.parent / "results" / "reference"
+    assert sum(f.stat().st_size for f in reference.rglob("*") if f.is_file()) <= 5_000_000
