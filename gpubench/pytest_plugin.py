@@ -24,10 +24,14 @@ from typing import Any
 
 import pytest
 
+# Loaded in every pytest session of a machine with gpubench installed: these modules are light (numpy, no torch).
+from gpubench import engine
+from gpubench.backends import NAMES, Backend, open_backend
+from gpubench.stats import summarize
+from gpubench.suite import Method, Workload
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from gpubench.backends import NAMES
-
     group = parser.getgroup("gpubench", "gpubench: time callables with the gpu_benchmark fixture")
     group.addoption("--gpubench-backend", default="auto", choices=NAMES,
                     help="backend of the gpu_benchmark fixture (default: auto)")
@@ -38,7 +42,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 class GpuBenchmark:
     """The ``gpu_benchmark`` fixture's value: call it once per test, like pytest-benchmark's ``benchmark``."""
 
-    def __init__(self, backend: Any, config: Any, benchmark: Any = None, name: str = ""):
+    def __init__(self, backend: Backend, config: engine.EngineConfig, benchmark: Any = None, name: str = ""):
         self.backend = backend
         self.config = config
         self._benchmark = benchmark  # pytest-benchmark's fixture, when that plugin is active
@@ -47,8 +51,6 @@ class GpuBenchmark:
 
     def __call__(self, fn, *args, **kwargs):
         """Time ``fn(*args, **kwargs)``; returns its result (of the last call)."""
-        from gpubench.suite import Method, Workload
-
         last: list[Any] = [None]
 
         def run(_inputs):
@@ -59,10 +61,8 @@ class GpuBenchmark:
         self.measure(Workload(run=run, make_inputs=lambda: None, method=Method(cache="warm")))
         return last[0]
 
-    def measure(self, workload: Any) -> Any:
+    def measure(self, workload: Workload) -> engine.Measurement:
         """Time a :class:`gpubench.suite.Workload` (bytes, flops, a check, rotating inputs); its Measurement."""
-        from gpubench import engine
-
         if self.measurement is not None:
             raise RuntimeError("gpu_benchmark can be used once per test")
         try:
@@ -83,15 +83,13 @@ class GpuBenchmark:
 
     @property
     def stats(self) -> dict[str, float]:
-        from gpubench.stats import summarize
-
         return summarize(self.samples_s)
 
     @property
     def median_s(self) -> float:
         return self.stats["median"]
 
-    def _record(self, meas: Any) -> None:
+    def _record(self, meas: engine.Measurement) -> None:
         bench = self._benchmark
         if bench is None or getattr(bench, "disabled", False):
             return
@@ -110,17 +108,13 @@ class GpuBenchmark:
 
 
 @pytest.fixture(scope="session")
-def gpubench_backend(request: pytest.FixtureRequest) -> Any:
+def gpubench_backend(request: pytest.FixtureRequest) -> Backend:
     """The backend ``gpu_benchmark`` measures on, opened once per session."""
-    from gpubench.backends import open_backend
-
     return open_backend(request.config.getoption("gpubench_backend"), request.config.getoption("gpubench_device"))
 
 
 @pytest.fixture
-def gpu_benchmark(request: pytest.FixtureRequest, gpubench_backend: Any) -> GpuBenchmark:
-    from gpubench import engine
-
+def gpu_benchmark(request: pytest.FixtureRequest, gpubench_backend: Backend) -> GpuBenchmark:
     benchmark = None
     plugins = request.config.pluginmanager
     # pytest-benchmark registers as "benchmark" through its entry point, under its module name with -p

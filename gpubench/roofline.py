@@ -29,6 +29,7 @@ import pandas as pd
 from gpubench import peaks, registry
 from gpubench.chartfit import thin_ticks
 from gpubench.console import fmt_value
+from gpubench.errors import UsageError
 
 # Points never take the roofs' colours (red: tensor/gemm, orange: vector/fma).
 _POINT_COLORS = ("tab:blue", "tab:green", "tab:purple", "tab:brown", "tab:cyan", "tab:olive", "tab:gray")
@@ -154,8 +155,6 @@ def plot(device: str | None, all_roofs: list[Roofs], path: Path, bad: list) -> N
     try:
         import matplotlib
     except ImportError as e:
-        from gpubench.errors import UsageError
-
         raise UsageError(f"the roofline chart needs matplotlib ({e}): pip install matplotlib") from e
     matplotlib.use("Agg")  # files only: no display on a cluster node
     import matplotlib.pyplot as plt

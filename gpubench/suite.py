@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from gpubench.backends.base import Backend
 from gpubench.errors import UsageError
 from gpubench.options import Option, Options
 
@@ -284,7 +285,7 @@ class Suite:
         keeps them. None by default."""
         return []
 
-    def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None) -> Workload:
+    def prepare(self, case: Case, backend: Backend, ctx: GridContext | None = None) -> Workload:
         """The workload of ``case``; ``ctx`` is the context its grid was laid out in (the same options)."""
         raise NotImplementedError
 

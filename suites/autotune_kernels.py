@@ -17,7 +17,12 @@ import itertools
 import math
 from typing import Any
 
+from gpubench.backends.base import Backend
 from gpubench.kernels.launch_configs import PERSISTENT, TORCH, gemm_kernel_config, parse
+from gpubench.suites import elementwise as E
+from gpubench.suites import gemm as G
+from gpubench.suites.autotune import charts as charts_autotune
+from gpubench.suites.elementwise import _array_sizes
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Derived, GridContext, Skip, Suite
 
 GPU = ("cuda", "hip")
@@ -74,13 +79,9 @@ class AutotuneKernels(Suite):
 
     @classmethod
     def charts(cls, runs, out):
-        from gpubench.suites.autotune import charts as charts_autotune
-
         return charts_autotune.kernels(runs, out, rate_metric)
 
     def cases(self, ctx: GridContext):
-        from gpubench.suites.elementwise import _array_sizes
-
         for dtype in GEMM_DTYPES:
             for m, n, k in GEMM_QUICK if ctx.quick else GEMM_SHAPES:
                 tiled = gemm_configs(m, ctx.quick) if dtype == GEMM_DTYPE else []
@@ -92,7 +93,7 @@ class AutotuneKernels(Suite):
             for config in (TORCH, *triad_configs(ctx.quick)):
                 yield Case.of(kernel="triad", dtype=dtype, shape=str(size), config=config)
 
-    def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None):
+    def prepare(self, case: Case, backend: Backend, ctx: GridContext | None = None):
         if backend.name not in GPU:
             raise Skip(f"the sweep compares Triton launch shapes, which compile for GPUs only (backend "
                        f"{backend.name!r})")
@@ -100,9 +101,7 @@ class AutotuneKernels(Suite):
             return self._gemm(case, backend)
         return self._triad(case, backend)
 
-    def _gemm(self, case: Case, backend: Any):
-        from gpubench.suites import gemm as G
-
+    def _gemm(self, case: Case, backend: Backend):
         m, n, k = (int(x) for x in case["shape"].split("x"))
         impl = TORCH if case["config"] == TORCH else "triton"
         w = G.Gemm().prepare(Case.of(shape="square", dtype=case["dtype"], layout="NT", M=m, N=n, K=k, impl=impl),
@@ -123,9 +122,7 @@ class AutotuneKernels(Suite):
         return dataclasses.replace(w, run=run, check=G._checker(case["dtype"], m, k),
                                    extra={**w.extra, "impl_config": kt.describe(cfg)})
 
-    def _triad(self, case: Case, backend: Any):
-        from gpubench.suites import elementwise as E
-
+    def _triad(self, case: Case, backend: Backend):
         impl = TORCH if case["config"] == TORCH else "triton"
         w = E.Elementwise().prepare(Case.of(op="triad", dtype=case["dtype"], array_bytes=int(case["shape"]),
                                             impl=impl), backend)

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from gpubench import topology
+from gpubench.backends.base import Backend
 from gpubench.memory import too_big
 from gpubench.report.plotting import (MARKERS, STYLES, Chart, bytes_axis, color, fmt_bytes, grid, legend, note,
                                       save, spread)
@@ -107,7 +108,7 @@ class Copy(Suite):
         # A copy to or from host memory runs at a rate that follows where this process's host buffers landed.
         return case["memory"] in HOST_MEMORY
 
-    def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None) -> Workload:
+    def prepare(self, case: Case, backend: Backend, ctx: GridContext | None = None) -> Workload:
         if backend.name == "cpu":
             raise Skip("no GPU: host↔device copies need a GPU (the cpu backend has no device memory)")
         direction, memory, size = case["direction"], case["memory"], case["copy_bytes"]
@@ -220,7 +221,7 @@ def _peer_copy(on_gpu: bool, src_dev: int, dst_dev: int):
     return run
 
 
-def _peer_facts(backend: Any, me: int, peer: int, on_gpu: bool) -> tuple[bool | None, str | None]:
+def _peer_facts(backend: Backend, me: int, peer: int, on_gpu: bool) -> tuple[bool | None, str | None]:
     """(peer access enabled, link) — enabling it first, as a framework would, so copies go direct."""
     if not on_gpu:
         return None, None
@@ -238,7 +239,7 @@ def _peer_facts(backend: Any, me: int, peer: int, on_gpu: bool) -> tuple[bool | 
     return True, topology.gpu_link(backend.name, backend.pci_bus_id(me), backend.pci_bus_id(peer))
 
 
-def _make_buffers(direction: str, memory: str, size: int, backend: Any, on_gpu: bool, case: Case) -> Buffers:
+def _make_buffers(direction: str, memory: str, size: int, backend: Backend, on_gpu: bool, case: Case) -> Buffers:
     dev = backend.torch_device
     keep: list[Any] = []
 

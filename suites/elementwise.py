@@ -16,11 +16,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from gpubench import engine, fills, peaks
+from gpubench.backends.base import Backend
 from gpubench.console import fmt_value
 from gpubench.errors import UsageError
 from gpubench.memory import HEADROOM, too_big
@@ -296,7 +296,7 @@ class Elementwise(Suite):
                 for k in steps:
                     yield Case.of(op=f"fma{k}", dtype=dtype, array_bytes=sizes[0], impl="triton")
 
-    def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None) -> Workload:
+    def prepare(self, case: Case, backend: Backend, ctx: GridContext | None = None) -> Workload:
         warps = ctx.options.get("triton_warps") if ctx else None  # --triton-warps: a forced launch shape
         op, dtype, size, impl = case["op"], case["dtype"], case["array_bytes"], case["impl"]
         spec, tdtype, device = _op(op), DTYPES[dtype], backend.torch_device

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from gpubench.backends.base import Backend
 from gpubench.report.plotting import Chart, color, legend, note, pyplot, save, spread
 from gpubench.report.runs import Run
 from gpubench.stats import paired_draws, propagate
@@ -174,7 +175,7 @@ class Launch(Suite):
         for mode in ("chain_eager", "chain_graph"):
             yield Case.of(measure=mode, api="torch", nodes=CHAIN_KERNELS)
 
-    def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None) -> Workload:
+    def prepare(self, case: Case, backend: Backend, ctx: GridContext | None = None) -> Workload:
         if backend.name == "cpu":
             raise Skip("no GPU: kernel launch latency has no meaning on the CPU backend")
         measure, api, nodes = case["measure"], case["api"], case["nodes"]

@@ -9,6 +9,7 @@ NAMES = ("auto", "cuda", "hip", "cpu", "fake")
 
 
 def backend_class(name: str) -> type[Backend]:
+    # The cpu and GPU backends' modules import torch: only the one asked for is loaded (compare, report, --help: none).
     if name == "cpu":
         from gpubench.backends.cpu import CpuBackend
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import argparse
 
-from gpubench import outputs
+from gpubench import outputs, results
+from gpubench.console import out_console
 from gpubench.errors import UsageError
+from gpubench.export import export
+from gpubench.kernels import config_export as kernel_export
+from gpubench.registry import all_suites
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -20,9 +24,6 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    from gpubench.console import out_console
-    from gpubench.export import export
-
     outputs.file(args.out)  # a folder, a missing or read-only place: one line, before anything is read
     if args.format in ("tunableop", "triton-configs"):
         return _export_kernel_winners(args)
@@ -36,8 +37,6 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _exporter(fmt: str) -> str:
     """The suite whose rows ``--format fmt`` writes (the one that lists it in ``Suite.exports``)."""
-    from gpubench.registry import all_suites
-
     found = [name for name, cls in all_suites().items() if fmt in cls.exports]
     if not found:
         raise UsageError(f"no suite exports {fmt}")
@@ -45,10 +44,6 @@ def _exporter(fmt: str) -> str:
 
 
 def _export_kernel_winners(args: argparse.Namespace) -> int:
-    from gpubench import results
-    from gpubench.console import out_console
-    from gpubench.kernels import config_export as kernel_export
-
     suite = _exporter(args.format)
     df = results.load(args.run)
     if "config" not in df.columns or not (df["suite"] == suite).any():

@@ -7,8 +7,10 @@ import sys
 from collections.abc import Sequence
 
 from gpubench.commands import EXIT_FAILED, EXIT_OK
+from gpubench.console import fmt_value, out_console
 from gpubench.errors import UsageError
 from gpubench.nccltests.model import TOOLS
+from gpubench.registry import all_suites
 from gpubench.suite import Suite
 
 
@@ -29,8 +31,6 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 def _importer(tool: str) -> type[Suite]:
     """The suite whose table ``tool``'s logs become (the one that lists it in ``Suite.imports``)."""
-    from gpubench.registry import all_suites
-
     found = [cls for cls in all_suites().values() if tool in cls.imports]
     if not found:
         raise UsageError(f"no suite imports {tool} logs")
@@ -38,8 +38,6 @@ def _importer(tool: str) -> type[Suite]:
 
 
 def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from gpubench.console import fmt_value, out_console
-
     if args.ranks is not None and args.ranks < 1:
         raise UsageError(f"--ranks {args.ranks}: give the number of ranks the run had (1 or more)")
     done = _importer(args.tool).import_logs(list(args.files), tool=args.tool, out=args.out, cluster=args.cluster,

@@ -258,10 +258,5 @@ class Group:
         self._control(lambda: dist.all_gather_object(out, obj, group=self.control))
         return out
 
-    def failures(self, error: BaseException | None) -> list[str]:
-        """Agree on whether a step failed anywhere: the messages of the ranks where it raised, by rank."""
-        msg = None if error is None else f"rank {self.rank}: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-        return [m for m in self.gather_objects(msg) if m]
-
 
 __all__ = ["Group", "GroupError", "read_heartbeats", "laggards", "store_client"]

@@ -13,16 +13,15 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from gpubench.compare.report import against_earlier
+from gpubench.registry import all_suites
+from gpubench.report import charts_roofline, page
 from gpubench.report.plotting import Chart
+from gpubench.report.runs import load_runs
 
 
 def write(paths: Sequence[str | os.PathLike], out: str | os.PathLike) -> tuple[Path, list[Chart]]:
     """Load ``paths`` (run directories), write the PNGs and the page into ``out``; (page, charts)."""
-    from gpubench.compare.report import against_earlier
-    from gpubench.registry import all_suites
-    from gpubench.report import charts_roofline, page
-    from gpubench.report.runs import load_runs
-
     runs = load_runs(paths)
     out = Path(out)
     charts: list[Chart] = []

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from gpubench.compare.formats import context_lines, headers, human_case, row_cells
 from gpubench.compare.report import CompareTable
+from gpubench.contention import closing
 from gpubench.suite import Suite
 from gpubench.report.plotting import Chart
 from gpubench.report.runs import Run
@@ -92,8 +94,6 @@ def _system_rows(runs: list[Run]) -> str:
 def _shared(runs: list[Run]) -> str:
     """A warning at the top of the page for each run measured on a shared GPU or a busy host (its run.json's
     ``contention``): those figures are not the hardware's alone."""
-    from gpubench.contention import closing
-
     items = []
     for r in runs:
         c = r.meta.get("contention") or {}
@@ -124,8 +124,6 @@ def _chart(c: Chart, out: Path) -> str:
 
 
 def _compare(t: CompareTable) -> str:
-    from gpubench.compare.formats import context_lines, headers, human_case, row_cells
-
     rep = t.report
     cells = [row_cells({**r, "case": human_case(r["case"])}, rep.cross_cluster) for r in rep.rows.to_dict("records")]
     diff = rep.system_differences

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from gpubench.chartfit import thin_ticks
+from gpubench.errors import UsageError
 
 # A run keeps its colour across every chart of the page, so a reader can follow one run down the page.
 RUN_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray",
@@ -33,8 +34,6 @@ def pyplot():
     try:
         import matplotlib
     except ImportError as e:
-        from gpubench.errors import UsageError
-
         raise UsageError(f"gpubench report needs matplotlib ({e}): pip install matplotlib") from e
     matplotlib.use("Agg")  # files only: report runs on cluster nodes and CI runners without a display
     import matplotlib.pyplot as plt

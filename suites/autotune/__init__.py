@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from gpubench.options import Option
+from gpubench.options import Option, read
 from gpubench.request import RunRequest
 from gpubench.suite import Suite
 from gpubench.suites.comm import OPTIONS as COMM_OPTIONS
+from gpubench.suites.autotune import charts as charts_autotune
+from gpubench.suites.autotune import sweep
 from gpubench.suites.comm import table as commtable
 
 
@@ -45,14 +47,9 @@ class Autotune(Suite):
     )
 
     def drive(self, request: RunRequest) -> int:
-        from gpubench.suites.autotune import sweep
-        from gpubench.options import read
-
         read(COMM_OPTIONS, request.what.given)  # the child runs' options are checked here, once, before any starts
         return sweep.run(request, self.version, self.params, COMM_OPTIONS)
 
     @classmethod
     def charts(cls, runs, out):
-        from gpubench.suites.autotune import charts as charts_autotune
-
         return charts_autotune.autotune(runs, out)

@@ -14,6 +14,8 @@ from typing import Any
 
 from gpubench.report.plotting import Chart, bytes_axis, color, grid, legend, note, save
 from gpubench.report.runs import Run, join, names
+from gpubench.suites.autotune import winners
+from gpubench.suites.autotune.knobs import DEFAULT
 
 
 def _letters():
@@ -28,11 +30,6 @@ def autotune(runs: list[Run], out: Path) -> list[Chart]:
     present = [r for r in runs if r.has("autotune")]
     if not present:
         return []  # no sweep in these runs: nothing to say
-    try:
-        from gpubench.suites.autotune import winners
-        from gpubench.suites.autotune.knobs import DEFAULT
-    except ImportError as e:  # the autotune package is optional to the report
-        return [note("autotune", title, f"cannot read autotune rows here ({e})")]
     have = []
     for i, r in enumerate(runs):
         if r.has("autotune"):

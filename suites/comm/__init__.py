@@ -30,7 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench import graphs
+from gpubench.backends.base import Backend
+from gpubench.suites.comm import binaries
+from gpubench.suites.comm import charts as charts_comm
 from gpubench.suites.comm import table as commtable
+from gpubench.suites.comm.importer import import_logs as read_logs
 from gpubench.suites.comm.table import busbw_factor, element_count
 from gpubench.units import parse_size
 from gpubench.ranks import ncclmem
@@ -420,20 +424,14 @@ class Comm(Suite):
 
     @classmethod
     def charts(cls, runs, out):
-        from gpubench.suites.comm import charts as charts_comm
-
         return charts_comm.comm(runs, out)
 
     def run_engine(self, engine: str, request: RunRequest, options: Options, dtypes: list[str] | None) -> int:
-        from gpubench.suites.comm import binaries  # its subprocess machinery is for this engine only
-
         return binaries.sweep(request, options, dtypes)
 
     @classmethod
     def import_logs(cls, paths: list[str], *, tool: str, **how: Any) -> Any:
-        from gpubench.suites.comm.importer import import_logs  # the parsers: for this command only
-
-        return import_logs(paths, tool=tool, **{**how, "collective": _collective(how.get("collective"))})
+        return read_logs(paths, tool=tool, **{**how, "collective": _collective(how.get("collective"))})
 
     # --- the grid ----------------------------------------------------------------------------------------
     def cases(self, ctx: GridContext) -> Iterable[Case]:
@@ -539,7 +537,7 @@ class Comm(Suite):
         return max(send, recv) * size
 
     # --- one case ----------------------------------------------------------------------------------------
-    def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None) -> Workload:
+    def prepare(self, case: Case, backend: Backend, ctx: GridContext | None = None) -> Workload:
         import torch
         import torch.distributed as dist
 

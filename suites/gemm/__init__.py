@@ -52,9 +52,11 @@ import numpy as np
 import torch
 
 from gpubench import engine, fills
+from gpubench.backends.base import Backend
 from gpubench.memory import too_big
 from gpubench.peaks import peak_tflops
 from gpubench.stats import propagate
+from gpubench.suites.gemm import charts as charts_gemm
 from gpubench.suite import THROUGHPUT, TIME, Case, Check, Derived, GridContext, Method, Metric, Skip, Suite, Workload
 
 PCT_PEAK = Metric("pct_peak", "%", "higher")
@@ -219,7 +221,7 @@ class Operands:
     views: dict[str, Any] = field(default_factory=dict)  # CuPy views of a, b, c
 
 
-def _fp8_type(backend: Any) -> torch.dtype:
+def _fp8_type(backend: Backend) -> torch.dtype:
     """e4m3 as the device implements it: OCP e4m3fn on NVIDIA (and MI350), e4m3fnuz on MI300 (gfx94x)."""
     if backend.name == "hip":
         arch = getattr(torch.cuda.get_device_properties(backend.device_index), "gcnArchName", "") or ""
@@ -250,7 +252,7 @@ def _fp32_precision(precision: str, fn):
     return run
 
 
-def _torch_run(dtype: str, layout: str, backend: Any, m: int, fp8_type: torch.dtype, fast_accum: bool = False):
+def _torch_run(dtype: str, layout: str, backend: Backend, m: int, fp8_type: torch.dtype, fast_accum: bool = False):
     if fast_accum and dtype != "fp8":
         raise Skip(f"fast accumulation is an fp8 mode of torch._scaled_mm; {dtype} has none")
     if dtype != "fp8":
@@ -264,7 +266,7 @@ def _torch_run(dtype: str, layout: str, backend: Any, m: int, fp8_type: torch.dt
                                       use_fast_accum=fast_accum)
 
 
-def _probe_scaled_mm(backend: Any, m: int, fp8_type: torch.dtype) -> None:
+def _probe_scaled_mm(backend: Backend, m: int, fp8_type: torch.dtype) -> None:
     """Skip, with the reason, where torch cannot run this fp8 product (old GPU, old torch, odd M)."""
     if not hasattr(torch, "_scaled_mm"):
         raise Skip(f"torch {torch.__version__} has no _scaled_mm (fp8 needs torch >= 2.1)")
@@ -285,7 +287,7 @@ def _probe_scaled_mm(backend: Any, m: int, fp8_type: torch.dtype) -> None:
         raise Skip(f"torch._scaled_mm cannot run {fp8_type} with M={m} here: {text}") from e
 
 
-def _triton_run(dtype: str, backend: Any):
+def _triton_run(dtype: str, backend: Backend):
     if dtype == "fp64":
         raise Skip("the Triton kernel has no fp64 path (tl.dot of fp64 is outside its scope)")
     if dtype == "fp8" and backend.name == "cuda":
@@ -300,7 +302,7 @@ def _triton_run(dtype: str, backend: Any):
     return lambda x: k.matmul(x.a, x.b, x.c, precision=precision, scale_a=x.scale_a, scale_b=x.scale_b)
 
 
-def _cupy_run(dtype: str, backend: Any):
+def _cupy_run(dtype: str, backend: Backend):
     if dtype in ("bf16", "fp8"):
         raise Skip(f"cupy has no {dtype} dtype (NumPy's type system has neither)")
     if dtype == "tf32":
@@ -444,8 +446,6 @@ class Gemm(Suite):
 
     @classmethod
     def charts(cls, runs, out):
-        from gpubench.suites.gemm import charts as charts_gemm
-
         return charts_gemm.gemm(runs, out)
 
     def cases(self, ctx: GridContext):
@@ -462,7 +462,7 @@ class Gemm(Suite):
                                 continue  # an fp8 mode; NN fp8 is a skip row already through "torch"
                             yield Case.of(shape=shape, dtype=dtype, layout=layout, M=m, N=n, K=k, impl=impl)
 
-    def prepare(self, case: Case, backend: Any, ctx: GridContext | None = None) -> Workload:
+    def prepare(self, case: Case, backend: Backend, ctx: GridContext | None = None) -> Workload:
         dtype, layout, impl = case["dtype"], case["layout"], case["impl"]
         m, n, k = case["M"], case["N"], case["K"]
         spec, device = DTYPES[dtype], backend.torch_device
