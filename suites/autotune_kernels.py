@@ -108,7 +108,7 @@ class AutotuneKernels(Suite):
                              backend)
         if impl == TORCH:
             return w
-        from gpubench.kernels import matmul_triton as kt
+        from gpubench.kernels import matmul_triton as kt  # imports Triton: only for the Triton impl
 
         cfg = gemm_kernel_config(case["config"], case["dtype"])
         if cfg["variant"] == kt.PERSISTENT_TMA:
@@ -128,7 +128,7 @@ class AutotuneKernels(Suite):
                                             impl=impl), backend)
         if impl == TORCH:
             return w
-        from gpubench.kernels import stream_triton as ks
+        from gpubench.kernels import stream_triton as ks  # imports Triton: only for the Triton impl
 
         cfg = parse(case["config"])
 

@@ -121,7 +121,7 @@ def _op(name: str) -> Op:
 
 def _triton_config(op: str, warps: int | None = None) -> str:
     """The launch shape, recorded per row so that runs with other shapes are told apart."""
-    from gpubench.kernels import stream_triton as k
+    from gpubench.kernels import stream_triton as k  # imports Triton: reached only for the Triton impl
 
     if op == "dot":
         return f"block={k.DOT_BLOCK},warps={warps or k.DOT_WARPS}"
