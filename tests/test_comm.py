@@ -17,7 +17,7 @@ import torch
 
 from gpubench import results
 from gpubench.suites.comm import table as commtable
-from gpubench.ranks.env import detect, first_host
+from gpubench.ranks.env import detect, first_host, standalone
 from gpubench.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,6 +57,21 @@ def test_open_mpi_variables_and_the_missing_master_across_nodes():
 
 def test_no_launcher_means_none():
     assert detect({"HOME": "/root"}) is None
+
+
+@pytest.mark.parametrize("env", [
+    {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "TORCHELASTIC_RUN_ID": "x", "MASTER_ADDR": "n1"},
+    {"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0", "SLURM_STEP_NODELIST": "gpu[1-2]",
+     "SLURM_JOB_ID": "7"},
+    {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "1"},
+    {"PMI_RANK": "0", "PMI_SIZE": "2"},
+])
+def test_a_standalone_child_sees_no_launcher_but_keeps_the_rest(env):
+    # The check's own runs start from a rank's environment: they must not try to join its launcher's world.
+    assert detect(env) is not None
+    child = standalone({**env, "PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0,1", "NCCL_NVLS_ENABLE": "0"})
+    assert detect(child) is None
+    assert child["PATH"] == "/bin" and child["CUDA_VISIBLE_DEVICES"] == "0,1" and child["NCCL_NVLS_ENABLE"] == "0"
 
 
 # --- nccl-tests' conventions ------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from gpubench import results
 from gpubench.check import checkset
 from gpubench.check.checkset import Evidence, Figure
 from gpubench.errors import UsageError
+from gpubench.ranks.env import standalone
 
 COMM_BYTES = {"cuda": "1G", "hip": "1G"}  # other backends (fake, cpu): 1M, so that tests stay quick
 CHILD_TIMEOUT_S = 900.0
@@ -79,12 +80,13 @@ def _visible(backend: str, devices: Sequence[int]) -> dict[str, str]:
 
 def child(plan: Plan, what: str, words: list[str], env: dict[str, str] | None = None,
           pair: tuple[int, int] | None = None) -> Child:
-    """Run ``gpubench run <words>`` and find its run directory. A child that ends without one says why."""
+    """Run ``gpubench run <words>`` and find its run directory. A child that ends without one says why. It is a
+    world of its own: the launcher that may have started the check (srun) does not reach it."""
     argv = [sys.executable, "-m", "gpubench", "run", *words, "--out", plan.out, "--cluster", plan.cluster,
             "--backend", plan.backend]
     t0 = time.monotonic()
     try:
-        proc = subprocess.run(argv, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        proc = subprocess.run(argv, env={**standalone(os.environ), **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, timeout=plan.timeout_s)
     except subprocess.TimeoutExpired:
         c = Child(what, None, 124, f"no result within {plan.timeout_s:.0f} s (the run was stopped)", pair)

@@ -123,6 +123,22 @@ def detect(env: Mapping[str, str] | None = None) -> RankEnv | None:
     return None
 
 
+# What makes detect() see a launcher: the variables that say which rank of which world this process is.
+_RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+                   "ROLE_RANK", "ROLE_WORLD_SIZE", "GPUBENCH_SPAWNED", "MASTER_ADDR", "MASTER_PORT",
+                   "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_STEP_ID", "SLURM_STEPID",
+                   "SLURM_NTASKS_PER_NODE", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_TASKS_PER_NODE",
+                   "SLURM_STEP_NUM_NODES", "SLURM_STEP_NODELIST", "SLURM_NODEID")
+_RANK_PREFIXES = ("TORCHELASTIC_", "OMPI_COMM_WORLD_", "PMI_", "PMIX_", "MPI_LOCAL", "PALS_")
+
+
+def standalone(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without the variables by which a launcher tells a process its rank: for a child gpubench starts on
+    its own (the check's runs), which must be a world of its own, not a rank of the step that started its parent
+    (under srun, a child inheriting SLURM_PROCID would try to join the step)."""
+    return {k: v for k, v in env.items() if k not in _RANK_VARIABLES and not k.startswith(_RANK_PREFIXES)}
+
+
 def share_host_cores(backend: str, local_world_size: int) -> None:
     """On backends that compute on the host's cores (cpu, fake), give each of this node's ranks its share of them:
     ranks that each spread over all of them spin against each other in torch's thread pools (2 ranks on 2 cores: a
@@ -136,4 +152,4 @@ def share_host_cores(backend: str, local_world_size: int) -> None:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_world_size)))
 
 
-__all__ = ["RankEnv", "detect", "first_host", "share_host_cores", "DEFAULT_PORT"]
+__all__ = ["RankEnv", "detect", "first_host", "share_host_cores", "standalone", "DEFAULT_PORT"]
