@@ -591,8 +591,9 @@ def test_a_failed_nccl_allocation_is_the_cases_error(world_of_one, monkeypatch):
             engine.check(w, CpuBackend())
 
 
-@pytest.mark.parametrize("register", [False, True], ids=["default", "register"])
-def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_path, register):
+@pytest.mark.parametrize("register,layout", [(False, None), (True, None), (False, "one-thread")],
+                         ids=["default", "register", "one-thread"])
+def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_path, register, layout):
     # A stand-in all_reduce_perf that prints a real nccl-tests 2.19.6 log (2 × H200) and records its argv.
     log = ROOT / "tests" / "fixtures" / "nccl-tests" / "nt-2.19.6-all_reduce-h200x2.txt"
     bindir = tmp_path / "bin"
@@ -609,9 +610,13 @@ def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_pat
     proc = _gpubench("run", "--suite", "comm", "--engine", "nccl-tests", "--nccl-tests-dir", bindir,
                      "--collectives", "all_reduce", "--min-bytes", "1M", "--max-bytes", "8G", "--step-factor", "4",
                      "--nproc", "2", "--out", tmp_path / "r", "--cluster", "t", *(["--register"] * register),
+                     *(["--nccl-tests-layout", layout] if layout else []),
                      timeout=120, env={"NCCL_P2P_DIRECT_DISABLE": "1", "NCCL_IB_SECRET": "s3cr3t"})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert (tmp_path / "argv").read_text() == ("-b 1048576 -e 8589934592 -f 4 -d float -o sum -n 20 -w 5 -c 1 -g 2"
+    # One thread per GPU by default (-t 2 -g 1: one rank per GPU, as the torch engine lays them out); -g 2, one
+    # thread driving both, only when asked.
+    ranks = "-g 2" if layout else "-t 2 -g 1"
+    assert (tmp_path / "argv").read_text() == (f"-b 1048576 -e 8589934592 -f 4 -d float -o sum -n 20 -w 5 -c 1 {ranks}"
                                                + " -R 1" * register)
     run = next((tmp_path / "r" / "t").iterdir())
     df = results.load(run)
@@ -624,8 +629,11 @@ def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_pat
     for row in printed:
         assert busbw[int(row[0])] == float(row[7])  # out-of-place busbw, exactly as printed
     meta = json.loads((run / "run.json").read_text())
-    assert " ".join(meta["engine"]["runs"][0]["command"]).endswith("-g 2" + " -R 1" * register)
+    assert " ".join(meta["engine"]["runs"][0]["command"]).endswith(ranks + " -R 1" * register)
     assert meta["engine"]["register"] is register
+    # The layout, in run.json and in every row.
+    name = "thread per 2 GPUs" if layout else "thread per GPU"
+    assert (meta["engine"]["layout"], set(df["layout"])) == (name, {name})
     # The binary ran with the caller's NCCL settings, and the run records them (never what looks like a secret).
     assert (tmp_path / "env").read_text() == "1"
     env = meta["fingerprint"]["volatile"]["env"]
@@ -676,6 +684,7 @@ def test_engine_nccl_tests_under_a_launcher_runs_one_gpu_per_process(tmp_path, j
         meta = json.loads((run / "run.json").read_text())
         assert meta["engine"]["launcher"] == [str(tmp_path / "mpirun"), "-np", "2"]
         assert meta["engine"]["runs"][0]["command"][:3] == meta["engine"]["launcher"]
+        assert meta["engine"]["layout"] == "process per GPU" and "-t" not in meta["engine"]["runs"][0]["command"]
     else:
         assert proc.returncode == 2, proc.stderr[-3000:]
         assert "world size 1, expected 2" in proc.stderr and "make MPI=1" in proc.stderr, proc.stderr[-3000:]
@@ -694,6 +703,12 @@ def test_engine_nccl_tests_launcher_errors_are_one_line_exit_2(tmp_path):
                          "--out", tmp_path / "r", timeout=120)
         assert proc.returncode == 2 and said in proc.stderr, proc.stderr[-2000:]
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    for engine, extra, said in (("torch", ["--nccl-tests-layout", "one-thread"], "add --engine nccl-tests"),
+                                ("nccl-tests", ["--nccl-tests-layout", "one-thread", "--nccl-tests-launcher",
+                                                "mpirun -np 2"], "leave --nccl-tests-launcher out")):
+        proc = _gpubench("run", "--suite", "comm", "--engine", engine, "--nccl-tests-dir", tmp_path, *extra,
+                         "--collectives", "all_reduce", "--nproc", "2", "--out", tmp_path / "r", timeout=120)
+        assert proc.returncode == 2 and said in proc.stderr, proc.stderr[-2000:]
     assert not (tmp_path / "r").exists()
 
 

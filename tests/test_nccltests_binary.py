@@ -119,6 +119,9 @@ def test_build_command(tmp_path):
                           warmup=0, check=False)
     assert plain == [str(exe), "-b", "1024", "-e", "1024", "-f", "2", "-d", "float", "-n", "1", "-w", "0", "-c", "0",
                      "-g", "1"]
+    threads = build_command(exe, min_bytes=8, max_bytes=8, step_factor=2, dtype="float", op="sum", iters=20,
+                            warmup=5, graph=10, nthreads=4)
+    assert threads[-6:] == ["-t", "4", "-g", "1", "-G", "10"]
     rccl = printer(tmp_path / "r" / "all_reduce_perf", help_text=RCCL_HELP)
     assert "-J" not in build_command(rccl, min_bytes=8, max_bytes=8, step_factor=2, dtype="float", op="sum",
                                      iters=1, warmup=0, json_path=tmp_path / "o.json")

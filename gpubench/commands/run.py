@@ -119,8 +119,9 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
             raise UsageError("autotune runs alone (its child comm runs start their own ranks): use --suite "
                              "autotune, without --devices or --engine")
         return next(s for s in suites if s.drives).drive(request)
-    if getattr(args, "nccl_tests_launcher", None) and engine != "nccl-tests":
-        raise UsageError("--nccl-tests-launcher starts the nccl-tests binaries: add --engine nccl-tests")
+    for flag in ("nccl_tests_launcher", "nccl_tests_layout"):
+        if getattr(args, flag, None) and engine != "nccl-tests":
+            raise UsageError(f"--{flag.replace('_', '-')} lays out the nccl-tests binaries: add --engine nccl-tests")
     if engine != "torch":
         if len(suites) != 1 or engine not in suites[0].engines:
             owner = next(n for n, cls in all_suites().items() if engine in cls.engines)

@@ -16,9 +16,11 @@ of small sizes; ``--eager`` times the host issuing torch.distributed calls inste
 fails is timed eager with the reason in its row. A sweep costs about what nccl-tests' does: after the run's
 first case, a case warms up for a batch or two (nccl-tests' ``-w``) and takes a few samples (its ``-n``), the
 stop rule extending only rows whose spread stays high.
-Buffers come from torch's caching allocator, as in a training job; ``--alloc nccl`` takes them from
-``ncclMemAlloc`` as nccl-tests does, and ``--register`` also registers them with the communicator (nccl-tests
-``-R 1``; gpubench/ranks/ncclmem.py).
+On GPUs the buffers come from ``ncclMemAlloc``, as nccl-tests allocates them (gpubench/ranks/ncclmem.py): in a
+captured graph NCCL registers such memory by itself and sends zero-copy, which torch's caching allocator's memory
+(``cudaMalloc``) cannot do, so point-to-point collectives read what nccl-tests reads. ``--alloc torch`` takes them
+from torch's caching allocator instead: what a training job that does not register its buffers gets. ``--register``
+also registers them with the communicator (nccl-tests ``-R 1``).
 """
 
 from __future__ import annotations
@@ -280,8 +282,9 @@ OPTIONS = (
                     "name for it (refused on CPUs)", switch=True),
     Option("eager", "time torch.distributed calls issued one by one from Python instead of a captured graph (what "
                     "a training loop's host gets; host-bound below tens of MiB)", switch=True),
-    Option("alloc", "where the buffers come from: torch's caching allocator (default, as training jobs) or "
-                    "NCCL/RCCL's ncclMemAlloc (as nccl-tests allocates them)", choices=("torch", "nccl")),
+    Option("alloc", "where the buffers come from: NCCL/RCCL's ncclMemAlloc (the default on GPUs, as nccl-tests "
+                    "allocates them; NCCL sends from it zero-copy in graphs) or torch's caching allocator (what a "
+                    "training job that does not register its buffers gets)", choices=("torch", "nccl")),
     Option("register", "register every buffer with the communicator (ncclCommRegister, nccl-tests -R 1): "
                        "zero-copy transfers where NCCL supports them; implies --alloc nccl", switch=True,
            check=_register_alloc),
@@ -294,7 +297,10 @@ OPTIONS = (
            metavar="DIR"),
     Option("nccl-tests-launcher", "run each binary under this launcher, one process per GPU (-g 1), as an MPI "
                                   "build of nccl-tests runs, e.g. 'mpirun -np 2'; --nproc is then the ranks it starts "
-                                  "(default: one process driving every GPU, -g N)", metavar="CMD"),
+                                  "(default: one process, one thread per GPU, -t N -g 1)", metavar="CMD"),
+    Option("nccl-tests-layout", "threads: one thread per GPU (-t N -g 1), one rank per GPU as the torch engine lays "
+                                "them out (default); one-thread: one thread drives every GPU (-g N)",
+           choices=("threads", "one-thread")),
     Option("timeout", "a rank that makes no progress for this long ends the run, naming the ranks that did not "
                       "arrive (default 60)", float, default=60.0, metavar="SECONDS",
            check=lambda v, _: None if v > 0 else f"--timeout {v} must be a positive number of seconds"),
@@ -311,9 +317,32 @@ def _collective(text: str | None) -> str | None:
     return name
 
 
-def _alloc(options: Any) -> str:
-    """Where the buffers come from: --register implies NCCL's allocator, the default is torch's."""
-    return "nccl" if options.get("register") else (options.get("alloc") or "torch")
+def _alloc(options: Any, backend: str) -> str:
+    """Where the buffers come from as asked: --register implies NCCL's allocator; without --alloc, NCCL's on GPUs
+    (nccl-tests' allocation), torch's on CPUs (gloo has no other)."""
+    if options.get("register"):
+        return "nccl"
+    return options.get("alloc") or ("nccl" if backend in ("cuda", "hip") else "torch")
+
+
+def _alloc_for_run(ctx: GridContext) -> tuple[str, str | None]:
+    """(where this run's buffers come from, a note or None). NCCL's allocator, asked for by name, must exist; as the
+    default on a GPU whose NCCL/RCCL lacks it (older than 2.19), the run falls back to torch's and says so once."""
+    opts = ctx.options
+    alloc = _alloc(opts, ctx.backend)
+    if alloc != "nccl":
+        return alloc, None
+    explicit = bool(opts.get("alloc") or opts.get("register"))
+    if explicit and ctx.backend not in ("cuda", "hip"):
+        raise UsageError("--alloc nccl and --register use NCCL/RCCL's allocator: they need a GPU backend "
+                         "(cuda or hip)")
+    try:
+        ncclmem.library()  # an NCCL without ncclMemAlloc is named once here, not in every row
+    except UsageError as e:
+        if explicit:
+            raise
+        return "torch", f"buffers from torch's caching allocator: {e}"
+    return "nccl", None
 
 
 @dataclass
@@ -324,6 +353,7 @@ class _Run:
     seeds: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     warm: bool = False  # the run's first case has warmed the device up
     plan_notes: list[str] = field(default_factory=list)  # what the grid left out
+    alloc: str = "torch"  # where the buffers come from (_alloc_for_run)
     columns: list[dict[str, Any]] = field(default_factory=list)  # every case's extra columns, as its rows have them
 
 
@@ -469,11 +499,14 @@ class Comm(Suite):
                 what = f"{lib}'s local copy (out of place) or a call that moves nothing (in place)"
             run.plan_notes.append(f"world of one: bus bandwidth needs 2 or more ranks (a machine with 2+ GPUs, "
                                     f"--nproc, or a launcher), busbw is 0 here; measured instead: {what}")
-        if _alloc(opts) == "nccl":
-            if ctx.backend not in ("cuda", "hip"):
-                raise UsageError("--alloc nccl and --register use NCCL/RCCL's allocator: they need a GPU backend "
-                                 "(cuda or hip)")
-            ncclmem.library()  # an NCCL without ncclMemAlloc is named once here, not in every row
+        run.alloc, why = _alloc_for_run(ctx)
+        if why:
+            run.plan_notes.append(why)
+        elif run.alloc == "torch" and ctx.backend in ("cuda", "hip"):
+            run.plan_notes.append("buffers from torch's caching allocator (--alloc torch): what a training job that "
+                                  "does not register its buffers gets; NCCL cannot send from them zero-copy in a "
+                                  "graph, as it does from nccl-tests' (the default), so point-to-point collectives "
+                                  "(sendrecv, alltoall) and all_gather read lower (docs/comm.md)")
         planned = []
         for name in names:
             coll = COLLECTIVES[name]
@@ -547,7 +580,7 @@ class Comm(Suite):
         ranks, opts, state = ctx.group, ctx.options, _run(ctx)
         world, rank = ranks.world_size, ranks.rank
         graph = ctx.backend != "cpu" and not opts.get("eager")  # where the backend can capture (--eager: never)
-        register, alloc = bool(opts.get("register")), _alloc(opts)
+        register, alloc = bool(opts.get("register")), state.alloc
         if coll.name == "sendrecv" and world < 2:
             raise Skip("sendrecv needs at least 2 ranks")
         dtype = getattr(torch, case["dtype"])
@@ -576,6 +609,7 @@ class Comm(Suite):
             return b.recv
 
         extra = {"count": count, "world_size": world, "nnodes": ranks.renv.nnodes, "engine": "torch",
+                 "layout": commtable.layout_name(1, 1),
                  "root": 0 if coll.name in commtable.ROOTED else -1, "valid": None, "wrong": None,
                  "graph": graph, "alloc": alloc, "register": register}
 

@@ -120,20 +120,21 @@ def supports_graph(binary: str | os.PathLike, timeout_s: float = 10.0) -> bool:
 
 def build_command(binary: str | os.PathLike, *, min_bytes: int, max_bytes: int, step_factor: int, dtype: str,
                   op: str, iters: int, warmup: int, check: bool = True, graph: bool | int = False,
-                  ngpus: int = 1, json_path: str | os.PathLike | None = None,
+                  ngpus: int = 1, nthreads: int = 1, json_path: str | os.PathLike | None = None,
                   launcher_prefix: Sequence[str] = (), register: bool = False) -> list[str]:
-    """argv for one sweep: ``-b -e -f -d -o -n -w -c -G -g``, ``-R 1`` when ``register``, and ``-J`` when asked
-    for and supported.
+    """argv for one sweep: ``-b -e -f -d -o -n -w -c -G -t -g``, ``-R 1`` when ``register``, and ``-J`` when
+    asked for and supported.
 
     ``dtype`` is gpubench's name (float32) or nccl-tests' (float); ``op`` "none" leaves ``-o`` out (a
-    non-reducing collective); ``graph`` True is one CUDA graph launch per timing (``-G 1``), an int that many.
+    non-reducing collective); ``graph`` True is one CUDA graph launch per timing (``-G 1``), an int that many;
+    ``nthreads`` threads per process (``-t``, left out at 1), each driving ``ngpus`` GPUs (``-g``).
     """
     if not (1 <= min_bytes <= max_bytes):
         raise UsageError(f"sizes must satisfy 1 ≤ min ({min_bytes}) ≤ max ({max_bytes})")
     if step_factor < 2:
         raise UsageError(f"step factor {step_factor} must be an integer ≥ 2 (nccl-tests -f)")
-    if iters < 1 or warmup < 0 or ngpus < 1:
-        raise UsageError("iters must be ≥ 1, warmup ≥ 0 and ngpus ≥ 1")
+    if iters < 1 or warmup < 0 or ngpus < 1 or nthreads < 1:
+        raise UsageError("iters must be ≥ 1, warmup ≥ 0, and nthreads and ngpus ≥ 1")
     nccl_type = TO_NCCL_TYPE.get(dtype, dtype)
     if nccl_type not in NCCL_TYPES:
         raise UsageError(f"dtype {dtype!r} has no nccl-tests type: one of {', '.join(TO_NCCL_TYPE)}")
@@ -141,7 +142,9 @@ def build_command(binary: str | os.PathLike, *, min_bytes: int, max_bytes: int, 
             "-d", nccl_type]
     if op != "none":
         argv += ["-o", op]
-    argv += ["-n", str(iters), "-w", str(warmup), "-c", "1" if check else "0", "-g", str(ngpus)]
+    argv += ["-n", str(iters), "-w", str(warmup), "-c", "1" if check else "0"]
+    argv += ["-t", str(nthreads)] if nthreads > 1 else []
+    argv += ["-g", str(ngpus)]
     launches = int(graph)
     if launches:
         argv += ["-G", str(launches)]
@@ -258,19 +261,26 @@ def run_binary(argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | N
 # nccl-tests
 # (or rccl-tests) binaries, and brought into the same comm table through the importer.
 #
-# One binary run per (collective, dtype, op), single process with ``-g N`` (one thread driving the N local
-# GPUs), ``-n 20 -w 5 -c 1`` (nccl-tests' usual timing and its validation), ``-G`` with ``--graph``, ``-R 1``
-# with ``--register``. Each run's stdout, stderr and exact command are kept in the run directory.
+# One binary run per (collective, dtype, op), ``-n 20 -w 5 -c 1`` (nccl-tests' usual timing and its validation),
+# ``-G 10`` in graphs (the default; --eager leaves it out), ``-R 1`` with ``--register``. Each run's stdout, stderr
+# and exact command are kept in the run directory.
 #
-# ``--nccl-tests-launcher 'mpirun -np N'`` runs each binary under that launcher with ``-g 1`` instead: one process
-# per GPU, the layout of the torch engine and of training jobs, where one process driving every GPU lets NCCL
-# reach the other GPUs' buffers directly (docs/comm.md). That needs an MPI build (``make MPI=1``); a build
-# without MPI would start N unrelated worlds of one GPU, so every log's world size is checked against --nproc
-# before it is imported. gpubench itself is never under that launcher: started by one, it refuses, and the
-# binaries' own output is for ``gpubench import``.
+# The ranks are laid out as the torch engine lays out its own, one rank per GPU: one process whose N threads each
+# drive one GPU (``-t N -g 1``, the default layout "thread per GPU"), or under ``--nccl-tests-launcher 'mpirun -np
+# N'`` N processes of one GPU each ("process per GPU"; an MPI build, ``make MPI=1``). ``--nccl-tests-layout
+# one-thread`` asks for ``-g N`` instead, one thread driving every GPU: on 4 × H100 that read all_reduce at 1 MiB
+# 52.7–57.4 GB/s busbw against 92.4 for ``-t 4 -g 1 -G 10`` and the torch engine (2026-11-26, issue 45), its
+# thread issuing every GPU's call in turn. A build without MPI under a launcher would start N unrelated worlds of
+# one GPU, so every log's world size is checked against --nproc before it is imported. gpubench itself is never
+# under that launcher: started by one, it refuses, and the binaries' own output is for ``gpubench import``.
 
 
 ITERS, WARMUP = 20, 5
+# Graph launches per timing (-G): nccl-tests captures its -n iterations in one graph and launches it this many
+# times. One launch per timing (-G 1) left the launch's host cost in small sizes: 4 × H100, all_reduce 1 MiB read
+# 80.6–82.6 GB/s busbw with -t 4 -g 1 -G 1, 92.4–92.7 with -G 10, the torch engine's graphs 92.4–92.6 (2026-11-26).
+GRAPH_LAUNCHES = 10
+LAYOUTS = ("threads", "one-thread")
 
 
 def _sweep(quick: bool, options: Mapping[str, Any]) -> tuple[int, int, int]:
@@ -296,6 +306,13 @@ class _SweepPlan:
     nproc: int
     prefix: list[str]
     timeout: float  # --timeout: a binary silent this long is stalled
+    one_thread: bool = False  # -g N: one thread drives every GPU (--nccl-tests-layout one-thread)
+
+    def layout(self) -> tuple[int, int]:
+        """(threads per process, GPUs per thread) of each binary run: one rank per GPU unless asked otherwise."""
+        if self.prefix:
+            return 1, 1  # the launcher starts a process per GPU
+        return (1, self.nproc) if self.one_thread else (self.nproc, 1)
 
     def commands(self):
         for name, binary in self.binaries.items():
@@ -307,7 +324,7 @@ class _SweepPlan:
 def _plan_sweep(request: RunRequest, options: Mapping[str, Any], dtypes: list[str] | None) -> _SweepPlan:
     """The sweep's plan, every input checked (a missing binary fails before anything runs)."""
     if detect() is not None:
-        raise UsageError("--engine nccl-tests runs the binaries on this machine (-g N); under a launcher, run "
+        raise UsageError("--engine nccl-tests runs the binaries on this machine (-t N -g 1); under a launcher, run "
                          "an MPI build of nccl-tests with it and `gpubench import nccl-tests` its output")
     if request.what.sizes is not None:
         raise UsageError("--engine nccl-tests sweeps geometrically: give --min-bytes/--max-bytes/--step-factor")
@@ -329,20 +346,26 @@ def _plan_sweep(request: RunRequest, options: Mapping[str, Any], dtypes: list[st
     nproc = request.where.nproc or _gpus()
     if nproc < 1:
         raise UsageError("nccl-tests needs GPUs and this machine shows none")
+    layout = options.get("nccl_tests_layout") or "threads"
+    if options.get("nccl_tests_launcher") and layout == "one-thread":
+        raise UsageError("--nccl-tests-layout one-thread runs one process (-g N): leave --nccl-tests-launcher out, "
+                         "or the layout (the launcher's processes each drive one GPU)")
     return _SweepPlan(binaries, kinds, options.get("op") or ["sum"], _sweep(request.how.quick, options), nproc,
-                      _launcher(options.get("nccl_tests_launcher")), request.where.timeout)
+                      _launcher(options.get("nccl_tests_launcher")), request.where.timeout,
+                      one_thread=layout == "one-thread")
 
 
 def _run_one(plan: _SweepPlan, options: Mapping[str, Any], name: str, binary: Path, dtype: str, op: str, staging: Path,
              say) -> tuple[dict[str, Any], str | None, str | None]:
     """One binary run: (its record for run.json, its log to import or None, why it failed or None)."""
-    # Graphs by default, as the torch engine times (nccl-tests -G 1); --eager, or a binary older than -G, times the
+    # Graphs by default, as the torch engine times (nccl-tests -G); --eager, or a binary older than -G, times the
     # calls issued one by one. The rows' graph column says which.
     graph = not options.get("eager") and supports_graph(binary)
     lo, hi, factor = plan.sizes
+    threads, gpus = plan.layout()
     cmd = build_command(binary, min_bytes=lo, max_bytes=hi, step_factor=factor, dtype=dtype, op=op, iters=ITERS,
-                        warmup=WARMUP, check=True, graph=graph, ngpus=1 if plan.prefix else plan.nproc,
-                        launcher_prefix=plan.prefix, register=options.get("register"))
+                        warmup=WARMUP, check=True, graph=GRAPH_LAUNCHES if graph else False, ngpus=gpus,
+                        nthreads=threads, launcher_prefix=plan.prefix, register=options.get("register"))
     stem = f"{name}-{dtype}-{op}"
     say(f"nccl-tests: {' '.join(cmd)}")
     try:
@@ -381,15 +404,19 @@ def sweep(request: RunRequest, options: Mapping[str, Any], dtypes: list[str] | N
         # The binaries inherited this process's environment: its NCCL_*/RCCL_* settings are the ones in force,
         # recorded as a measured run records its own (a setting such as NCCL_P2P_DIRECT_DISABLE changes figures).
         env = model.scrub(f"{k}={v}" for k, v in os.environ.items())
+        layout = commtable.layout_name(*plan.layout())
         done = import_logs(logs, tool="nccl-tests", out=out, cluster=cluster, collective=None,
-                           argv=list(request.argv), env=env, method={"register": bool(options.get("register"))})
+                           argv=list(request.argv), env=env,
+                           method={"register": bool(options.get("register")), "layout": layout})
         rd = done.run_dir
         for item in runs:
             for key in ("log", "stderr"):
                 shutil.copy2(staging / item[key], rd.path / item[key])
         rd.meta["engine"] = {"name": "nccl-tests", "iters": ITERS, "warmup": WARMUP,
-                             "graph": all(r["graph"] for r in runs), "register": bool(options.get("register")),
-                             "launcher": plan.prefix, "runs": runs, "failed": failed}
+                             "graph": all(r["graph"] for r in runs), "graph_launches": GRAPH_LAUNCHES,
+                             "register": bool(options.get("register")), "launcher": plan.prefix,
+                             "layout": layout, "threads": plan.layout()[0], "gpus_per_thread": plan.layout()[1],
+                             "runs": runs, "failed": failed}
         rd.flush()
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -60,6 +60,15 @@ def canonical_dtype(name: str) -> str:
     """``fp32`` → ``float32``: the table's dtype names are torch's."""
     return ALIASES.get(name, name)
 
+def layout_name(threads_per_process: int, gpus_per_thread: int) -> str:
+    """How a run's ranks were laid out on a machine, in the rows' ``layout`` column: one process per GPU (the torch
+    engine, torchrun, an MPI build of nccl-tests), one thread per GPU (nccl-tests ``-t N -g 1``), or one thread
+    driving several GPUs (nccl-tests ``-g N``, which issues every GPU's call from one thread in turn)."""
+    if gpus_per_thread > 1:
+        return f"thread per {gpus_per_thread} GPUs"
+    return "thread per GPU" if threads_per_process > 1 else "process per GPU"
+
+
 def busbw_factor(collective: str, world_size: int) -> float:
     """nccl-tests' bus-bandwidth factor for ``collective`` among ``world_size`` ranks."""
     n = world_size

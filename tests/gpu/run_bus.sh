@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The comm suite's bus figures against nccl-tests in the same layout, collective by collective (issue 45):
+#   NCCL_TESTS_DIR=<nccl-tests built on the machine>/build bash tests/gpu/run_bus.sh OUT_DIR CLUSTER_LABEL
+# nccl-tests is built from its own source on the machine beforehand (never part of this repository).
+# Runs: the nccl-tests engine (-t N -g 1 -G 10) and the torch engine (graphs, NCCL's buffers: the defaults) from
+# 1 MiB to 4 GiB; the torch engine with --alloc torch (the caching allocator); both engines eager from 64 MiB;
+# the nccl-tests engine with -g N (one thread for every GPU) for all_reduce; one NCCL REG log of a sendrecv.
+# Prints bus_ratios.py's tables; every run directory stays under OUT_DIR/runs.
+set -u -o pipefail
+out=${1:?OUT_DIR}; cluster=${2:?CLUSTER_LABEL}
+mkdir -p "$out"
+. "$(dirname "$0")/setup.sh"
+nvidia-smi topo -m 2>/dev/null | head -6
+sweep=(--min-bytes ${MIN_BYTES:-1M} --max-bytes ${MAX_BYTES:-4G} --step-factor 4)
+eager=(--min-bytes 64M --max-bytes ${MAX_BYTES:-4G} --step-factor 4 --eager)
+last() { ls -d "$out"/runs/"$cluster"/*/ | tail -1; }
+t() { local s=$EPOCHREALTIME; "$@"; echo "rc=$? wall=$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $s}") s: $*"; }
+g() { t gpubench run --suite comm --out "$out/runs" --cluster "$cluster" "$@"; }
+
+g --engine nccl-tests "${sweep[@]}" >"$out/nt.log" 2>&1; nt=$(last)
+g "${sweep[@]}" >"$out/torch.log" 2>&1; torch=$(last)
+g --alloc torch --collectives sendrecv,alltoall,all_gather "${sweep[@]}" >"$out/torch-alloc.log" 2>&1; talloc=$(last)
+g --engine nccl-tests "${eager[@]}" >"$out/nt-eager.log" 2>&1; nte=$(last)
+g "${eager[@]}" >"$out/torch-eager.log" 2>&1; te=$(last)
+g --engine nccl-tests --nccl-tests-layout one-thread --collectives all_reduce "${sweep[@]}" >"$out/nt-one.log" 2>&1
+one=$(last)
+NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,REG g --collectives sendrecv --sizes 64M >"$out/reg.log" 2>&1
+grep -E "regAddr|register|p2p channels" "$out/reg.log" | sort | uniq -c | sort -rn | head -8
+r() { python3 "$(dirname "$0")/bus_ratios.py" "$@" | tee -a "$out/ratios.txt"; }
+r "torch engine / nccl-tests, graphs" "$torch" "$nt"
+r "torch engine --alloc torch / nccl-tests, graphs" "$talloc" "$nt"
+r "torch engine / nccl-tests, eager" "$te" "$nte" --from 64M
+r "nccl-tests engine / torch engine, graphs" "$nt" "$torch"
+r "nccl-tests -g N / -t N -g 1, graphs" "$one" "$nt" --band 0 10
+grep -h "^comm:" "$out"/torch*.log | sort | uniq
