@@ -568,13 +568,41 @@ def test_nccl_buffers_are_the_cases_and_released_when_it_ends(world_of_one, monk
         assert (w.extra["alloc"], w.extra["register"]) == ("nccl", register)
         with w.method.context():
             assert engine.check(w, CpuBackend()).ok and w.extra["wrong"] == 0
-            assert len(lib.live) == 1  # the case's 4 KiB buffers share one chunk
+            assert len(lib.live) == 1  # the case's 4 KiB buffers share one chunk, the run's
             assert len(lib.registered) == (1 if register else 0)
-        assert not lib.live and not lib.registered
-    assert lib.calls.count("register") == (2 if register else 0) and lib.calls.count("free") == 2
-    # Without --alloc the buffers are torch's own.
+    # The chunk outlives the cases: the second case used the first's memory, nothing was freed or registered twice.
+    assert lib.calls == ["alloc"] + ["register"] * register and len(lib.live) == 1
+    # Without --alloc on a CPU the buffers are torch's own.
     (w,) = _cases(suite, group, "all_reduce")
     assert (w.extra["alloc"], w.extra["register"]) == ("torch", False) and w.method.context is None
+
+
+def test_gpu_buffers_are_nccls_by_default_and_torchs_where_nccl_cannot_allocate(world_of_one, monkeypatch):
+    # On a GPU the default is nccl-tests' allocation (ncclMemAlloc); an NCCL without it (older than 2.19) leaves the
+    # run on torch's caching allocator with one note, where --alloc nccl asked by name is refused.
+    from gpubench.backends.fake import FakeBackend
+    from gpubench.errors import UsageError
+    from gpubench.ranks import ncclmem
+    from gpubench.suite import GridContext
+
+    suite, group = world_of_one
+    monkeypatch.setattr(ncclmem, "library", lambda: _StandInNccl())
+    monkeypatch.setattr(ncclmem, "CHUNK_BYTES", 1 << 20)
+    (w,) = _cases(suite, group, "all_reduce", FakeBackend())
+    assert w.extra["alloc"] == "nccl" and w.method.context is not None
+
+    def old_nccl():
+        raise UsageError("libnccl.so.2 has no ncclMemAlloc (NCCL 2.19 or newer has them)")
+
+    monkeypatch.setattr(ncclmem, "library", old_nccl)
+    ctx = GridContext(backend="cuda", quick=True, cache_bytes=1 << 20, memory_bytes=1 << 30, sizes=(4096,),
+                      options=(("collectives", ["all_reduce"]),), group=group)
+    (case,) = suite.cases(ctx)
+    assert suite.prepare(case, FakeBackend(), ctx).extra["alloc"] == "torch"
+    assert [n for n in suite.notes(ctx) if "torch's caching allocator: libnccl.so.2 has no ncclMemAlloc" in n]
+    with pytest.raises(UsageError, match="has no ncclMemAlloc"):
+        list(suite.cases(GridContext(backend="cuda", quick=True, cache_bytes=1 << 20, memory_bytes=1 << 30,
+                                     sizes=(4096,), options=(("alloc", "nccl"),), group=group)))
 
 
 def test_a_failed_nccl_allocation_is_the_cases_error(world_of_one, monkeypatch):

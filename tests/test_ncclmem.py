@@ -48,7 +48,7 @@ def test_a_buffer_is_a_view_of_the_allocation(tmp_path):
     assert torch.frombuffer(bytearray(buf.raw), dtype=torch.float32).eq(1.5).all()
 
 
-def test_close_releases_once_and_names_a_failure():
+def test_a_failed_registration_frees_its_chunk_and_names_the_call():
     calls = []
 
     class Lib:
@@ -57,19 +57,20 @@ def test_close_releases_once_and_names_a_failure():
             ref._obj.value = ctypes.addressof(self.buf)
             return 0
 
+        def ncclCommRegister(self, comm, ptr, n, ref):
+            return 3  # ncclInternalError
+
         def ncclMemFree(self, ptr):
             calls.append("free")
-            return 3  # ncclInternalError
+            return 0
 
         def ncclGetErrorString(self, result):
             return b"internal error"
 
-    arena = ncclmem.Arena(Lib(), None, sync=lambda: calls.append("sync"))
-    arena.empty(4, torch.int32, "cpu")
-    with pytest.raises(RuntimeError, match="releasing the case's NCCL buffers failed: internal error"):
-        arena.close()
-    arena.close()  # nothing left: no second free
-    assert calls == ["sync", "free"]
+    pool = ncclmem.Pool(Lib(), 7)
+    with pytest.raises(RuntimeError, match=r"ncclCommRegister\(67108864\) failed: internal error"):
+        pool.empty(4, torch.int32, "cpu")
+    assert calls == ["free"] and pool.chunks == []
 
 
 def test_the_communicator_is_asked_for_with_a_torch_device():
@@ -99,7 +100,7 @@ def test_buffers_are_carved_from_chunks_and_a_large_one_has_its_own(monkeypatch)
     # Small buffers share a chunk (4 KiB apart at least, never overlapping); one of a chunk or more gets an
     # allocation of its own and starts at its head, as nccl-tests' buffer does; each chunk is registered once.
     monkeypatch.setattr(ncclmem, "CHUNK_BYTES", 1 << 16)
-    chunks, registered = [], []
+    chunks, registered, freed, synced = [], [], [], []
 
     class Lib:
         def ncclMemAlloc(self, ref, n):
@@ -112,15 +113,30 @@ def test_buffers_are_carved_from_chunks_and_a_large_one_has_its_own(monkeypatch)
             ref._obj.value = len(registered)
             return 0
 
-    arena = ncclmem.Arena(Lib(), 7)
-    small = [arena.empty(100, torch.float32, "cpu") for _ in range(3)]
-    big = arena.empty(1 << 15, torch.float32, "cpu")  # 128 KiB: two chunks' worth
-    after = arena.empty(10, torch.bfloat16, "cpu")
-    heads = [ctypes.addressof(c) for c in chunks]
-    assert [len(c) for c in chunks] == [1 << 16, 1 << 17, 1 << 16]
-    assert [t.data_ptr() - heads[0] for t in small] == [0, 4096, 8192]
-    assert big.data_ptr() == heads[1] and after.data_ptr() == heads[2] and after.dtype == torch.bfloat16
-    assert registered == [(h, len(c)) for h, c in zip(heads, chunks)]
-    for i, t in enumerate(small):
-        t.fill_(i)
-    assert [t.unique().tolist() for t in small] == [[0.0], [1.0], [2.0]]  # no buffer overlaps another
+        def ncclMemFree(self, ptr):
+            freed.append(ptr.value)
+            return 0
+
+    pool = ncclmem.Pool(Lib(), 7, sync=lambda: synced.append(1))
+    with pool.lent():
+        small = [pool.empty(100, torch.float32, "cpu") for _ in range(3)]
+        big = pool.empty(1 << 15, torch.float32, "cpu")  # 128 KiB: two chunks' worth
+        after = pool.empty(10, torch.bfloat16, "cpu")
+        heads = [ctypes.addressof(c) for c in chunks]
+        assert [len(c) for c in chunks] == [1 << 16, 1 << 17]
+        assert [t.data_ptr() - heads[0] for t in small] == [0, 4096, 8192]
+        assert big.data_ptr() == heads[1] and after.data_ptr() == heads[0] + 12288 and after.dtype == torch.bfloat16
+        for i, t in enumerate(small):
+            t.fill_(i)
+        assert [t.unique().tolist() for t in small] == [[0.0], [1.0], [2.0]]  # no buffer overlaps another
+    assert registered == [(h, len(c)) for h, c in zip(heads, chunks)] and synced == [1]
+    # The next case gets the same memory, from the same heads: nothing is freed or registered again while the run
+    # lasts (a freed chunk came back at its old address, where NCCL's registration cache still pointed its peers
+    # at the freed memory). A buffer too large for any chunk gets one more, at its own head.
+    with pool.lent():
+        again = pool.empty(1 << 15, torch.float32, "cpu")
+        first = pool.empty(100, torch.float32, "cpu")
+        larger = pool.empty(1 << 16, torch.float32, "cpu")  # 256 KiB
+    assert (again.data_ptr(), first.data_ptr()) == (heads[1], heads[0])
+    assert len(chunks) == 3 and larger.data_ptr() == ctypes.addressof(chunks[2]) and not freed
+    assert len(registered) == 3

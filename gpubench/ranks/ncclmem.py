@@ -1,13 +1,13 @@
 """Collective buffers from NCCL's (RCCL's) own allocator, optionally registered with the communicator: what
 nccl-tests does (it allocates with ``ncclMemAlloc`` whenever NCCL is 2.19 or newer, and ``-R 1`` registers each
-buffer with ``ncclCommRegister``), for ``gpubench run --suite comm --alloc nccl`` and ``--register``.
+buffer with ``ncclCommRegister``), for the comm suite's buffers on GPUs (its default) and ``--register``.
 
 torch has a route of its own (``ProcessGroupNCCL.mem_allocator`` in a ``torch.cuda.MemPool``), but a build may
 lack it: torch 2.11.0+cu130 with NCCL 2.28.9 raised "NCCL mem allocator is not supported in this NCCL version"
 (H100, 2026-11-23). So the calls go through ctypes into the NCCL library torch has already loaded, the one its
 communicators live in: the same four C calls nccl-tests makes. A buffer is a uint8 tensor over its part of an
-allocation (``__cuda_array_interface__``, no copy), viewed as the case's dtype; the arena frees what it
-allocated when the case ends, after deregistering it.
+allocation (``__cuda_array_interface__``, no copy), viewed as the case's dtype; the run's pool keeps what it allocated
+for the next case, never freeing it while the run lasts (why: above ``Pool``).
 
 NCCL's rule (its user guide, "User Buffer Registration"): when one rank passes registered buffers to a call,
 every rank must. Every rank of a comm case makes the same buffers in the same order, so they all do.
@@ -75,7 +75,7 @@ def comm_of(process_group: Any, device: Any) -> int:
 
 
 def tensor_at(address: int, nbytes: int, device: Any) -> Any:
-    """A uint8 tensor over ``nbytes`` at ``address`` on ``device``, owning nothing (the arena frees it)."""
+    """A uint8 tensor over ``nbytes`` at ``address`` on ``device``, owning nothing (the pool frees it)."""
     import torch
 
     if torch.device(device).type == "cpu":  # the tests' stand-in library hands out host memory
@@ -92,23 +92,37 @@ def tensor_at(address: int, nbytes: int, device: Any) -> Any:
 # optimizations (its API documentation; NCCL 2.28 rounds up to cuMem's recommended granularity: 4 KiB took
 # 2 MiB on an H200), and a registered buffer is one more handle NCCL exchanges with its peers on first use. A
 # small case rotates up to 64 input sets: one allocation per buffer would hold 128 granules and registrations
-# for a few KiB. So buffers are carved from chunks of at least CHUNK_BYTES, each registered once; a buffer of
-# CHUNK_BYTES or more has a chunk of its own and starts at its head, where nccl-tests' single buffer starts.
+# for a few KiB. So buffers are carved from chunks of at least CHUNK_BYTES; a buffer of CHUNK_BYTES or more has a
+# chunk of its own and starts at its head, where nccl-tests' single buffer starts.
+#
+# The chunks are kept for the whole run and lent to one case after another, never freed before the run ends:
+# NCCL registers a buffer it sends from in a captured graph by itself (NCCL_GRAPH_REGISTER) and keeps that
+# registration in a cache keyed by address, with its peers' mappings of the memory behind it. A chunk freed at a
+# case's end came back from the next ncclMemAlloc at the same address, where the cache still pointed the peers at
+# the freed memory: on 2 × H100 (NCCL 2.28.9, 2026-11-26) all_gather, alltoall, sendrecv and broadcast of 16–64 MiB
+# then left the peers' part of the output unwritten (the check counted half the elements wrong). nccl-tests
+# allocates its buffers once, for the same reason or by luck.
 CHUNK_BYTES = 64 << 20
 _ALIGN = 4096  # where each buffer starts within a chunk
 
 
-class Arena:
-    """The buffers of one case, carved from chunks that ``ncclMemAlloc`` returned, each chunk registered with
-    ``comm`` when one is given; ``close`` deregisters and frees them all (after ``sync``: calls may still be queued
-    on them). Every rank makes the same buffers in the same order, so a buffer has the same offset from its
-    registered chunk's head on every rank."""
+class _Chunk:
+    def __init__(self, address: int, nbytes: int, handle: int | None):
+        self.address, self.nbytes, self.handle = address, nbytes, handle
+        self.used = 0  # bytes lent to the current case, from the chunk's head
+
+
+class Pool:
+    """NCCL memory for a run: chunks that ``ncclMemAlloc`` returned, each registered with ``comm`` when one is
+    given, lent to one case at a time. ``release`` ends a case (after ``sync``: calls may still be queued on its
+    buffers) and keeps the chunks for the next. They live as long as the process, which ends with the run: NCCL
+    drops its registrations when torch destroys the communicator, and the memory goes with the process (a
+    deregistration at exit could come after the communicator is gone). Every rank makes the same buffers in the
+    same order, so a buffer has the same offset from its chunk's head on every rank."""
 
     def __init__(self, lib: Any, comm: int | None, sync: Callable[[], None] = lambda: None):
         self.lib, self.comm, self.sync = lib, comm, sync
-        self.pointers: list[int] = []
-        self.handles: list[int] = []
-        self._next = self._end = 0  # the free part of the newest chunk
+        self.chunks: list[_Chunk] = []
 
     def _ok(self, result: int, call: str) -> None:
         if result != _SUCCESS:
@@ -116,41 +130,60 @@ class Arena:
             text = text.decode() if isinstance(text, bytes) else str(text)
             raise RuntimeError(f"{call} failed: {text} (NCCL error {result})")
 
-    def _chunk(self, nbytes: int) -> None:
+    def _chunk(self, nbytes: int) -> _Chunk:
         ptr = ctypes.c_void_p()
         self._ok(self.lib.ncclMemAlloc(ctypes.byref(ptr), nbytes), f"ncclMemAlloc({nbytes})")
-        self.pointers.append(ptr.value)
+        handle = None
         if self.comm is not None:
-            handle = ctypes.c_void_p()
-            self._ok(self.lib.ncclCommRegister(ctypes.c_void_p(self.comm), ptr, nbytes, ctypes.byref(handle)),
-                     f"ncclCommRegister({nbytes})")
-            self.handles.append(handle.value)
-        self._next, self._end = ptr.value, ptr.value + nbytes
+            h = ctypes.c_void_p()
+            result = self.lib.ncclCommRegister(ctypes.c_void_p(self.comm), ptr, nbytes, ctypes.byref(h))
+            if result != _SUCCESS:
+                self.lib.ncclMemFree(ptr)
+                self._ok(result, f"ncclCommRegister({nbytes})")
+            handle = h.value
+        self.chunks.append(_Chunk(ptr.value, nbytes, handle))
+        return self.chunks[-1]
+
+    def _place(self, span: int) -> _Chunk:
+        """The chunk a buffer of ``span`` bytes goes in: a large one in the smallest idle chunk that holds it, a
+        small one beside others in a chunk of CHUNK_BYTES; a new chunk where none will do."""
+        if span >= CHUNK_BYTES:
+            idle = [c for c in self.chunks if c.used == 0 and c.nbytes >= span]
+            return min(idle, key=lambda c: c.nbytes) if idle else self._chunk(span)
+        room = [c for c in self.chunks if c.nbytes == CHUNK_BYTES and c.nbytes - c.used >= span]
+        return room[0] if room else self._chunk(CHUNK_BYTES)
 
     def empty(self, numel: int, dtype: Any, device: Any) -> Any:
-        """An uninitialized 1-D tensor of ``numel`` elements of ``dtype``, in NCCL's memory."""
+        """An uninitialized 1-D tensor of ``numel`` elements of ``dtype``, in NCCL's memory, lent to this case."""
         nbytes = numel * dtype.itemsize
         span = -(-nbytes // _ALIGN) * _ALIGN
-        if self._end - self._next < span:
-            self._chunk(max(span, CHUNK_BYTES))
-        address, self._next = self._next, self._next + span
+        chunk = self._place(span)
+        address = chunk.address + chunk.used
+        chunk.used += span
         return tensor_at(address, nbytes, device).view(dtype)
 
-    def close(self) -> None:
-        if not self.pointers:
-            return
-        self.sync()
-        handles, pointers = self.handles, self.pointers
-        self.handles, self.pointers = [], []
-        self._next = self._end = 0
-        errors = []
-        for h in handles:
-            errors.append(self.lib.ncclCommDeregister(ctypes.c_void_p(self.comm), ctypes.c_void_p(h)))
-        for p in pointers:
-            errors.append(self.lib.ncclMemFree(ctypes.c_void_p(p)))
-        bad = [e for e in errors if e != _SUCCESS]
-        if bad:
-            self._ok(bad[0], "releasing the case's NCCL buffers")
+    def release(self) -> None:
+        """The case is over: its buffers go back to the pool, kept for the next case."""
+        if any(c.used for c in self.chunks):
+            self.sync()
+        for c in self.chunks:
+            c.used = 0
+
+    def lent(self) -> Any:
+        """A context for one case: its buffers are released when it ends."""
+        return _Lent(self)
 
 
-__all__ = ["Arena", "library", "comm_of", "tensor_at"]
+class _Lent:
+    def __init__(self, pool: Pool):
+        self.pool = pool
+
+    def __enter__(self) -> Pool:
+        return self.pool
+
+    def __exit__(self, *exc: Any) -> bool:
+        self.pool.release()
+        return False
+
+
+__all__ = ["Pool", "library", "comm_of", "tensor_at"]

@@ -25,7 +25,6 @@ also registers them with the communicator (nccl-tests ``-R 1``).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -354,6 +353,7 @@ class _Run:
     warm: bool = False  # the run's first case has warmed the device up
     plan_notes: list[str] = field(default_factory=list)  # what the grid left out
     alloc: str = "torch"  # where the buffers come from (_alloc_for_run)
+    pool: Any = None  # NCCL's memory for the run (ncclmem.Pool), made at its first case
     columns: list[dict[str, Any]] = field(default_factory=list)  # every case's extra columns, as its rows have them
 
 
@@ -386,12 +386,12 @@ class _Layout:
     inplace: bool
     op: str
     count: int
-    arena: Any  # an ncclmem.Arena, or None: torch's caching allocator
+    pool: Any  # the run's ncclmem.Pool, or None: torch's caching allocator
     seeds: Iterator[int]
 
     def empty(self, n: int) -> Any:
-        if self.arena:
-            return self.arena.empty(n, self.dtype, self.device)
+        if self.pool:
+            return self.pool.empty(n, self.dtype, self.device)
         return self.torch.empty(n, dtype=self.dtype, device=self.device)
 
     def fill(self, b: Buffers) -> Buffers:
@@ -597,12 +597,14 @@ class Comm(Suite):
         if message:
             raise Skip(message)  # every rank learns that one skips (gpubench.ranks.agree)
         group = ranks.data
-        arena = None
-        if alloc == "nccl":  # allocates at the first buffer; closed when the case's measurement ends
-            comm = ncclmem.comm_of(group, device) if register else None
-            arena = ncclmem.Arena(ncclmem.library(), comm, backend.synchronize)
+        pool = None
+        if alloc == "nccl":  # the run's NCCL memory, lent to this case until its measurement ends
+            if state.pool is None:
+                comm = ncclmem.comm_of(group, device) if register else None
+                state.pool = ncclmem.Pool(ncclmem.library(), comm, backend.synchronize)
+            pool = state.pool
 
-        lay = _Layout(torch, coll, dtype, device, rank, world, send_n, recv_n, inplace, op, count, arena, state.seeds)
+        lay = _Layout(torch, coll, dtype, device, rank, world, send_n, recv_n, inplace, op, count, pool, state.seeds)
 
         def run_one(b: Buffers) -> Any:
             coll.call(dist, b.send, b.recv, op, group, rank, world)
@@ -643,8 +645,8 @@ class Comm(Suite):
             # generating up to 64 sets per case (4 of a 1 MiB all_reduce's 9 s under gloo, 2 ranks).
             cache="warm" if backend.name == "cpu" else "rotate", sampling=_sampling(ctx), min_sample_s=MIN_SAMPLE_S,
             before_batch=line_up, graph=graphed if graph else None,
-            # NCCL's buffers are the case's: released when its measurement ends.
-            context=(lambda: contextlib.closing(arena)) if arena is not None else None)
+            # NCCL's buffers are lent to the case: back to the run's pool when its measurement ends.
+            context=pool.lent if pool is not None else None)
         state.columns.append(extra)  # the notes count the cases whose capture failed
         return Workload(run=run_one, make_inputs=lay.buffers, bytes=nbytes, check=check, footprint=footprint,
                         derive=derive, extra=extra, method=method)

@@ -1,21 +1,27 @@
 """busbw of one comm run over another's, case by case, as a collective × size table (issue 45's acceptance).
 
-    python3 tests/gpu/bus_ratios.py LABEL RUN_A RUN_B [--from 1M] [--band 0.95 1.05] [--inplace both|in|out]
+    python3 tests/gpu/bus_ratios.py LABEL RUN_A[,RUN_A2...] RUN_B[,RUN_B2...] [--from 1M] [--band 0.95 1.05]
 
-Each cell is A's busbw / B's for one (collective, bytes, inplace); cells outside the band are starred and counted
-on the last line, so a log of several tables says at a glance which pairs hold.
+Each cell is A's busbw / B's for one (collective, bytes, inplace), each side the median over its runs where it has
+several (rounds of one command, alternated); cells outside the band are starred and counted on the last line, so
+a log of several tables says at a glance which pairs hold.
 """
 
 import argparse
+import statistics
 
 from gpubench import results
 from gpubench.units import parse_size
 
 
-def busbw(run):
-    df = results.load(run)
-    df = df[(df.metric == "busbw") & (df.status == "ok")]
-    return {(r.collective, int(r.bytes), bool(r.inplace)): float(r.value) for r in df.itertuples()}
+def busbw(runs):
+    per_run = []
+    for run in runs.split(","):
+        df = results.load(run)
+        df = df[(df.metric == "busbw") & (df.status == "ok")]
+        per_run.append({(r.collective, int(r.bytes), bool(r.inplace)): float(r.value) for r in df.itertuples()})
+    keys = set.intersection(*(set(d) for d in per_run))
+    return {k: statistics.median(d[k] for d in per_run) for k in keys}
 
 
 def size_label(n):
@@ -39,20 +45,25 @@ def main():
     rows = sorted({(k[0], k[2]) for k in keys})
     lo, hi = args.band
     print(f"{args.label}: busbw A/B, A={args.a} B={args.b}, band {lo}-{hi}")
-    print(f"  {'collective':24s}" + "".join(f"{size_label(s):>16s}" for s in sizes))
+    both = {(c, i) for c, _, i in a} & {(c, i) for c, _, i in b}  # placements both runs measured at all
+    missing = sorted(k for k in set(a) ^ set(b) if k[1] >= args.lo and (k[0], k[2]) in both)
+    if missing:
+        print("  not in both (failed or not run): "
+              + ", ".join(f"{c} {size_label(s)} {'in' if i else 'out'}" for c, s, i in missing))
+    print(f"  {'collective':20s}" + "".join(f"{size_label(s):>22s}" for s in sizes))
     out = []
     for coll, inplace in rows:
         cells = []
         for s in sizes:
             k = (coll, s, inplace)
             if k not in a or k not in b:
-                cells.append(f"{'-':>16s}")
+                cells.append(f"{'-':>22s}")
                 continue
             r = a[k] / b[k]
             bad = not lo <= r <= hi
             out += [k] if bad else []
-            cells.append(f"{a[k]:6.1f}/{b[k]:6.1f}={r:4.2f}{'*' if bad else ' '}"[-16:].rjust(16))
-        print(f"  {coll + (' in' if inplace else ' out'):24s}" + "".join(cells))
+            cells.append(f"{a[k]:.1f}/{b[k]:.1f}={r:.3f}{'*' if bad else ' '}".rjust(22))
+        print(f"  {coll + (' in' if inplace else ' out'):20s}" + "".join(cells))
     print(f"{args.label}: {len(keys) - len(out)} of {len(keys)} cells in band; outside: "
           + (", ".join(f"{c} {size_label(s)} {'in' if i else 'out'}" for c, s, i in out) or "none"))
 

@@ -5,7 +5,8 @@
 # Runs: the nccl-tests engine (-t N -g 1 -G 10) and the torch engine (graphs, NCCL's buffers: the defaults) from
 # 1 MiB to 4 GiB; the torch engine with --alloc torch (the caching allocator); both engines eager from 64 MiB;
 # the nccl-tests engine with -g N (one thread for every GPU) for all_reduce; one NCCL REG log of a sendrecv.
-# Prints bus_ratios.py's tables; every run directory stays under OUT_DIR/runs.
+# ROUNDS=N (default 1) repeats the two default runs N times, alternated, and compares medians. Prints
+# bus_ratios.py's tables; every run directory stays under OUT_DIR/runs; invalid rows are listed.
 set -u -o pipefail
 out=${1:?OUT_DIR}; cluster=${2:?CLUSTER_LABEL}
 mkdir -p "$out"
@@ -17,8 +18,11 @@ last() { ls -d "$out"/runs/"$cluster"/*/ | tail -1; }
 t() { local s=$EPOCHREALTIME; "$@"; echo "rc=$? wall=$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $s}") s: $*"; }
 g() { t gpubench run --suite comm --out "$out/runs" --cluster "$cluster" "$@"; }
 
-g --engine nccl-tests "${sweep[@]}" >"$out/nt.log" 2>&1; nt=$(last)
-g "${sweep[@]}" >"$out/torch.log" 2>&1; torch=$(last)
+nt= torch=
+for i in $(seq 1 "${ROUNDS:-1}"); do
+  g --engine nccl-tests "${sweep[@]}" >"$out/nt-$i.log" 2>&1; nt=$nt${nt:+,}$(last)
+  g "${sweep[@]}" >"$out/torch-$i.log" 2>&1; torch=$torch${torch:+,}$(last)
+done
 g --alloc torch --collectives sendrecv,alltoall,all_gather "${sweep[@]}" >"$out/torch-alloc.log" 2>&1; talloc=$(last)
 g --engine nccl-tests "${eager[@]}" >"$out/nt-eager.log" 2>&1; nte=$(last)
 g "${eager[@]}" >"$out/torch-eager.log" 2>&1; te=$(last)
@@ -33,3 +37,12 @@ r "torch engine / nccl-tests, eager" "$te" "$nte" --from 64M
 r "nccl-tests engine / torch engine, graphs" "$nt" "$torch"
 r "nccl-tests -g N / -t N -g 1, graphs" "$one" "$nt" --band 0 10
 grep -h "^comm:" "$out"/torch*.log | sort | uniq
+python3 - "$out/runs/$cluster" <<'PY'
+import pathlib, sys
+from gpubench import results
+for d in sorted(pathlib.Path(sys.argv[1]).iterdir()):
+    df = results.load(d)
+    bad = df[df.status != "ok"].drop_duplicates("case")
+    for r in bad.itertuples():
+        print(f"not ok: {d.name} {r.case} {r.status}: {r.message}")
+PY
