@@ -174,8 +174,6 @@ def case_rows(
             "processes": 1,
             "sample_process": [],
             "noisy": bool(not math.isnan(st["cv"]) and st["cv"] > config.target_cv),
-            "status": status,
-            "message": message,
             "work_bytes": int(workload.bytes) if workload is not None else None,
             "work_flops": int(workload.flops) if workload is not None else None,
             "inner": meas.inner if meas else None,
@@ -199,8 +197,17 @@ def case_rows(
             # Each rank's own median per-call time: the slowest one decides, the others show stragglers.
             row["rank_time_us"] = [t * 1e6 for t in meas.rank_medians_s]
             row["slowest_rank"] = max(range(len(meas.rank_medians_s)), key=meas.rank_medians_s.__getitem__)
-        rows.append(row)
+        rows.append(_outcome(row, status, message))
     return rows
+
+
+def _outcome(row: dict[str, Any], status: str, message: str) -> dict[str, Any]:
+    """The row's status and message, set last: the case's own message (why it failed or skipped) first, then what
+    the workload noted in its extra columns (the graph fallback's "timed eager: ..."), which must not replace it."""
+    noted = str(row.get("message") or "")
+    row["status"] = status
+    row["message"] = "; ".join(m for m in (message, noted) if m)[:_MAX_MESSAGE]
+    return row
 
 
 def derived_rows(suite: Suite, derived: Sequence[Derived], base: dict[str, Any],

@@ -408,3 +408,40 @@ def test_the_stop_rule_says_why_it_stopped():
     for t in (1.0, 2.0, 1.0, 2.0, 1.0):
         rule.add(t)
     assert rule.is_finished(0.0) and rule.reason == "max_samples"
+
+
+@pytest.mark.parametrize("status", ["invalid", "error"])
+def test_a_rows_own_message_outlives_the_graph_fallbacks_note(monkeypatch, status):
+    # The graph fallback notes "timed eager" in the workload's extra columns; a row that failed must still say why
+    # it failed (it came back saying only "graph capture failed, timed eager: ..." for a wrong answer or an OOM).
+    from gpubench import runner
+    from gpubench.suite import Case, Graph, Metric, Suite
+
+    monkeypatch.setenv("GPUBENCH_FAKE_GRAPHS", "fail")
+
+    class Tiny(Suite):
+        name, version, backends = "tiny", 1, frozenset({"fake"})
+        metrics = (Metric("time", "s", "lower"),)
+
+        def cases(self, ctx):
+            return [Case.of(n=1)]
+
+        def prepare(self, case, backend, ctx=None):
+            w = make_workload(ok=status != "invalid")
+            if status == "error":
+                run = w.run
+
+                def run_then_fail(x):
+                    if len(w.seen) >= 4:  # after the graph's set-up calls: the eager timing's
+                        raise RuntimeError("CUDA out of memory")
+                    return run(x)
+
+                w.run = run_then_fail
+            w.method = dataclasses.replace(w.method, graph=Graph(calls=4))
+            return w
+
+    (row,) = runner.run_case(Tiny(), Case.of(n=1), FakeBackend(durations=[1e-3]), {}, ONE_CALL, None)
+    assert row["status"] == status
+    first = "wrong answer" if status == "invalid" else "RuntimeError: CUDA out of memory"
+    assert row["message"].startswith(first), row["message"]
+    assert "graph capture failed, timed eager" in row["message"] and row["graph"] is False
