@@ -4,8 +4,8 @@
 #    its winners exported (gpubench export --format triton-configs) to OUT_DIR/triton_configs.json.
 # 2. gemm (layout NT, torch vs triton) at 4096³ and 8192³, bf16 and fp8, with the Triton GEMM reading that export
 #    (GPUBENCH_TRITON_CONFIGS); 3. elementwise, every op in fp32 and bf16 at 256 MiB, torch vs triton.
-# Each run's parquet and run.json are copied flat to OUT_DIR/<step>/ (the export beside autotune's); the host's
-# issue time per GEMM call and the Triton/torch ratios to OUT_DIR/ratios.txt; the runs' log stays in /tmp.
+# Each run's parquet and run.json are copied flat to OUT_DIR/<step>/ (the export beside autotune's); the Triton/torch
+# ratios, with the engine's host issue time per GEMM call (host_us), to OUT_DIR/ratios.txt; the runs' log stays in /tmp.
 set -u -o pipefail
 out=${1:?OUT_DIR}; cluster=${2:-roofs}
 source "$(dirname "$0")/setup.sh"
@@ -13,7 +13,6 @@ runs=$(mktemp -d); log=$runs/steps.log
 last() { ls -d "$runs"/"$cluster"/*/ | tail -1; }
 keep() { mkdir -p "$out/$1"; cp "$(last)"/*.parquet "$(last)"/run.json "$out/$1/"; }
 t() { local s=$EPOCHREALTIME; "$@"; echo "rc=$? wall=$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $s}") s: $*"; }
-python3 "$(dirname "$0")/probe_triton_host.py" 2>&1 | tee "$out/ratios.txt" || exit 1
 t gpubench run --suite autotune-kernels --out "$runs" --cluster "$cluster" \
   --filter '^kernel=gemm,dtype=(bf16|fp8),shape=(4096x4096x4096|8192x8192x8192),config=(torch|ptma_.*)$' \
   > "$log" 2>&1
@@ -26,5 +25,5 @@ keep gemm
 t gpubench run --suite elementwise --sizes 256M --dtype fp32,bf16 --filter '^op=(copy|mul|add|triad|dot|fill),' \
   --out "$runs" --cluster "$cluster" >> "$log" 2>&1
 keep elementwise
-python3 "$(dirname "$0")/triton_roofs_ratios.py" "$out/gemm" "$out/elementwise" | tee -a "$out/ratios.txt"
+python3 "$(dirname "$0")/triton_roofs_ratios.py" "$out/gemm" "$out/elementwise" | tee "$out/ratios.txt"
 grep -v '^\[' "$log" | tail -60

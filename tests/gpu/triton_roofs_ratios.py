@@ -16,8 +16,12 @@ for run in sys.argv[1:]:
         v = g.set_index("impl")["value"]
         if "torch" in v and "triton" in v:
             cfg = g.set_index("impl").get("impl_config", {}).get("triton", "")
+            # The engine's own host-issue probe (host_us): where it nears the time per call, the GPU idles.
+            host = g.set_index("impl").get("host_us", {})
+            issue = " ".join(f"{i} {host[i]:.1f}" for i in ("torch", "triton") if i in host and host[i] == host[i])
             print(f"{'/'.join(map(str, key))}: torch {v['torch']:.1f} triton {v['triton']:.1f} "
-                  f"{g['unit'].iloc[0]} ratio {v['triton'] / v['torch']:.3f}  [{cfg}]")
+                  f"{g['unit'].iloc[0]} ratio {v['triton'] / v['torch']:.3f}  [{cfg}]"
+                  + (f"  host µs per call: {issue}" if issue else ""))
         else:
             print(f"{'/'.join(map(str, key))}: missing impl ({', '.join(v.index)})")
     bad = df[df["status"] != "ok"]
