@@ -17,7 +17,7 @@ import torch
 
 from gpubench import results
 from gpubench.suites.comm import table as commtable
-from gpubench.ranks.env import detect, first_host, standalone
+from gpubench.ranks.env import detect, standalone
 from gpubench.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,11 +39,6 @@ def test_slurm_variables_give_rank_nodes_and_the_first_host():
     assert (r.launcher, r.rank, r.world_size, r.local_rank, r.local_world_size, r.nnodes) == ("slurm", 5, 8, 1, 4, 2)
     assert r.master_addr == "gpu07"
     assert r.master_port == detect(dict(env, SLURM_PROCID="0")).master_port  # the same port on every rank
-
-
-@pytest.mark.parametrize("nodelist,first", [("node1", "node1"), ("a[3-5,9],b1", "a3"), ("x[010,2]", "x010")])
-def test_first_host_of_a_slurm_nodelist(nodelist, first):
-    assert first_host(nodelist) == first
 
 
 def test_open_mpi_variables_and_the_missing_master_across_nodes():

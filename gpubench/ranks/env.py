@@ -8,12 +8,12 @@ With none of them this is a plain process, and gpubench spawns the ranks itself 
 from __future__ import annotations
 
 import os
-import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpubench.errors import UsageError
+from gpubench.ranks import hostlist
 
 DEFAULT_PORT = 29517  # gpubench's rendezvous port when the launcher names none (torchrun uses 29500)
 
@@ -45,18 +45,6 @@ def _int(env: Mapping[str, str], *names: str) -> int | None:
     return None
 
 
-def first_host(nodelist: str) -> str:
-    """The first host of a SLURM node list: ``gpu[03-05,9],cpu1`` → ``gpu03`` (what ``scontrol show
-    hostnames`` would print first), without calling scontrol, which compute nodes may lack."""
-    m = re.match(r"^([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
-    if not m:
-        raise UsageError(f"cannot read the SLURM node list {nodelist!r}: set MASTER_ADDR to the first node")
-    prefix, ranges = m.group(1), m.group(2)
-    if not ranges:
-        return prefix
-    return prefix + ranges.split(",")[0].split("-")[0]
-
-
 def _port_for(job: str | None) -> int:
     # Jobs sharing a node must not share a rendezvous port; derive one from the job id, the same on every rank.
     if not job:
@@ -86,7 +74,7 @@ def detect(env: Mapping[str, str] | None = None) -> RankEnv | None:
         world = _int(env, "SLURM_NTASKS")
         nnodes = _int(env, "SLURM_STEP_NUM_NODES", "SLURM_NNODES") or 1
         nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
-        addr = env.get("MASTER_ADDR") or (first_host(nodelist) if nodelist else "127.0.0.1")
+        addr = env.get("MASTER_ADDR") or (hostlist.first(nodelist) if nodelist else "127.0.0.1")
         return RankEnv(
             launcher="slurm",
             rank=_int(env, "SLURM_PROCID"),
@@ -152,4 +140,4 @@ def share_host_cores(backend: str, local_world_size: int) -> None:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_world_size)))
 
 
-__all__ = ["RankEnv", "detect", "first_host", "share_host_cores", "standalone", "DEFAULT_PORT"]
+__all__ = ["RankEnv", "detect", "share_host_cores", "standalone", "DEFAULT_PORT"]
