@@ -76,17 +76,23 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
         raise
 
 
+def kept(path: str | os.PathLike) -> int:
+    """How many cases a run directory's tables hold measured (not a case a Ctrl-C abandoned, not a figure derived
+    from others)."""
+    try:
+        df = results.load(path)
+        mask = (df["stop"] != "derived") & (df["message"] != ABANDONED)
+        return int(df.loc[mask, "case"].nunique()) if len(df) else 0
+    except (UsageError, OSError):
+        return 0
+
+
 def saved(path: str | os.PathLike | None) -> str:
     """What a run directory holds, read back from it, in words true whatever it holds: "3 cases were saved in
     DIR", or that none was (a case a Ctrl-C abandoned, or a figure derived from others, is no case saved)."""
     if path is None:
         return "no case was saved"
-    try:
-        df = results.load(path)
-        kept = (df["stop"] != "derived") & (df["message"] != ABANDONED)
-        n = int(df.loc[kept, "case"].nunique()) if len(df) else 0
-    except (UsageError, OSError):
-        n = 0
+    n = kept(path)
     if n == 0:
         return f"no case was saved (run directory: {path})"
     return f"{n} case{'s were' if n > 1 else ' was'} saved in {path}"
@@ -138,3 +144,16 @@ class RunDir:
     def finish(self, status: str, **extra: Any) -> None:
         self.meta.update(extra, status=status, end_time=utc_now())
         self.flush()
+
+
+def mark_ended(path: str | os.PathLike, status: str, reason: str) -> bool:
+    """Close a run that is still ``running`` on disk: ``status`` (failed, interrupted), the reason and the cases its
+    tables kept. A run someone already closed keeps their word (rank 0's own, a peer's, the spawner's). Whether
+    it marked it."""
+    file = Path(path) / results.RUN_FILE
+    meta = json.loads(file.read_text())
+    if meta.get("status") != "running":
+        return False
+    meta.update(status=status, error=reason, end_time=utc_now(), cases_done=kept(path))
+    write_json(file, meta)
+    return True
