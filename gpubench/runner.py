@@ -34,7 +34,7 @@ from gpubench.options import read as read_options
 from gpubench.ranks import agree, describe, ending
 from gpubench.ranks.group import Group, GroupError
 from gpubench.request import RunRequest
-from gpubench.rundir import ABANDONED, RunDir
+from gpubench.rundir import ABANDONED, RunDir, mark_ended
 from gpubench.stats import finite, summarize
 from gpubench.suite import Case, Derived, GridContext, Skip, Suite
 
@@ -356,16 +356,20 @@ def _everyones(group: Group, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
 
 
 class _Unwritten:
-    """The run directory of a rank other than 0: rank 0 writes the run, the others only measure."""
+    """The run directory of a rank other than 0: rank 0 writes the run, the others only measure. A rank that sees
+    the run fail closes it where rank 0 has not (rank 0 gone): ``closes`` is the run's directory."""
 
     run_id = None
     path = None
+    closes: str | None = None
 
     def write_table(self, suite: str, df: pd.DataFrame) -> None:
         pass
 
     def finish(self, status: str, **extra: Any) -> None:
-        pass
+        if self.closes and status != "complete" and extra.get("error"):
+            with contextlib.suppress(Exception):  # rank 0's own word, where it has one, stands
+                mark_ended(self.closes, status, extra["error"])
 
 
 class _StopFlag:
@@ -645,7 +649,10 @@ class Ranks(Single):
         writer = self.group.rank == 0
         rd = super()._run_dir(meta) if writer else _Unwritten()
         # Every rank knows where the run is: any of them closes it where rank 0 is gone (stopped, killed).
-        self.group.publish_run_dir(self.group.gather_objects(str(rd.path) if writer else None)[0])
+        path = self.group.gather_objects(str(rd.path) if writer else None)[0]
+        self.group.publish_run_dir(path)
+        if not writer:
+            rd.closes = path
         return rd
 
     def _own_pids(self) -> set[int]:

@@ -127,13 +127,14 @@ def laggards(beats: dict[int, dict[str, Any]], world_size: int, *, now: float, s
 def unreachable(roster: dict[int, dict[str, Any]], host: str, address: str, waited_s: float, here: str) -> str:
     """Words for a store that did not answer: who hosts it, and what is known of the ranks on this machine."""
     hosted = roster.get(0) if host == "rank 0" else None
-    words = [f"the rendezvous store at {address} did not answer for {waited_s:.0f} s: "
-             + (f"{who(0, hosted)}, which hosts it, is stopped, gone or out of reach" if host == "rank 0"
+    state = local_state(hosted, here) if hosted else None
+    words = [f"the rendezvous store at {address} could not be read (no answer within {waited_s:.0f} s, or refused): "
+             + (f"{who(0, hosted)}, which hosts it, is {state or 'stopped, gone or out of reach'}" if host == "rank 0"
                 else f"{host}, which hosts it, is stopped, gone or out of reach")]
     for r, b in sorted(roster.items()):
-        state = local_state(b, here)
-        if state:
-            words.append(f"{who(r, b)} is {state}")
+        other = local_state(b, here) if r != 0 or host != "rank 0" else None
+        if other:
+            words.append(f"{who(r, b)} is {other}")
     return "; ".join(words)
 
 

@@ -127,6 +127,18 @@ def standalone(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k not in _RANK_VARIABLES and not k.startswith(_RANK_PREFIXES)}
 
 
+def quiet_torch_logs(env: dict[str, str] | None = None) -> None:
+    """In a rank (a launcher's variables, or gpubench's spawner's), torch's C++ warnings stay off standard error:
+    a lost peer or store is said in gpubench's one line, not in c10d's warnings with their stack frames. Its errors
+    still print. Before torch is imported (it reads the level then); TORCH_CPP_LOG_LEVEL, or GPUBENCH_DEBUG_HANG,
+    keeps them all."""
+    env = os.environ if env is None else env
+    if "GPUBENCH_DEBUG_HANG" in env or not any(k in env for k in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+                                                                   "PMI_RANK", "PMIX_RANK")):
+        return
+    env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+
+
 def share_host_cores(backend: str, local_world_size: int) -> None:
     """On backends that compute on the host's cores (cpu, fake), give each of this node's ranks its share of them:
     ranks that each spread over all of them spin against each other in torch's thread pools (2 ranks on 2 cores: a
@@ -140,4 +152,4 @@ def share_host_cores(backend: str, local_world_size: int) -> None:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_world_size)))
 
 
-__all__ = ["RankEnv", "detect", "share_host_cores", "standalone", "DEFAULT_PORT"]
+__all__ = ["RankEnv", "detect", "quiet_torch_logs", "share_host_cores", "standalone", "DEFAULT_PORT"]
