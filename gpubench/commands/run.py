@@ -208,9 +208,8 @@ def _run_plan(request: RunRequest, backend: Backend, group: Group | None) -> int
         if progress:
             progress.stop()
     if not root:
-        if outcome.error:  # a peer lost: this rank's one line (rank 0's closes the run below)
-            print(f"gpubench: error: {outcome.error}", file=sys.stderr, flush=True)
-            return EXIT_FAILED
+        if outcome.error:  # a peer lost: this rank's one line, and out at once (no teardown with a peer gone)
+            ending.end(outcome.status, outcome.error, EXIT_FAILED)
         return EXIT_INTERRUPTED if outcome.status == "interrupted" else (EXIT_FAILED if outcome.failures else EXIT_OK)
     return _summary(outcome, request.what.suites)
 
@@ -229,8 +228,7 @@ def _summary(outcome: runner.Outcome, suites: Sequence[Suite]) -> int:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"run directory: {outcome.run_dir.path}", markup=False, highlight=False)
     if outcome.error:  # the ranks could no longer agree: a peer was lost (it is named), what was kept is above
-        print(f"gpubench: error: {outcome.error}; {saved(outcome.run_dir.path)}", file=sys.stderr, flush=True)
-        return EXIT_FAILED
+        ending.end(outcome.status, outcome.error, EXIT_FAILED)  # the line names the run and its cases; no teardown
     if outcome.status == "interrupted":
         # Read back from the run directory: what was measured before the Ctrl-C, none if none.
         left = f"; {outcome.abandoned} was abandoned" if outcome.abandoned else ""

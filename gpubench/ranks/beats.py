@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -96,8 +97,9 @@ def lost(beats: dict[int, dict[str, Any]], world_size: int, *, now: float, stale
 
 
 def laggards(beats: dict[int, dict[str, Any]], world_size: int, *, now: float, stale_s: float,
-             here: str | None = None) -> str:
-    """Which ranks did not arrive, in words: missing, ended, gone, stopped, silent for ``stale_s``, or behind."""
+             here: str | None = None, me: int | None = None) -> str:
+    """Which ranks did not arrive, in words: missing, ended, gone, stopped, silent for ``stale_s``, or behind (the
+    asking rank ``me`` left out)."""
     if not beats:
         # Every rank publishes one within a heartbeat of starting: none readable means the store is out of reach.
         return ("no rank's heartbeat could be read from the rendezvous store: the process that hosted it "
@@ -105,6 +107,8 @@ def laggards(beats: dict[int, dict[str, Any]], world_size: int, *, now: float, s
     top = max(b["step"] for b in beats.values())
     words = []
     for r in range(world_size):
+        if r == me:
+            continue
         b = beats.get(r)
         state = local_state(b, here) if b is not None and here else None
         if b is None:
@@ -128,6 +132,9 @@ def unreachable(roster: dict[int, dict[str, Any]], host: str, address: str, wait
     """Words for a store that did not answer: who hosts it, and what is known of the ranks on this machine."""
     hosted = roster.get(0) if host == "rank 0" else None
     state = local_state(hosted, here) if hosted else None
+    if hosted and state is None and hosted.get("machine") == here:
+        time.sleep(0.5)  # its sockets close before its process is gone: look once more
+        state = local_state(hosted, here)
     words = [f"the rendezvous store at {address} could not be read (no answer within {waited_s:.0f} s, or refused): "
              + (f"{who(0, hosted)}, which hosts it, is {state or 'stopped, gone or out of reach'}" if host == "rank 0"
                 else f"{host}, which hosts it, is stopped, gone or out of reach")]

@@ -51,6 +51,7 @@ def end(status: str, reason: str, code: int) -> NoReturn:
         except Exception:  # noqa: BLE001
             line = f"{reason}; run directory: {run}"
     try:
+        sys.stdout.flush()  # what the run printed before (rank 0's table) goes out before the process does
         sys.stderr.write(f"gpubench: error: {line}\n")
         sys.stderr.flush()
         if os.environ.get("GPUBENCH_DEBUG_HANG"):
@@ -66,9 +67,11 @@ def _on_signal(signum: int) -> NoReturn:
     if group is not None:
         reason = f"rank {group.rank} {reason}"
         group.say_ended(name)  # the peers name this rank and the signal, not a silence
-        if group.trouble:  # a peer was already lost: the launcher's signal only followed (mpirun, torchrun)
-            words, _ = group.account(wait=False)
-            status, reason = "failed", f"{group.trouble}: {words}; then {reason}"
+        # A peer already lost: the launcher's signal only followed (mpirun and torchrun end the others when one
+        # rank dies), and the run ended for the peer's reason.
+        words, lost_status, lost = group.account(wait=False)
+        if lost or group.trouble:
+            status, reason = lost_status, f"{group.trouble or 'a peer was lost'}: {words}; then {reason}"
     end(status, reason, 128 + signum)
 
 

@@ -177,28 +177,28 @@ class Group:
         now = time.time()
         return any(now - b.get("moved", 0.0) <= self.timeout_s for r, b in seen.items() if r != self.rank)
 
-    def account(self, wait: bool = False) -> tuple[str, str]:
-        """Who did not arrive, in words, and the run's status that follows (``interrupted`` where each lost rank
-        ended on SIGTERM, SIGHUP or SIGINT). ``wait``: until a peer is seen lost, at most a heartbeat's staleness
-        (a peer whose connection broke has just died, and its beat is not stale yet)."""
+    def account(self, wait: bool = False) -> tuple[str, str, bool]:
+        """Who did not arrive, in words; the run's status that follows (``interrupted`` where each lost rank ended
+        on SIGTERM, SIGHUP or SIGINT); whether a peer is lost at all. ``wait``: until a peer is seen lost, at most
+        a heartbeat's staleness (a peer whose connection broke has just died, and its beat is not stale yet)."""
         end = time.time() + (STALE_S + HEARTBEAT_S if wait else 0.0)
         while True:
             try:
                 seen = self._read()
             except Exception:  # noqa: BLE001
                 return beats.unreachable(self._roster, self._store_host, self._address(), _DEADLINE_S,
-                                         self._here), "failed"
+                                         self._here), "failed", True
             lost = self._lost(seen)
             if lost or time.time() >= end:
                 break
             time.sleep(HEARTBEAT_S / 2)
-        words = laggards(seen, self.world_size, now=time.time(), stale_s=STALE_S, here=self._here)
+        words = laggards(seen, self.world_size, now=time.time(), stale_s=STALE_S, here=self._here, me=self.rank)
         polite = lost and all((seen.get(r) or {}).get("ended") in _POLITE for r in lost)
-        return words, "interrupted" if polite else "failed"
+        return words, "interrupted" if polite else "failed", bool(lost)
 
     def abort(self, reason: str) -> None:
         """Name the ranks that did not arrive, mark the run, and end this process at once (exit 1)."""
-        words, status = self.account()
+        words, status, _ = self.account()
         ending.end(status, f"{reason}: {words}", 1)
 
     def publish_run_dir(self, path: str) -> None:
@@ -227,7 +227,7 @@ class Group:
             # A peer's connection broke: it most likely died. Name it: at once where it was on this machine,
             # else once its heartbeat has gone stale (not the live ranks its last beat was ahead of).
             self.trouble = f"the ranks could not agree ({type(e).__name__})"
-            words, status = self.account(wait=True)
+            words, status, _ = self.account(wait=True)
             raise GroupError(f"{self.trouble}: {words}", status) from e
         self.step()
         return out

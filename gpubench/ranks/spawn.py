@@ -31,6 +31,7 @@ from gpubench.ranks.python import module_command
 from gpubench.rundir import mark_ended, saved
 
 _POLL_S = 0.2
+_STARTING_S = 300.0  # how long ranks may take to start (their first heartbeat) before the spawner gives up
 _GRACE_S = 2.0  # after a rank died: time for the others to record their own view before they are killed
 _ENDING = (signal.SIGTERM, signal.SIGHUP)  # signals that end the parent: it ends the ranks first
 _NORMAL = (0, 1, 130)  # exit codes of a rank that ended on its own terms (1: a case failed; 130: Ctrl-C)
@@ -210,9 +211,12 @@ def _supervise(procs: list[subprocess.Popen], store, timeout_s: float, signals: 
             return "no heartbeat for {:.0f} s: {}".format(
                 timeout_s, laggards(beats, nproc, now=now, stale_s=timeout_s, here=here)), status
         step = tuple(sorted((r, b["step"]) for r, b in beats.items()))
+        # Until every rank has beaten once they are starting (importing torch: a minute on a loaded host), and
+        # their own watchdogs are not running yet: the backstop waits longer there.
+        limit = timeout_s + 10 if len(beats) == nproc else max(timeout_s + 10, _STARTING_S)
         if step != last_step:
             last_step, last_change = step, time.monotonic()
-        elif time.monotonic() - last_change > timeout_s + 10:
+        elif time.monotonic() - last_change > limit:
             return "no rank made progress for {:.0f} s: {}".format(
                 timeout_s, laggards(beats, nproc, now=time.time(), stale_s=timeout_s, here=here)), status
     return failure, status
