@@ -9,10 +9,10 @@ that ends on a signal it could catch (SIGTERM, SIGHUP) says so in a last beat (`
 from __future__ import annotations
 
 import json
-import os
 import time
-from pathlib import Path
 from typing import Any
+
+from gpubench.rundir import machine, proc_stat, started
 
 PREFIX = "gpubench/"
 HEARTBEAT_S = 0.5
@@ -23,40 +23,11 @@ def key(rank: int) -> str:
     return f"{PREFIX}hb/{rank}"
 
 
-def _read_text(path: str) -> str:
-    try:
-        return Path(path).read_text().strip()
-    except OSError:
-        return ""
-
-
-def machine() -> str:
-    """This machine and pid namespace: pids are comparable between processes with the same value."""
-    try:
-        ns = os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        ns = 0
-    return f"{os.uname().nodename}/{_read_text('/proc/sys/kernel/random/boot_id')}/{ns}"
-
-
-def _proc_stat(pid: int) -> list[str] | None:
-    text = _read_text(f"/proc/{pid}/stat")
-    if not text or ")" not in text:
-        return None
-    return text.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
-
-
-def started(pid: int) -> int | None:
-    """When the process started (clock ticks since boot): tells a pid reused by another process apart."""
-    fields = _proc_stat(pid)
-    return int(fields[19]) if fields and len(fields) > 19 else None
-
-
 def local_state(beat: dict[str, Any], here: str) -> str | None:
     """``gone`` or ``stopped`` for a rank on this machine whose process is so; None where it runs or is elsewhere."""
     if beat.get("machine") != here or not isinstance(beat.get("pid"), int):
         return None
-    fields = _proc_stat(beat["pid"])
+    fields = proc_stat(beat["pid"])
     if fields is None or fields[0] in ("Z", "X") or (beat.get("start") and started(beat["pid"]) != beat["start"]):
         return "gone"
     return "stopped" if fields[0] in ("T", "t") else None
