@@ -93,3 +93,16 @@ def test_a_folder_named_gpubench_does_not_shadow_the_package_for_the_ranks(tmp_p
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ImportError" not in proc.stderr and list((tmp_path / "out" / "t").glob("*/comm.parquet"))
+
+
+def test_devices_all_under_a_launcher_with_one_task_per_node_refuses_in_one_line(tmp_path):
+    # srun --ntasks-per-node=1 on a node of 2 GPUs measured device 0 alone, without a word.
+    env = dict(os.environ, SLURM_PROCID="0", SLURM_NTASKS="1", SLURM_LOCALID="0", SLURM_NNODES="1",
+               SLURM_NTASKS_PER_NODE="1", SLURM_STEP_NODELIST="node1", SLURM_JOB_ID="5", MASTER_ADDR="127.0.0.1",
+               GPUBENCH_FAKE_DEVICES="2")
+    proc = subprocess.run([str(Path(sys.executable).parent / "gpubench"), "run", "--suite", "launch", "--backend",
+                           "fake", "--devices", "all", "--quick", "--out", str(tmp_path), "--cluster", "t"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert "1 process(es) on this node for its 2 GPUs" in line and "--ntasks-per-node=2" in line, line
