@@ -106,3 +106,50 @@ def test_devices_all_under_a_launcher_with_one_task_per_node_refuses_in_one_line
     assert proc.returncode == 2, proc.stderr[-2000:]
     (line,) = proc.stderr.strip().splitlines()
     assert "1 process(es) on this node for its 2 GPUs" in line and "--ntasks-per-node=2" in line, line
+
+
+def test_a_store_call_to_a_stopped_server_is_given_up_on_at_the_watchdogs_deadline():
+    # A TCPStore client's check blocks while the store's process is SIGSTOPped, whatever its timeout: the
+    # bounded call gives up at its own deadline, refuses the next at once while the first still hangs, and
+    # works again (on a new client) once the server runs.
+    import datetime as dt
+    import signal as sig
+
+    import torch.distributed as dist
+
+    from gpubench.ranks.store import BoundedStore, Unanswered
+
+    server = subprocess.Popen([sys.executable, "-c", "import datetime as d, time, torch.distributed as t; "
+                               "s = t.TCPStore('127.0.0.1', 0, 1, True, timeout=d.timedelta(seconds=3), "
+                               "wait_for_workers=False); print(s.port, flush=True); s.set('k', 'v'); time.sleep(300)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline())
+        store = BoundedStore(lambda: dist.TCPStore("127.0.0.1", port, 1, False, timeout=dt.timedelta(seconds=3),
+                                                   wait_for_workers=False), deadline_s=2.0)
+        assert store.call(lambda s: s.check(["k"]), deadline_s=60) is True  # connecting, on a loaded host
+        os.kill(server.pid, sig.SIGSTOP)
+        t0 = time.monotonic()
+        try:
+            store.call(lambda s: s.check(["k"]))
+            raise AssertionError("a stopped server answered")
+        except Unanswered:
+            assert time.monotonic() - t0 < 10
+        t1 = time.monotonic()
+        try:
+            store.call(lambda s: s.check(["k"]))
+            raise AssertionError("a stopped server answered")
+        except Unanswered as e:
+            assert "still unanswered" in str(e) and time.monotonic() - t1 < 5
+        os.kill(server.pid, sig.SIGCONT)
+        end = time.monotonic() + 30
+        while True:
+            try:
+                assert store.call(lambda s: s.check(["k"])) is True
+                break
+            except Unanswered:
+                assert time.monotonic() < end
+                time.sleep(0.2)
+    finally:
+        server.kill()
+        server.wait()
