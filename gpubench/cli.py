@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from gpubench import __version__
 from gpubench.commands import EXIT_INTERRUPTED, EXIT_USAGE
 from gpubench.errors import UsageError
+from gpubench.ranks.env import quiet_torch_logs
 
 # Subcommand → the module that adds its arguments and runs it, in the order --help lists them.
 COMMANDS = {
@@ -54,6 +55,7 @@ def build_parser(suite_options: bool = True) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    quiet_torch_logs()  # a rank's C++ warnings: before the suites import torch
     try:
         args = build_parser(suite_options="run" in argv).parse_args(argv)
         return importlib.import_module(COMMANDS[args.command]).main(args, ["gpubench", *argv])

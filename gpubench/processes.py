@@ -25,7 +25,6 @@ import pickle
 import selectors
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from gpubench.ranks.python import module_command
 from gpubench.stats import finite, summarize
 
 DEFAULT_PROCESSES = 3
@@ -83,7 +83,7 @@ class Workers:
             self.logs[k] = log
             try:
                 self.procs[k] = subprocess.Popen(
-                    [sys.executable, "-m", "gpubench.worker", str(self.dir), str(k)],
+                    module_command("gpubench.worker", str(self.dir), str(k)),
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1)
             except OSError as e:
                 self.failed[k] = f"could not start: {e}"

@@ -13,6 +13,8 @@ import re
 import secrets
 import subprocess
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,12 @@ from gpubench.errors import UsageError
 
 # The message of a case's rows when a Ctrl-C abandoned it (status skipped): it was never measured.
 ABANDONED = "interrupted (Ctrl-C): abandoned before it was measured"
+
+# A run still ``running`` is abandoned when its writer's process is gone (seen from its machine) or, seen from
+# elsewhere, when its lease file has not been touched for LEASE_STALE_S (the writer touches it every LEASE_S).
+LEASE = ".alive"
+LEASE_S = 60.0
+LEASE_STALE_S = 600.0
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -76,26 +84,102 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
         raise
 
 
+def kept(path: str | os.PathLike) -> int:
+    """How many cases a run directory's tables hold measured (not a case a Ctrl-C abandoned, not a figure derived
+    from others)."""
+    try:
+        df = results.load(path)
+        mask = (df["stop"] != "derived") & (df["message"] != ABANDONED)
+        return int(df.loc[mask, "case"].nunique()) if len(df) else 0
+    except (UsageError, OSError):
+        return 0
+
+
 def saved(path: str | os.PathLike | None) -> str:
     """What a run directory holds, read back from it, in words true whatever it holds: "3 cases were saved in
     DIR", or that none was (a case a Ctrl-C abandoned, or a figure derived from others, is no case saved)."""
     if path is None:
         return "no case was saved"
-    try:
-        df = results.load(path)
-        kept = (df["stop"] != "derived") & (df["message"] != ABANDONED)
-        n = int(df.loc[kept, "case"].nunique()) if len(df) else 0
-    except (UsageError, OSError):
-        n = 0
+    n = kept(path)
     if n == 0:
         return f"no case was saved (run directory: {path})"
     return f"{n} case{'s were' if n > 1 else ' was'} saved in {path}"
+
+
+def _read_text(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def machine() -> str:
+    """This machine and pid namespace: pids are comparable between processes with the same value."""
+    try:
+        ns = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        ns = 0
+    return f"{os.uname().nodename}/{_read_text('/proc/sys/kernel/random/boot_id')}/{ns}"
+
+
+def proc_stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (which may hold spaces); None where there is no such process."""
+    text = _read_text(f"/proc/{pid}/stat")
+    if not text or ")" not in text:
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def started(pid: int) -> int | None:
+    """When the process started (clock ticks since boot): tells a pid reused by another process apart."""
+    fields = proc_stat(pid)
+    return int(fields[19]) if fields and len(fields) > 19 else None
+
+
+def _alive(writer: dict[str, Any]) -> bool:
+    fields = proc_stat(int(writer.get("pid") or 0))
+    return fields is not None and fields[0] not in ("Z", "X") and (
+        not writer.get("start") or started(int(writer["pid"])) == writer["start"])
+
+
+def status_of(path: str | os.PathLike, meta: dict[str, Any] | None = None, *, now: float | None = None) -> str:
+    """A run's status as readers should show it: run.json's, or ``abandoned`` for a run still ``running`` whose
+    processes are gone (killed with SIGKILL, its node lost): its writer's process is not there (looked at from its
+    own machine), or nothing touched its lease (or, for a run written before leases, any file) for LEASE_STALE_S."""
+    path = Path(path)
+    if meta is None:
+        try:
+            meta = json.loads((path / results.RUN_FILE).read_text())
+        except (OSError, ValueError):
+            return "unknown"
+    status = str(meta.get("status") or "unknown")
+    if status != "running":
+        return status
+    writer = meta.get("writer") or {}
+    if writer.get("machine") and writer["machine"] == machine():
+        return "running" if _alive(writer) else "abandoned"
+    try:
+        touched = max(f.stat().st_mtime for f in ([path / LEASE] if (path / LEASE).exists() else path.iterdir()))
+    except (OSError, ValueError):
+        return status
+    return "abandoned" if (time.time() if now is None else now) - touched > LEASE_STALE_S else "running"
 
 
 class RunDir:
     def __init__(self, path: Path, meta: dict[str, Any]):
         self.path = path
         self.meta = meta
+        self._done = threading.Event()
+
+    def _lease(self) -> None:
+        """Touch the lease while the run lives: a reader elsewhere tells a run in progress from an abandoned one."""
+        while True:
+            try:
+                (self.path / LEASE).touch()
+            except OSError:
+                pass
+            if self._done.wait(LEASE_S):
+                return
 
     @property
     def run_id(self) -> str:
@@ -123,10 +207,14 @@ class RunDir:
             "status": "running",
             "start_time": utc_now(),
             "end_time": None,
+            # who writes it, to tell a run in progress from one whose processes are gone (status_of)
+            "writer": {"host": os.uname().nodename, "pid": os.getpid(), "start": started(os.getpid()),
+                       "machine": machine()},
             **meta,
         }
         rd = cls(path, full)
         rd.flush()
+        threading.Thread(target=rd._lease, name="gpubench-lease", daemon=True).start()
         return rd
 
     def flush(self) -> None:
@@ -136,5 +224,19 @@ class RunDir:
         return results.save(df, self.path / f"{suite}{results.TABLE_SUFFIX}", suite=suite)
 
     def finish(self, status: str, **extra: Any) -> None:
+        self._done.set()
         self.meta.update(extra, status=status, end_time=utc_now())
         self.flush()
+
+
+def mark_ended(path: str | os.PathLike, status: str, reason: str) -> bool:
+    """Close a run that is still ``running`` on disk: ``status`` (failed, interrupted), the reason and the cases its
+    tables kept. A run someone already closed keeps their word (rank 0's own, a peer's, the spawner's). Whether
+    it marked it."""
+    file = Path(path) / results.RUN_FILE
+    meta = json.loads(file.read_text())
+    if meta.get("status") != "running":
+        return False
+    meta.update(status=status, error=reason, end_time=utc_now(), cases_done=kept(path))
+    write_json(file, meta)
+    return True

@@ -31,10 +31,10 @@ from gpubench.errors import UsageError
 from gpubench.fingerprint import collect
 from gpubench.memory import budget
 from gpubench.options import read as read_options
-from gpubench.ranks import agree, describe
+from gpubench.ranks import agree, describe, ending
 from gpubench.ranks.group import Group, GroupError
 from gpubench.request import RunRequest
-from gpubench.rundir import ABANDONED, RunDir
+from gpubench.rundir import ABANDONED, RunDir, mark_ended
 from gpubench.stats import finite, summarize
 from gpubench.suite import Case, Derived, GridContext, Skip, Suite
 
@@ -65,6 +65,7 @@ class Outcome:
     abandoned: str | None = None  # "suite case" of the case a Ctrl-C interrupted, if any
     contention: dict[str, Any] = field(default_factory=dict)  # run.json's: who else used the GPU and the host
     notes: list[str] = field(default_factory=list)  # the suites' own notes ("suite: line"), printed under the table
+    error: str | None = None  # why the run failed as a whole (the ranks could no longer agree: a peer lost)
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -362,16 +363,20 @@ def _everyones(group: Group, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
 
 
 class _Unwritten:
-    """The run directory of a rank other than 0: rank 0 writes the run, the others only measure."""
+    """The run directory of a rank other than 0: rank 0 writes the run, the others only measure. A rank that sees
+    the run fail closes it where rank 0 has not (rank 0 gone): ``closes`` is the run's directory."""
 
     run_id = None
     path = None
+    closes: str | None = None
 
     def write_table(self, suite: str, df: pd.DataFrame) -> None:
         pass
 
     def finish(self, status: str, **extra: Any) -> None:
-        pass
+        if self.closes and status != "complete" and extra.get("error"):
+            with contextlib.suppress(Exception):  # rank 0's own word, where it has one, stands
+                mark_ended(self.closes, status, extra["error"])
 
 
 class _StopFlag:
@@ -460,7 +465,9 @@ class Single:
         """What the run's record says of the other processes (none here)."""
 
     def _run_dir(self, meta: dict[str, Any]) -> RunDir | _Unwritten:
-        return RunDir.create(self.request.how.out, self.request.how.cluster, meta)
+        rd = RunDir.create(self.request.how.out, self.request.how.cluster, meta)
+        ending.follow(run_dir=rd.path)  # a SIGTERM closes it (interrupted) with what it kept
+        return rd
 
     def _run_id(self, rd: RunDir | _Unwritten) -> str | None:
         return rd.run_id
@@ -506,8 +513,10 @@ class Single:
         self.outcome.notes = [f"{s.name}: {line}" for s in self.p.suites for line in s.notes(self.p.contexts.get(s.name))]
         notes = [*self.p.notes, *self.outcome.notes, *notes]
         self.outcome.contention = self.watch.summary()
+        error = {"error": self.outcome.error} if self.outcome.error else {}
         self.rd.finish(status, contention=self.outcome.contention, cases_done=sum(
-            df.loc[df["message"] != ABANDONED, "case"].nunique() for df in self.outcome.tables.values()), notes=notes)
+            df.loc[df["message"] != ABANDONED, "case"].nunique() for df in self.outcome.tables.values()), notes=notes,
+            **error)
         return self.outcome
 
     def _meta(self) -> dict[str, Any]:
@@ -560,6 +569,8 @@ class Single:
         except KeyboardInterrupt:
             status = "interrupted"
             self.outcome.abandoned = self.outcome.abandoned or self.current  # a second Ctrl-C left it unwritten
+        except GroupError as e:  # a peer lost: what was kept is written up and shown, the run closed with why
+            status, self.outcome.error = e.status, str(e)
         except BaseException as e:
             self.rd.finish("failed", error=_first_line(e))
             raise
@@ -644,9 +655,11 @@ class Ranks(Single):
     def _run_dir(self, meta: dict[str, Any]) -> RunDir | _Unwritten:
         writer = self.group.rank == 0
         rd = super()._run_dir(meta) if writer else _Unwritten()
-        self.group.on_abort(lambda reason: rd.finish("failed", error=reason))
-        if writer:
-            self.group.publish_run_dir(str(rd.path))
+        # Every rank knows where the run is: any of them closes it where rank 0 is gone (stopped, killed).
+        path = self.group.gather_objects(str(rd.path) if writer else None)[0]
+        self.group.publish_run_dir(path)
+        if not writer:
+            rd.closes = path
         return rd
 
     def _own_pids(self) -> set[int]:

@@ -30,6 +30,11 @@ def add(sub: argparse._SubParsersAction) -> None:
                         "to gather")
     p.add_argument("--gather", action="store_true",
                    help="measure nothing: gather the nodes' verdicts under --fleet DIR, each held against the fleet")
+    p.add_argument("--expect-nodes", default=None, metavar="N|HOSTLIST",
+                   help="with --gather: the nodes that should have a verdict (a count, or a SLURM host list such as "
+                        "gpu[01-16]; default: SLURM_JOB_NODELIST where set); each one without is a FAIL")
+    p.add_argument("--srun-exit", type=int, default=None, metavar="CODE",
+                   help="with --gather: srun's exit code for the nodes' checks, quoted on a node without a verdict")
     p.add_argument("--checks", default=None, metavar="FILE.toml",
                    help="another check set than the shipped one (same form as gpubench/check/checks.toml)")
     p.add_argument("--strict", action="store_true", help="WARN fails too (exit 1)")
@@ -45,7 +50,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     if args.gather:
         if not args.fleet:
             raise UsageError("--gather reads the verdicts under --fleet DIR: give the folder of the nodes' check runs")
-        return gather.main(args.fleet, args.format, args.report, args.strict)
+        return gather.main(args.fleet, args.format, args.report, args.strict, args.expect_nodes, args.srun_exit)
     if args.format == "prometheus" and not (args.report or "").endswith(".prom"):
         raise UsageError("--format prometheus writes a node-exporter textfile: add --report PATH.prom (in "
                          "node-exporter's --collector.textfile.directory)")

@@ -30,7 +30,7 @@ from gpubench.memory import TOO_BIG
 from gpubench.options import read
 from gpubench.processes import DEFAULT_PROCESSES
 from gpubench.ranks import fleet as fleet_ranks
-from gpubench.ranks import start
+from gpubench.ranks import ending, start
 from gpubench.ranks.env import detect
 from gpubench.ranks.group import Group
 from gpubench.registry import all_suites, select
@@ -151,6 +151,7 @@ def _measure(request: RunRequest) -> int:
         renv = detect()
         if renv is None:
             return fleet_ranks.spawn(request, check)
+        ending.install()  # SIGTERM and SIGHUP (a launcher's time limit or cancel) close the run: interrupted
         backend, group = fleet_ranks.join(request, renv)
     elif any(s.multiprocess for s in suites):
         if len(suites) > 1:
@@ -159,8 +160,10 @@ def _measure(request: RunRequest) -> int:
         renv = detect()
         if renv is None:  # nobody started the ranks: check the grid here, then start them
             return start.spawn(request, check)
+        ending.install()
         backend, group = start.join(request.where, renv)
     else:
+        ending.install()
         backend = open_backend(request.where.backend, request.where.device)
         if request.where.backend == "auto":  # say what auto chose before anything is measured on it
             print(f"backend: {backend.name}, device {backend.device_index} ({backend.device_name()}) "
@@ -206,6 +209,8 @@ def _run_plan(request: RunRequest, backend: Backend, group: Group | None) -> int
         if progress:
             progress.stop()
     if not root:
+        if outcome.error:  # a peer lost: this rank's one line, and out at once (no teardown with a peer gone)
+            ending.end(outcome.status, outcome.error, EXIT_FAILED)
         return EXIT_INTERRUPTED if outcome.status == "interrupted" else (EXIT_FAILED if outcome.failures else EXIT_OK)
     return _summary(outcome, request.what.suites)
 
@@ -223,6 +228,8 @@ def _summary(outcome: runner.Outcome, suites: Sequence[Suite]) -> int:
     for line in closing(outcome.contention, int(measured["case"].nunique()) if len(measured) else 0):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"run directory: {outcome.run_dir.path}", markup=False, highlight=False)
+    if outcome.error:  # the ranks could no longer agree: a peer was lost (it is named), what was kept is above
+        ending.end(outcome.status, outcome.error, EXIT_FAILED)  # the line names the run and its cases; no teardown
     if outcome.status == "interrupted":
         # Read back from the run directory: what was measured before the Ctrl-C, none if none.
         left = f"; {outcome.abandoned} was abandoned" if outcome.abandoned else ""

@@ -40,6 +40,7 @@ import pandas as pd
 from gpubench import results
 from gpubench.compare import cross, memory
 from gpubench.processes import labels
+from gpubench.rundir import status_of
 from gpubench.errors import UsageError
 from gpubench.stats import summarize
 
@@ -119,7 +120,7 @@ def scan(collection: Path) -> list[tuple[str, Path, dict[str, Any], str]]:
         except UsageError:
             found.append((child.name, child, {}, "unreadable"))
             continue
-        found.append((str(meta.get("run_id") or child.name), child, meta, str(meta.get("status") or "unknown")))
+        found.append((str(meta.get("run_id") or child.name), child, meta, status_of(child, meta)))
     return sorted(found, key=lambda t: t[0])
 
 

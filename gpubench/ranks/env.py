@@ -8,12 +8,12 @@ With none of them this is a plain process, and gpubench spawns the ranks itself 
 from __future__ import annotations
 
 import os
-import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpubench.errors import UsageError
+from gpubench.ranks import hostlist
 
 DEFAULT_PORT = 29517  # gpubench's rendezvous port when the launcher names none (torchrun uses 29500)
 
@@ -45,18 +45,6 @@ def _int(env: Mapping[str, str], *names: str) -> int | None:
     return None
 
 
-def first_host(nodelist: str) -> str:
-    """The first host of a SLURM node list: ``gpu[03-05,9],cpu1`` → ``gpu03`` (what ``scontrol show
-    hostnames`` would print first), without calling scontrol, which compute nodes may lack."""
-    m = re.match(r"^([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
-    if not m:
-        raise UsageError(f"cannot read the SLURM node list {nodelist!r}: set MASTER_ADDR to the first node")
-    prefix, ranges = m.group(1), m.group(2)
-    if not ranges:
-        return prefix
-    return prefix + ranges.split(",")[0].split("-")[0]
-
-
 def _port_for(job: str | None) -> int:
     # Jobs sharing a node must not share a rendezvous port; derive one from the job id, the same on every rank.
     if not job:
@@ -86,7 +74,7 @@ def detect(env: Mapping[str, str] | None = None) -> RankEnv | None:
         world = _int(env, "SLURM_NTASKS")
         nnodes = _int(env, "SLURM_STEP_NUM_NODES", "SLURM_NNODES") or 1
         nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
-        addr = env.get("MASTER_ADDR") or (first_host(nodelist) if nodelist else "127.0.0.1")
+        addr = env.get("MASTER_ADDR") or (hostlist.first(nodelist) if nodelist else "127.0.0.1")
         return RankEnv(
             launcher="slurm",
             rank=_int(env, "SLURM_PROCID"),
@@ -139,6 +127,18 @@ def standalone(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k not in _RANK_VARIABLES and not k.startswith(_RANK_PREFIXES)}
 
 
+def quiet_torch_logs(env: dict[str, str] | None = None) -> None:
+    """In a rank (a launcher's variables, or gpubench's spawner's), torch's C++ warnings stay off standard error:
+    a lost peer or store is said in gpubench's one line, not in c10d's warnings with their stack frames. Its errors
+    still print. Before torch is imported (it reads the level then); TORCH_CPP_LOG_LEVEL, or GPUBENCH_DEBUG_HANG,
+    keeps them all."""
+    env = os.environ if env is None else env
+    if "GPUBENCH_DEBUG_HANG" in env or not any(k in env for k in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+                                                                   "PMI_RANK", "PMIX_RANK")):
+        return
+    env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+
+
 def share_host_cores(backend: str, local_world_size: int) -> None:
     """On backends that compute on the host's cores (cpu, fake), give each of this node's ranks its share of them:
     ranks that each spread over all of them spin against each other in torch's thread pools (2 ranks on 2 cores: a
@@ -152,4 +152,4 @@ def share_host_cores(backend: str, local_world_size: int) -> None:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_world_size)))
 
 
-__all__ = ["RankEnv", "detect", "first_host", "share_host_cores", "standalone", "DEFAULT_PORT"]
+__all__ = ["RankEnv", "detect", "quiet_torch_logs", "share_host_cores", "standalone", "DEFAULT_PORT"]

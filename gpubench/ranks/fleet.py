@@ -97,7 +97,16 @@ def join(request: RunRequest, renv: RankEnv) -> tuple[Backend, Group]:
     """This process is one rank of a ``--devices`` run: its device and the group of all ranks."""
     where = request.where
     name, devices = _check(where, request.what.suites)
-    if (where.devices or "").strip() != "all" and renv.local_world_size != len(devices):
+    every = (where.devices or "").strip() == "all"
+    if every and len(devices) == 1 < renv.local_world_size:
+        devices = devices * renv.local_world_size  # the launcher bound one GPU to each task: each sees its own
+    elif every and renv.local_world_size < len(devices):
+        raise UsageError(f"--devices all under {renv.launcher}: {renv.local_world_size} process(es) on this node "
+                         f"for its {len(devices)} GPUs would leave {len(devices) - renv.local_world_size} unmeasured: "
+                         f"start one per GPU (srun --ntasks-per-node={len(devices)}, torchrun "
+                         f"--nproc-per-node={len(devices)}, mpirun --npernode {len(devices)}), or run it without a "
+                         "launcher on each node")
+    if not every and renv.local_world_size != len(devices):
         raise UsageError(f"--devices {where.devices} lists {len(devices)} devices but the launcher started "
                          f"{renv.local_world_size} processes on this node: start one per listed device")
     if renv.local_rank >= len(devices):

@@ -2,40 +2,49 @@
 plane on which the ranks agree (the engine's decisions, a case's outcome, Ctrl-C), so that every rank calls
 every collective the same number of times.
 
-A rank never hangs for longer than ``timeout_s``: a heartbeat thread publishes this rank's progress (a counter
-of control-plane steps, the case it is in, and when it last moved) to the rendezvous store, and a watchdog
-thread ends the process when its own progress has stopped for ``timeout_s`` and no other rank has moved in that
-time either (a rank waiting for a peer that is still at work, slowed by a loaded host, waits on). Before it does, it reads every rank's heartbeat from the store
-and names the ranks that did not arrive (behind the others, or silent: dead or stopped). It also ends the
-process when the store stays out of reach: whoever hosts it (gpubench's spawner, torchrun's agent, rank 0) is
-gone, and the ranks, whose collectives no longer need the store, would otherwise run on as orphans.
+A rank never hangs for longer than ``timeout_s`` (plus a few seconds): a heartbeat thread publishes this rank's
+progress (:mod:`gpubench.ranks.beats`) to the rendezvous store, and a watchdog thread ends the process when its own
+progress has stopped for ``timeout_s`` and no other rank has moved in that time either (a rank waiting for a peer
+that is still at work, slowed by a loaded host, waits on). Before it does, it names the ranks that did not arrive
+(behind the others, silent, ended, or gone or stopped on this machine) and their hosts. Every store call the
+watchdog makes is bounded by a deadline of its own (:mod:`gpubench.ranks.store`): the store's host may be the
+rank that stopped. It also ends the process when the store stays out of reach: whoever hosts it (gpubench's
+spawner, torchrun's agent, rank 0) is gone, and the ranks, whose collectives no longer need the store, would
+otherwise run on as orphans. The process ends through :func:`gpubench.ranks.ending.end`: the run marked, one
+line, exit 1.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import faulthandler
-import json
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gpubench.ranks import beats, ending
+from gpubench.ranks.beats import HEARTBEAT_S, STALE_S, laggards, read_heartbeats
 from gpubench.ranks.env import RankEnv
+from gpubench.ranks.store import BoundedStore
 
-_HEARTBEAT_S = 0.5
 # How long the store may stay out of reach when gpubench's own spawner hosts it on this machine: a local store
 # answers at once while its process lives. Elsewhere (torchrun's agent, rank 0 on another node) the timeout.
 _LOCAL_STORE_GONE_S = 3.0
-_STALE_S = 4 * _HEARTBEAT_S + 1  # a heartbeat older than this: its rank is dead or stopped
+# A heartbeat read or write: a live store answers in milliseconds; this is a store whose host is stopped or gone.
+_DEADLINE_S = 5.0
 _GLOO_BACKSTOP_S = 600.0
-_PREFIX = "gpubench/"
+_POLITE = ("SIGTERM", "SIGHUP", "SIGINT")  # a rank that ended on one of these was stopped, not lost
 
 
-class GroupError(RuntimeError):
-    """The group can no longer agree (a rank died, or a control-plane operation failed): the run must end."""
+def store_host(env: dict[str, str] | None = None) -> str:
+    """Who hosts the rendezvous store: gpubench's spawner, torchrun's agent, or rank 0."""
+    env = os.environ if env is None else env
+    if env.get("GPUBENCH_STORE_HOSTED") == "1":
+        return "gpubench's spawner"
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        return "torchrun's agent"
+    return "rank 0"
 
 
 def store_client(renv: RankEnv, timeout_s: float, *, master: bool = False):
@@ -45,39 +54,13 @@ def store_client(renv: RankEnv, timeout_s: float, *, master: bool = False):
                          timeout=dt.timedelta(seconds=timeout_s), wait_for_workers=False)
 
 
-def read_heartbeats(store: Any, world_size: int) -> dict[int, dict[str, Any]]:
-    """Each rank's last heartbeat, for the ranks that published one."""
-    out = {}
-    for r in range(world_size):
-        key = f"{_PREFIX}hb/{r}"
-        try:
-            if store.check([key]):
-                out[r] = json.loads(store.get(key))
-        except Exception:  # noqa: BLE001 — a store that went away leaves the rank unknown, not the caller dead
-            continue
-    return out
+class GroupError(RuntimeError):
+    """The group can no longer agree (a rank died, or a control-plane operation failed): the run must end.
+    ``status``: the run's, ``interrupted`` where every lost rank ended on a signal that asks to stop (SIGTERM)."""
 
-
-def laggards(beats: dict[int, dict[str, Any]], world_size: int, *, now: float, stale_s: float) -> str:
-    """Which ranks did not arrive, in words: missing, silent for ``stale_s``, or behind the most advanced."""
-    if not beats:
-        # Every rank publishes one within a heartbeat of starting: none readable means the store is out of reach.
-        return ("no rank's heartbeat could be read from the rendezvous store: the process that hosted it "
-                "(gpubench's spawner, torchrun's agent or rank 0) may be gone")
-    top = max(b["step"] for b in beats.values())
-    words = []
-    for r in range(world_size):
-        b = beats.get(r)
-        if b is None:
-            words.append(f"rank {r} never started")
-        elif now - b["time"] > stale_s:
-            words.append(f"rank {r} silent for {now - b['time']:.0f} s (dead or stopped) in {b['where'] or 'setup'}")
-        elif b["step"] < top:
-            words.append(f"rank {r} behind, still in {b['where'] or 'setup'}")
-    if not words:
-        where = sorted({b["where"] for b in beats.values()})
-        return f"every rank is inside the same step ({', '.join(where)}): the operation itself hung"
-    return "; ".join(words)
+    def __init__(self, message: str, status: str = "failed"):
+        super().__init__(message)
+        self.status = status
 
 
 class Group:
@@ -92,20 +75,25 @@ class Group:
         self.world_size = renv.world_size
         self.timeout_s = timeout_s
         self.data_backend = data_backend
+        self.trouble: str | None = None  # set once a control-plane operation failed: a peer is being lost
         self._step = 0
         self._where = ""
         self._last_change = time.time()
-        self._on_abort: list[Callable[[str], None]] = []
+        self._ended: str | None = None  # the signal this rank ends on, for its last beat
         self._stop = threading.Event()
-        self._store_grace_s = _LOCAL_STORE_GONE_S if os.environ.get("GPUBENCH_STORE_HOSTED") == "1" else timeout_s
-        # Our own spawner hosts the store (so that it can read heartbeats too); torchrun's agent may host it
-        # (TORCHELASTIC_USE_AGENT_STORE); otherwise rank 0 does.
-        hosted = os.environ.get("GPUBENCH_STORE_HOSTED") == "1" or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-        self.store = store_client(renv, timeout_s, master=renv.rank == 0 and not hosted)
-        self._beat_store = store_client(renv, timeout_s)
-        self._publish()
+        self._here = beats.machine()
+        self._started = beats.started(os.getpid())
+        self._roster: dict[int, dict[str, Any]] = {}  # the last beats read: who each rank is, where
+        self._store_host = store_host()
+        self._store_grace_s = _LOCAL_STORE_GONE_S if self._store_host == "gpubench's spawner" else timeout_s
+        self.store = store_client(renv, timeout_s, master=renv.rank == 0 and self._store_host == "rank 0")
+        # Beats go out and are read on clients of their own, each call bounded: never the client above.
+        connect = lambda: store_client(renv, min(timeout_s, _DEADLINE_S))  # noqa: E731
+        self._writer, self._reader = BoundedStore(connect, _DEADLINE_S), BoundedStore(connect, _DEADLINE_S)
+        self._beat()
         self._thread = threading.Thread(target=self._watch, name="gpubench-watchdog", daemon=True)
         self._thread.start()
+        ending.follow(group=self)
         timeout = dt.timedelta(seconds=timeout_s)
         # gloo's collectives wait on: a --devices rank that finished its case first waits in the gather for a
         # peer still measuring (on a loaded host, longer than --timeout), and gloo's own timeout ended the run
@@ -123,6 +111,7 @@ class Group:
         self.control = (self.data if data_backend == "gloo"
                         else dist.new_group(backend="gloo", timeout=gloo_timeout))
         self.step("ready")
+        self._read()  # who every rank is, while the store surely answers: named even if it stops answering
 
     # --- progress and the watchdog -------------------------------------------------------------------------
     def step(self, where: str | None = None) -> None:
@@ -132,63 +121,92 @@ class Group:
             self._where = where
         self._last_change = time.time()
 
-    def on_abort(self, fn: Callable[[str], None]) -> None:
-        """Called with the reason before the watchdog ends the process (rank 0 marks its run failed)."""
-        self._on_abort.append(fn)
-
-    def _publish(self) -> None:
+    def _beat(self, deadline_s: float | None = None) -> None:
         beat = {"step": self._step, "where": self._where, "time": time.time(), "moved": self._last_change,
-                "pid": os.getpid(), "host": os.uname().nodename}
-        self._beat_store.set(f"{_PREFIX}hb/{self.rank}", json.dumps(beat))
+                "pid": os.getpid(), "start": self._started, "host": os.uname().nodename, "machine": self._here,
+                "ended": self._ended}
+        self._writer.call(lambda s: s.set(beats.key(self.rank), beats.dumps(beat)), deadline_s)
+
+    def say_ended(self, signal_name: str) -> None:
+        """A last beat: this rank ends on ``signal_name`` (the peers name it so). Best effort, within a second."""
+        self._ended = signal_name
+        try:
+            self._beat(1.0)
+        except Exception:  # noqa: BLE001 — its silence will name it instead
+            pass
+
+    def _read(self, deadline_s: float | None = None) -> dict[int, dict[str, Any]]:
+        """Every rank's beat, bounded; raises where the store does not answer."""
+        seen = self._reader.call(lambda s: beats.read(s, self.world_size), deadline_s)
+        self._roster.update(seen)
+        return seen
 
     def _watch(self) -> None:
         lost_since = None
-        while not self._stop.wait(_HEARTBEAT_S):
+        while not self._stop.wait(HEARTBEAT_S):
             try:
-                self._publish()
+                self._beat()
                 lost_since = None
             except Exception:  # noqa: BLE001 — the store's host may have died: end once it stays away
                 lost_since = lost_since or time.time()
                 if time.time() - lost_since > self._store_grace_s:
-                    self.abort(f"rank {self.rank} lost the rendezvous store at {self.renv.master_addr}:"
-                               f"{self.renv.master_port} for {self._store_grace_s:.0f} s: the process that "
-                               "hosted it (gpubench's spawner, torchrun's agent or rank 0) is gone")
+                    self.abort(f"rank {self.rank} lost the rendezvous store at {self._address()} for "
+                               f"{self._store_grace_s:.0f} s")
             if time.time() - self._last_change > self.timeout_s and not self._others_moving():
                 self.abort(f"rank {self.rank} made no progress for {self.timeout_s:.0f} s in "
                            f"{self._where or 'setup'}")
+
+    def _address(self) -> str:
+        return f"{self.renv.master_addr}:{self.renv.master_port}"
+
+    def _lost(self, seen: dict[int, dict[str, Any]]) -> list[int]:
+        return [r for r in beats.lost(seen, self.world_size, now=time.time(), stale_s=STALE_S, here=self._here)
+                if r != self.rank]
 
     def _others_moving(self) -> bool:
         """Whether every other rank's heartbeat is fresh and one of them moved within the timeout: then this
         rank waits for a peer still at work (a --devices rank for one measuring its case alone), not for a
         dead, stopped or hung one. Read only once this rank has stalled, so a large group does not load the
-        store."""
-        beats = read_heartbeats(self._beat_store, self.world_size)  # never raises: a lost store reads as no beats
+        store; a store that does not answer in time shows nobody moving."""
+        try:
+            seen = self._read()
+        except Exception:  # noqa: BLE001 — unanswered (its host stopped) or gone: nobody can be seen moving
+            return False
+        if self._lost(seen):
+            return False  # a rank that never started, ended or fell silent: nobody will come
         now = time.time()
-        others = [b for r, b in beats.items() if r != self.rank]
-        if len(others) < self.world_size - 1 or any(now - b["time"] > _STALE_S for b in others):
-            return False  # a rank that never started or fell silent: nobody will come
-        return any(now - b.get("moved", 0.0) <= self.timeout_s for b in others)
+        return any(now - b.get("moved", 0.0) <= self.timeout_s for r, b in seen.items() if r != self.rank)
+
+    def account(self, wait: bool = False) -> tuple[str, str, bool]:
+        """Who did not arrive, in words; the run's status that follows (``interrupted`` where each lost rank ended
+        on SIGTERM, SIGHUP or SIGINT); whether a peer is lost at all. ``wait``: until a peer is seen lost, at most
+        a heartbeat's staleness (a peer whose connection broke has just died, and its beat is not stale yet)."""
+        end = time.time() + (STALE_S + HEARTBEAT_S if wait else 0.0)
+        while True:
+            try:
+                seen = self._read()
+            except Exception:  # noqa: BLE001
+                return beats.unreachable(self._roster, self._store_host, self._address(), _DEADLINE_S,
+                                         self._here), "failed", True
+            lost = self._lost(seen)
+            if lost or time.time() >= end:
+                break
+            time.sleep(HEARTBEAT_S / 2)
+        words = laggards(seen, self.world_size, now=time.time(), stale_s=STALE_S, here=self._here, me=self.rank)
+        polite = lost and all((seen.get(r) or {}).get("ended") in _POLITE for r in lost)
+        return words, "interrupted" if polite else "failed", bool(lost)
 
     def abort(self, reason: str) -> None:
-        """Name the ranks that did not arrive, tell the callbacks, and end this process at once."""
-        try:
-            beats = read_heartbeats(self._beat_store, self.world_size)
-            reason = f"{reason}: {laggards(beats, self.world_size, now=time.time(), stale_s=_STALE_S)}"
-        except Exception:  # noqa: BLE001
-            pass
-        for fn in self._on_abort:
-            try:
-                fn(reason)
-            except Exception:  # noqa: BLE001 — ending the process matters more than any callback
-                pass
-        print(f"gpubench: error: {reason}", file=sys.stderr, flush=True)
-        if os.environ.get("GPUBENCH_DEBUG_HANG"):
-            faulthandler.dump_traceback(all_threads=True)  # where each thread of this rank was stuck
-        os._exit(3)
+        """Name the ranks that did not arrive, mark the run, and end this process at once (exit 1)."""
+        words, status, _ = self.account()
+        ending.end(status, f"{reason}: {words}", 1)
 
     def publish_run_dir(self, path: str) -> None:
-        """Tell whoever supervises the ranks (our spawner) where the run is, so it can mark a crash there."""
-        self.store.set(f"{_PREFIX}run_dir", path)
+        """Tell whoever supervises the ranks (our spawner) where the run is, so it can mark a crash there; every
+        rank follows it, so that any of them can close it when rank 0 is gone."""
+        if self.rank == 0:
+            self.store.set(f"{beats.PREFIX}run_dir", path)
+        ending.follow(run_dir=path)
 
     def close(self) -> None:
         import torch.distributed as dist
@@ -206,18 +224,11 @@ class Group:
         try:
             out = fn()
         except Exception as e:  # noqa: BLE001
-            # A peer's connection broke: it most likely died. Its heartbeat goes stale within _STALE_S; wait
-            # for that so that the message names the dead rank, not the live ones its last beat was ahead of.
-            end = time.time() + _STALE_S + _HEARTBEAT_S
-            while True:
-                beats = read_heartbeats(self._beat_store, self.world_size)
-                now = time.time()
-                silent = [r for r in range(self.world_size) if r not in beats or now - beats[r]["time"] > _STALE_S]
-                if silent or now >= end:
-                    break
-                time.sleep(_HEARTBEAT_S / 2)
-            who = laggards(beats, self.world_size, now=now, stale_s=_STALE_S)
-            raise GroupError(f"the ranks could not agree ({type(e).__name__}): {who}") from e
+            # A peer's connection broke: it most likely died. Name it: at once where it was on this machine,
+            # else once its heartbeat has gone stale (not the live ranks its last beat was ahead of).
+            self.trouble = f"the ranks could not agree ({type(e).__name__})"
+            words, status, _ = self.account(wait=True)
+            raise GroupError(f"{self.trouble}: {words}", status) from e
         self.step()
         return out
 
@@ -259,4 +270,4 @@ class Group:
         return out
 
 
-__all__ = ["Group", "GroupError", "read_heartbeats", "laggards", "store_client"]
+__all__ = ["Group", "GroupError", "read_heartbeats", "laggards", "store_client", "store_host"]

@@ -18,7 +18,6 @@ each child with torchrun's variables set (plus GPUBENCH_SPAWNED), lets rank 0 pr
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import signal
 import subprocess
@@ -27,25 +26,33 @@ import threading
 import time
 from pathlib import Path
 
-from gpubench import results
-from gpubench.ranks.group import laggards, read_heartbeats
-from gpubench.rundir import saved, utc_now, write_json
+from gpubench.ranks.beats import laggards, machine, read_heartbeats
+from gpubench.ranks.python import module_command
+from gpubench.rundir import mark_ended, saved
 
 _POLL_S = 0.2
+_STARTING_S = 300.0  # how long ranks may take to start (their first heartbeat) before the spawner gives up
 _GRACE_S = 2.0  # after a rank died: time for the others to record their own view before they are killed
 _ENDING = (signal.SIGTERM, signal.SIGHUP)  # signals that end the parent: it ends the ranks first
 _NORMAL = (0, 1, 130)  # exit codes of a rank that ended on its own terms (1: a case failed; 130: Ctrl-C)
 
 
-def _describe_exit(rank: int, proc: subprocess.Popen) -> str:
-    rc = proc.returncode
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _describe_exit(rank: int, proc: subprocess.Popen) -> tuple[str, str]:
+    """Why a rank's end ended the run, in words, and the run's status: ``interrupted`` for a rank that was asked
+    to stop (SIGTERM, SIGHUP: it closed the run itself, exit 128+N), ``failed`` otherwise."""
+    rc, who = proc.returncode, f"rank {rank} (pid {proc.pid} on {os.uname().nodename})"
     if rc < 0:
-        try:
-            name = signal.Signals(-rc).name
-        except ValueError:
-            name = f"signal {-rc}"
-        return f"rank {rank} (pid {proc.pid}) was killed by {name}"
-    return f"rank {rank} (pid {proc.pid}) exited with code {rc}"
+        return f"{who} was killed by {_signal_name(-rc)}", "failed"
+    if rc - 128 in (signal.SIGTERM, signal.SIGHUP):
+        return f"{who} was stopped by {_signal_name(rc - 128)}", "interrupted"
+    return f"{who} exited with code {rc}", "failed"
 
 
 def _wait(procs: list[subprocess.Popen], seconds: float) -> None:
@@ -56,10 +63,8 @@ def _wait(procs: list[subprocess.Popen], seconds: float) -> None:
 
 
 def _kill_all(procs: list[subprocess.Popen]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    _wait(procs, 3.0)
+    """At once: the run is closed already (the ranks keep each case as they finish it); a rank asked to stop
+    would only say so again."""
     for p in procs:
         if p.poll() is None:
             p.kill()
@@ -109,19 +114,15 @@ def _run_dir(store) -> Path | None:
 
 
 def _mark_ended(store, reason: str, status: str = "failed") -> Path | None:
-    """Rank 0 published its run directory; if it did not close the run itself, record why it ended. Returns
-    that directory (None if rank 0 published none)."""
+    """Rank 0 published its run directory; if no one closed the run, record why it ended. Returns that directory
+    (None if rank 0 published none)."""
     run = _run_dir(store)
     if run is None:
         return None
     try:
-        path = run / results.RUN_FILE
-        meta = json.loads(path.read_text())
+        mark_ended(run, status, reason)
     except Exception:  # noqa: BLE001 — nothing to mark
-        return run
-    if meta.get("status") == "running":
-        meta.update(status=status, error=reason, end_time=utc_now())
-        write_json(path, meta)
+        pass
     return run
 
 
@@ -143,19 +144,21 @@ def run(argv: list[str], nproc: int, timeout_s: float) -> int:
             # (were the ranks in the terminal's process group, a Ctrl-C would reach them directly and a
             # forwarded copy would count twice; outside it, a `kill -INT` of the parent alone would never reach
             # them). Without a controlling terminal a rank also never stops on job control when it writes to one.
-            procs.append(subprocess.Popen([sys.executable, "-m", "gpubench", *argv], env=env,
+            procs.append(subprocess.Popen(module_command("gpubench", *argv), env=env,
                                           start_new_session=True, stdout=None if rank == 0 else subprocess.DEVNULL))
-        failure = _supervise(procs, store, timeout_s, signals)
+        failure, status = _supervise(procs, store, timeout_s, signals)
     ended = signals.ended
     if ended is not None:
-        _kill_all(procs)  # terminates at once; a second signal meets the default handler
         run = _mark_ended(store, f"gpubench was sent {ended}; the ranks were stopped", status="interrupted")
+        _kill_all(procs)  # a second signal meets the default handler
         print(f"gpubench: error: stopped by {ended}; {saved(run)}", file=sys.stderr, flush=True)
         return 128 + signal.Signals[ended].value
     if failure is not None and failure != "interrupted":
-        run = _mark_ended(store, failure)
+        run = _mark_ended(store, failure, status)
+        _kill_all(procs)
         print(f"gpubench: error: {failure}; {saved(run)}", file=sys.stderr, flush=True)
         return 1
+    _kill_all(procs)  # none is left after a second Ctrl-C
     codes = [p.returncode for p in procs]
     if failure == "interrupted" or 130 in codes:
         _mark_ended(store, "interrupted (Ctrl-C twice)", status="interrupted")  # only if rank 0 could not
@@ -163,17 +166,20 @@ def run(argv: list[str], nproc: int, timeout_s: float) -> int:
     return max(codes)
 
 
-def _supervise(procs: list[subprocess.Popen], store, timeout_s: float, signals: _Signals) -> str | None:
-    """Watch the ranks until the last one ends, or the parent is sent SIGTERM/SIGHUP (``signals.ended``); why
-    the run failed ("interrupted" for a second Ctrl-C), or None."""
+def _supervise(procs: list[subprocess.Popen], store, timeout_s: float, signals: _Signals) -> tuple[str | None, str]:
+    """Watch the ranks until the last one ends, the run fails, or the parent is sent SIGTERM/SIGHUP
+    (``signals.ended``): why the run failed ("interrupted" for a second Ctrl-C) or None, and the run's status.
+    The ranks still running are left to the caller, who closes the run before it ends them."""
     failure: str | None = None
+    status = "failed"
     nproc = len(procs)
-    died_at = None
+    died_at = 0.0
     last_step, last_change = None, time.monotonic()
     forwarded = 0
+    here = machine()
     while any(p.poll() is None for p in procs):
         if signals.ended:
-            return failure
+            return failure, status
         if signals.interrupts > forwarded:
             # Passed on to the ranks, each once: the first stops them after their case, a second ends them now
             # (they mark the run themselves; those still there after the grace are killed).
@@ -182,37 +188,38 @@ def _supervise(procs: list[subprocess.Popen], store, timeout_s: float, signals: 
                 if p.poll() is None:
                     p.send_signal(signal.SIGINT)
             if forwarded > 1:
-                failure = failure or "interrupted"
                 _wait(procs, _GRACE_S)
                 _kill_all(procs)
-                break
+                return failure or "interrupted", status
             continue
         time.sleep(_POLL_S)  # a signal's handler returns into the sleep: acted on within _POLL_S
         for rank, p in enumerate(procs):
             if p.poll() is not None and p.returncode not in _NORMAL and failure is None:
-                failure, died_at = _describe_exit(rank, p), time.monotonic()
-        if failure and time.monotonic() - died_at > _GRACE_S:
-            _kill_all(procs)
-            break
+                (failure, status), died_at = _describe_exit(rank, p), time.monotonic()
+        if failure:
+            # The others get a moment to see it and say so themselves (rank 0 closes the run with its view).
+            if time.monotonic() - died_at > _GRACE_S or all(p.poll() is not None for p in procs):
+                return failure, status
+            continue
         # Backstop for the ranks' own watchdogs: nobody has moved for longer than they should have waited.
         beats = read_heartbeats(store, nproc)
         # A live rank whose heartbeat thread fell silent is stopped or wedged: end the run now rather than when
         # the others next need it (a --devices rank measures alone and may not need it for a whole case).
         now = time.time()
         silent = [r for r, b in beats.items() if procs[r].poll() is None and now - b["time"] > timeout_s]
-        if silent and failure is None:
-            failure = "no heartbeat for {:.0f} s: {}".format(timeout_s, laggards(beats, nproc, now=now, stale_s=timeout_s))
-            _kill_all(procs)
-            break
+        if silent:
+            return "no heartbeat for {:.0f} s: {}".format(
+                timeout_s, laggards(beats, nproc, now=now, stale_s=timeout_s, here=here)), status
         step = tuple(sorted((r, b["step"]) for r, b in beats.items()))
+        # Until every rank has beaten once they are starting (importing torch: a minute on a loaded host), and
+        # their own watchdogs are not running yet: the backstop waits longer there.
+        limit = timeout_s + 10 if len(beats) == nproc else max(timeout_s + 10, _STARTING_S)
         if step != last_step:
             last_step, last_change = step, time.monotonic()
-        elif time.monotonic() - last_change > timeout_s + 10:
-            failure = "no rank made progress for {:.0f} s: {}".format(
-                timeout_s, laggards(beats, nproc, now=time.time(), stale_s=timeout_s))
-            _kill_all(procs)
-            break
-    return failure
+        elif time.monotonic() - last_change > limit:
+            return "no rank made progress for {:.0f} s: {}".format(
+                timeout_s, laggards(beats, nproc, now=time.time(), stale_s=timeout_s, here=here)), status
+    return failure, status
 
 
 def default_nproc(backend_name: str) -> int:

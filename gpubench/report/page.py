@@ -17,6 +17,7 @@ from gpubench.contention import closing
 from gpubench.suite import Suite
 from gpubench.report.plotting import Chart
 from gpubench.report.runs import Run
+from gpubench.rundir import status_of
 
 PAGE = "index.html"
 _CSS = """
@@ -99,6 +100,9 @@ def _shared(runs: list[Run]) -> str:
         c = r.meta.get("contention") or {}
         measured = r.df[r.df["stop"] != "derived"]["case"].nunique() if len(r.df) and "stop" in r.df.columns else 0
         items += [f"<li><b>{escape(r.label)}</b>: {escape(line)}</li>" for line in closing(c, int(measured))]
+        if r.path.is_dir() and status_of(r.path, r.meta) == "abandoned":
+            items.append(f"<li><b>{escape(r.label)}</b>: abandoned: its run.json still says running, but its processes "
+                         "are gone (killed, or its node lost): its tables hold only the cases measured before</li>")
     return f'<ul class="warn">{"".join(items)}</ul>' if items else ""
 
 

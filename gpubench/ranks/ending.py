@@ -1,0 +1,109 @@
+"""How a process of a run ends when it cannot finish: its record closed, one line said, its exit code.
+
+Every way out that is not the run's own end goes through :func:`end`: the watchdog's (a peer dead, stopped or
+silent, the store gone), and SIGTERM or SIGHUP (a launcher's time limit or cancel: srun, mpirun, torchrun's agent,
+gpubench's spawner). It marks the run directory ``failed`` or ``interrupted`` with the reason and the cases kept,
+unless someone closed it first (the first word stands: rank 0, a peer that saw rank 0 go, the spawner), prints one
+``gpubench: error:`` line (rank 0's says where the run is and what it kept) and leaves at once.
+
+The signals are caught on a thread: a Python handler runs only on the main thread, between two bytecodes, and the
+main thread of a rank may sit for minutes in a collective (gloo waits on a stopped peer). The C-level handler
+writes the signal's number to a pipe (``signal.set_wakeup_fd``), and a thread reading it does the rest.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import sys
+import threading
+from typing import Any, NoReturn
+
+from gpubench.rundir import mark_ended, saved
+
+ENDING = (signal.SIGTERM, signal.SIGHUP)
+_LOCK = threading.Lock()  # taken once, never given back: the process ends while it holds it
+_state: dict[str, Any] = {"run": None, "group": None, "installed": False}
+
+
+def follow(run_dir: str | os.PathLike | None = None, group: Any = None) -> None:
+    """What to close and whom to ask when this process must end: its run directory, its ranks' group."""
+    if run_dir is not None:
+        _state["run"] = str(run_dir)
+    if group is not None:
+        _state["group"] = group
+
+
+def end(status: str, reason: str, code: int) -> NoReturn:
+    """Mark the run ``status`` with ``reason`` (if it is still running), say so in one line, exit ``code``."""
+    _LOCK.acquire()  # a second ending (the watchdog and a signal at once) waits here for the process to go
+    run, group = _state["run"], _state["group"]
+    try:
+        if run:
+            mark_ended(run, status, reason)
+    except Exception:  # noqa: BLE001 — ending matters more than the record; the reader shows it abandoned
+        pass
+    line = reason
+    if run and (group is None or group.rank == 0):
+        try:
+            line = f"{reason}; {saved(run)}"
+        except Exception:  # noqa: BLE001
+            line = f"{reason}; run directory: {run}"
+    try:
+        sys.stdout.flush()  # what the run printed before (rank 0's table) goes out before the process does
+        sys.stderr.write(f"gpubench: error: {line}\n")
+        sys.stderr.flush()
+        if os.environ.get("GPUBENCH_DEBUG_HANG"):
+            faulthandler.dump_traceback(all_threads=True)  # where each thread of this process was
+    finally:
+        os._exit(code)
+
+
+def _on_signal(signum: int) -> NoReturn:
+    name = signal.Signals(signum).name
+    group = _state["group"]
+    status, reason = "interrupted", f"stopped by {name}"
+    if group is not None:
+        reason = f"rank {group.rank} {reason}"
+        group.say_ended(name)  # the peers name this rank and the signal, not a silence
+        # A peer already lost: the launcher's signal only followed (mpirun and torchrun end the others when one
+        # rank dies), and the run ended for the peer's reason.
+        words, lost_status, lost = group.account(wait=False)
+        if lost or group.trouble:
+            status, reason = lost_status, f"{group.trouble or 'a peer was lost'}: {words}; then {reason}"
+    end(status, reason, 128 + signum)
+
+
+def _reader(fd: int) -> None:
+    while True:
+        try:
+            data = os.read(fd, 64)
+        except InterruptedError:
+            continue
+        except OSError:
+            return
+        for b in data:
+            if b in ENDING:
+                _on_signal(b)
+
+
+def _ignore(_signum, _frame) -> None:
+    """The main thread's part: nothing (the reader thread ends the process; this only keeps SIGTERM from killing
+    it before then)."""
+
+
+def install() -> None:
+    """Catch SIGTERM and SIGHUP for this process (from the main thread; once)."""
+    if _state["installed"] or threading.current_thread() is not threading.main_thread():
+        return
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    for sig in ENDING:
+        signal.signal(sig, _ignore)
+    threading.Thread(target=_reader, args=(r,), name="gpubench-signals", daemon=True).start()
+    _state["installed"] = True
+
+
+__all__ = ["install", "follow", "end", "ENDING"]

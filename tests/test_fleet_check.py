@@ -1,0 +1,127 @@
+"""The node check across an allocation: ci/check-nodes.sbatch driven by the stand-in srun of tests/fleet (nodes of 1
+and 2 fake GPUs, and a node that dies), the gather knowing which nodes it expected, and a gather of 1,000 nodes'
+verdicts within 10 s and 1 GB."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpubench.check import gather
+from gpubench.check.model import FORMAT, FORMAT_VERSION
+
+ROOT = Path(__file__).resolve().parent.parent
+FLEET = Path(__file__).resolve().parent / "fleet"
+CHECKS = ["hbm", "gemm_bf16", "gemm_fp8", "launch", "h2d", "d2h", "peer", "sendrecv", "all_reduce"]
+
+
+def _doc(host: str, gpus: int = 8, seed: int = 0, slow_gpu: int | None = None) -> dict:
+    """A node's check.json as gpubench check writes it, with figures around a typical one."""
+    rng = random.Random(seed)
+    verdicts = []
+    for g in range(gpus):
+        for check in CHECKS:
+            value = 1000.0 * (1 + rng.uniform(-0.02, 0.02)) * (0.7 if g == slow_gpu else 1.0)
+            verdicts.append({"check": check, "target": f"gpu{g}", "state": "PASS", "text": f"{value:.1f} GB/s",
+                             "kind": "performance", "gpu": g, "pair": None, "title": check, "value": value,
+                             "unit": "GB/s", "better": "higher", "ci": [value * 0.99, value * 1.01],
+                             "notes": [], "run_dir": f"/checks/{host}/run", "case": "c"})
+    return {"format": FORMAT, "version": FORMAT_VERSION, "host": host, "state": "PASS",
+            "headline": f"node {host}: PASS — {len(verdicts)} checks passed", "started": "2026-11-26T00:00:00+00:00",
+            "gpus": [{"index": g, "name": "H100", "uuid": None, "pci_bus_id": None} for g in range(gpus)],
+            "verdicts": verdicts}
+
+
+def _write(root: Path, docs: list[dict]) -> None:
+    for d in docs:
+        (root / d["host"] / "run").mkdir(parents=True, exist_ok=True)
+        (root / d["host"] / "run" / "check.json").write_text(json.dumps(d))
+
+
+def test_a_node_without_a_verdict_is_a_fail_named_from_the_allocation(tmp_path, monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_NODELIST", raising=False)
+    _write(tmp_path, [_doc("gpu01", 2, 1), _doc("gpu03", 2, 3)])
+    (tmp_path / "gpu02.exit").write_text("2\n")  # its check ran and refused: said so
+    nodes = gather.gather(tmp_path, "gpu[01-04]", srun_exit=137)
+    by = {n["host"]: n for n in nodes}
+    assert set(by) == {"gpu01", "gpu02", "gpu03", "gpu04"} and nodes[0]["state"] == "FAIL"
+    assert by["gpu02"]["headline"] == "node gpu02: FAIL — no verdict; its check exited 2; srun exit 137"
+    assert by["gpu04"]["headline"] == "node gpu04: FAIL — no verdict; srun exit 137"
+    assert gather.main(str(tmp_path), "table", None, False, "gpu[01-04]", 137) == 1
+    # SLURM's node list where no list is given; a count alone where names are not known.
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[01,03]")
+    assert gather.main(str(tmp_path), "table", None, False) == 0
+    assert [n["state"] for n in gather.gather(tmp_path, "3")] == ["FAIL", "PASS", "PASS"]
+    # Nothing under the folder but nodes expected: every one a FAIL, not "no verdict" exit 2.
+    assert {n["state"] for n in gather.gather(tmp_path / "empty", "gpu[1-2]")} == {"FAIL"}
+
+
+def test_the_fleet_median_leaves_the_node_out_and_names_a_slow_gpu(tmp_path):
+    _write(tmp_path, [_doc(f"n{i}", 8, i, slow_gpu=3 if i == 2 else None) for i in range(4)])
+    nodes = {n["host"]: n for n in gather.gather(tmp_path)}
+    assert nodes["n2"]["state"] == "WARN" and all(nodes[h]["state"] == "PASS" for h in ("n0", "n1", "n3"))
+    assert {f["gpu"] for f in nodes["n2"]["fleet"]} == {3} and len(nodes["n2"]["fleet"]) == len(CHECKS)
+
+
+def test_the_median_leaving_a_node_out_is_numpys_over_the_rest():
+    import numpy as np
+
+    rng = random.Random(1)
+    for trial in range(200):
+        pick = (lambda: float(rng.choice([1, 2, 2, 3, 5, 8, 8, 9]))) if trial % 2 else rng.random  # ties, and none
+        pairs = [(f"h{rng.randrange(6)}", pick()) for _ in range(rng.randrange(1, 30))]
+        figure = gather._Figure(pairs)
+        for host in {h for h, _ in pairs} | {"elsewhere"}:
+            rest = [v for h, v in pairs if h != host]
+            want = (float(np.median(rest)), len(rest)) if len(rest) >= 2 else None
+            got = figure.median_without(host)
+            assert got == want or abs(got[0] - want[0]) < 1e-12 and got[1] == want[1], (pairs, host)
+
+
+def test_a_gather_of_1000_nodes_takes_under_10_s_and_1_gb(tmp_path):
+    _write(tmp_path, [_doc(f"node{i:04d}", 8, i, slow_gpu=5 if i % 97 == 0 else None) for i in range(1000)])
+    code = ("import resource, sys, time; from gpubench.check import gather; t = time.perf_counter(); "
+            "n = gather.gather(sys.argv[1], str(1000)); w = time.perf_counter() - t; "
+            "print(len(n), sum(x['state'] == 'WARN' for x in n), round(w, 2), "
+            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    count, warned, wall_s, rss_kb = out.stdout.split()
+    assert int(count) == 1000 and int(warned) == 11, out.stdout
+    assert float(wall_s) <= 10 and int(rss_kb) <= 1 << 20, f"gather of 1000 nodes: {wall_s} s, {int(rss_kb) >> 10} MiB"
+
+
+@pytest.mark.timeout(600)
+def test_check_nodes_sbatch_under_a_stand_in_srun_with_a_node_that_dies(tmp_path):
+    # Three nodes: one of 1 fake GPU, one of 2, and one whose processes are killed 3 s in (a node lost). The script asks
+    # SLURM for the nodes' GPUs and every node checks them; the dead node is a FAIL line, the gather exits 1.
+    env = dict(os.environ, PATH=f"{FLEET}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+               SLURM_JOB_ID="77", SLURM_JOB_NODELIST="node[1-3]", FAKE_SLURM_NODES="node1,node2,node3",
+               FAKE_SLURM_GPUS="1,2,2", FAKE_SLURM_KILL_NODE="node3", FAKE_SLURM_KILL_AFTER="3",
+               CHECK_ARGS=f"--backend fake --checks {FLEET / 'checks-small.toml'}")
+    for k in ("SLURM_PROCID", "SLURM_NTASKS", "RANK", "WORLD_SIZE"):
+        env.pop(k, None)
+    t0 = time.monotonic()
+    proc = subprocess.run(["bash", str(ROOT / "ci" / "check-nodes.sbatch"), str(tmp_path / "checks")], env=env,
+                          capture_output=True, text=True, timeout=580, cwd=tmp_path)
+    took = time.monotonic() - t0
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-4000:]
+    lines = [ln.strip() for ln in proc.stdout.splitlines()]
+    assert any(ln.startswith("fleet ") and "3 nodes" in ln and "1 FAIL" in ln for ln in lines), out[-4000:]
+    dead = [ln for ln in lines if "node node3" in ln]
+    assert dead and "FAIL" in dead[0] and "no verdict" in dead[0] and "srun exit 137" in dead[0], out[-4000:]
+    for node, gpus in (("node1", 1), ("node2", 2)):
+        (doc_path,) = (tmp_path / "checks" / "77" / node).rglob("check.json")
+        doc = json.loads(doc_path.read_text())
+        assert len(doc["gpus"]) == gpus and doc["state"] != "FAIL", (node, doc["headline"])
+        assert (tmp_path / "checks" / "77" / f"{node}.exit").read_text().strip() == "0"
+    assert "refused its input" not in out and "launcher started" not in out, out[-4000:]
+    print(f"check-nodes.sbatch, 3 fake nodes: {took:.0f} s")

@@ -1,0 +1,155 @@
+"""A run whose processes are gone is ``abandoned`` for its readers (gpubench.rundir.status_of): compare never takes
+it for a baseline and says so, the report marks it. Ranks and workers start so that no folder shadows the package."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from gpubench import results
+from gpubench.compare import load
+from gpubench.report.page import _shared
+from gpubench.report.runs import Run
+from gpubench.rundir import LEASE, LEASE_STALE_S, RunDir, machine, started, status_of
+
+
+def _run(root: Path, run_id: str, status: str, writer: dict | None = None, age_s: float = 0.0) -> Path:
+    path = root / run_id
+    path.mkdir(parents=True)
+    meta = {"schema_version": results.SCHEMA_VERSION, "run_id": run_id, "status": status}
+    if writer is not None:
+        meta["writer"] = writer
+    (path / results.RUN_FILE).write_text(json.dumps(meta))
+    (path / LEASE).touch()
+    for f in path.iterdir():
+        os.utime(f, (time.time() - age_s, time.time() - age_s))
+    return path
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_a_running_run_whose_writer_is_gone_is_abandoned(tmp_path):
+    here = machine()
+    me = {"host": "h", "pid": os.getpid(), "start": started(os.getpid()), "machine": here}
+    assert status_of(_run(tmp_path, "a", "running", me)) == "running"
+    gone = {**me, "pid": _dead_pid(), "start": None}
+    assert status_of(_run(tmp_path, "b", "running", gone)) == "abandoned"
+    reused = {**me, "start": (me["start"] or 0) + 1}  # our pid, another process's start: the pid was reused
+    assert status_of(_run(tmp_path, "c", "running", reused)) == "abandoned"
+    # Written on another machine: its lease says whether it lives.
+    there = {**me, "machine": "elsewhere/boot/1"}
+    assert status_of(_run(tmp_path, "d", "running", there, age_s=10)) == "running"
+    assert status_of(_run(tmp_path, "e", "running", there, age_s=LEASE_STALE_S + 60)) == "abandoned"
+    # Written before runs named their writer: any file's age.
+    assert status_of(_run(tmp_path, "f", "running", None, age_s=LEASE_STALE_S + 60)) == "abandoned"
+    assert status_of(_run(tmp_path, "g", "complete", gone)) == "complete"  # closed runs keep their word
+
+
+def test_a_run_directory_names_its_writer_and_keeps_its_lease_until_it_ends(tmp_path):
+    rd = RunDir.create(tmp_path, "t", {})
+    assert rd.meta["writer"]["pid"] == os.getpid() and rd.meta["writer"]["machine"] == machine()
+    end = time.monotonic() + 10
+    while not (rd.path / LEASE).exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    assert (rd.path / LEASE).exists() and status_of(rd.path) == "running"
+    rd.finish("complete")
+    assert status_of(rd.path) == "complete"
+
+
+def test_compare_never_takes_an_abandoned_run_for_a_baseline_and_the_report_marks_it(tmp_path):
+    gone = {"host": "h", "pid": _dead_pid(), "start": None, "machine": machine()}
+    _run(tmp_path, "20260101T000000Z-aaaaaa", "complete")
+    dead = _run(tmp_path, "20260102T000000Z-bbbbbb", "running", gone)
+    statuses = {i: st for i, _, _, st in load.scan(tmp_path)}
+    assert statuses == {"20260101T000000Z-aaaaaa": "complete", "20260102T000000Z-bbbbbb": "abandoned"}
+    assert [i for i, _, _ in load.run_candidates(tmp_path)] == ["20260101T000000Z-aaaaaa"]
+    run = Run(dead, results.frame([]), json.loads((dead / results.RUN_FILE).read_text()))
+    run.label = "t"
+    assert "abandoned" in _shared([run])
+    assert isinstance(results.frame([]), pd.DataFrame)
+
+
+def test_a_folder_named_gpubench_does_not_shadow_the_package_for_the_ranks(tmp_path):
+    # A clone's folder where one stands (clone, pip install -e gpubench, run from the parent): a namespace package
+    # for `python -m gpubench` from here. Every rank failed: "cannot import name '__version__' ... (unknown
+    # location)".
+    (tmp_path / "gpubench" / "docs").mkdir(parents=True)
+    exe = str(Path(sys.executable).parent / "gpubench")
+    shadowed = subprocess.run([sys.executable, "-m", "gpubench", "--version"], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120)
+    assert shadowed.returncode != 0  # the trap is real: python -m from here imports the folder
+    proc = subprocess.run([exe, "run", "--suite", "comm", "--backend", "cpu", "--nproc", "2", "--quick", "--out",
+                           str(tmp_path / "out"), "--cluster", "t", "--collectives", "all_reduce", "--sizes", "1K"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "ImportError" not in proc.stderr and list((tmp_path / "out" / "t").glob("*/comm.parquet"))
+
+
+def test_devices_all_under_a_launcher_with_one_task_per_node_refuses_in_one_line(tmp_path):
+    # srun --ntasks-per-node=1 on a node of 2 GPUs measured device 0 alone, without a word.
+    env = dict(os.environ, SLURM_PROCID="0", SLURM_NTASKS="1", SLURM_LOCALID="0", SLURM_NNODES="1",
+               SLURM_NTASKS_PER_NODE="1", SLURM_STEP_NODELIST="node1", SLURM_JOB_ID="5", MASTER_ADDR="127.0.0.1",
+               GPUBENCH_FAKE_DEVICES="2")
+    proc = subprocess.run([str(Path(sys.executable).parent / "gpubench"), "run", "--suite", "launch", "--backend",
+                           "fake", "--devices", "all", "--quick", "--out", str(tmp_path), "--cluster", "t"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert "1 process(es) on this node for its 2 GPUs" in line and "--ntasks-per-node=2" in line, line
+
+
+def test_a_store_call_to_a_stopped_server_is_given_up_on_at_the_watchdogs_deadline():
+    # A TCPStore client's check blocks while the store's process is SIGSTOPped, whatever its timeout: the
+    # bounded call gives up at its own deadline, refuses the next at once while the first still hangs, and
+    # works again (on a new client) once the server runs.
+    import datetime as dt
+    import signal as sig
+
+    import torch.distributed as dist
+
+    from gpubench.ranks.store import BoundedStore, Unanswered
+
+    server = subprocess.Popen([sys.executable, "-c", "import datetime as d, time, torch.distributed as t; "
+                               "s = t.TCPStore('127.0.0.1', 0, 1, True, timeout=d.timedelta(seconds=3), "
+                               "wait_for_workers=False); print(s.port, flush=True); s.set('k', 'v'); time.sleep(300)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline())
+        store = BoundedStore(lambda: dist.TCPStore("127.0.0.1", port, 1, False, timeout=dt.timedelta(seconds=3),
+                                                   wait_for_workers=False), deadline_s=2.0)
+        assert store.call(lambda s: s.check(["k"]), deadline_s=60) is True  # connecting, on a loaded host
+        os.kill(server.pid, sig.SIGSTOP)
+        t0 = time.monotonic()
+        try:
+            store.call(lambda s: s.check(["k"]))
+            raise AssertionError("a stopped server answered")
+        except Unanswered:
+            assert time.monotonic() - t0 < 10
+        t1 = time.monotonic()
+        try:
+            store.call(lambda s: s.check(["k"]))
+            raise AssertionError("a stopped server answered")
+        except Unanswered as e:
+            assert "still unanswered" in str(e) and time.monotonic() - t1 < 5
+        os.kill(server.pid, sig.SIGCONT)
+        end = time.monotonic() + 30
+        while True:
+            try:
+                assert store.call(lambda s: s.check(["k"])) is True
+                break
+            except Unanswered:
+                assert time.monotonic() < end
+                time.sleep(0.2)
+    finally:
+        server.kill()
+        server.wait()
