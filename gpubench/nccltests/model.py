@@ -98,6 +98,7 @@ class Run:
     config: dict[str, Any] = field(default_factory=dict)
     rows: list[Row] = field(default_factory=list)
     avg_busbw: float | None = None  # the "# Avg bus bandwidth" footer (mean busbw over all printed rows)
+    avg_busbw_tol: float = 0.0  # half a unit in the footer's last printed digit (``%g``: six significant digits)
     out_of_bounds: int | None = None  # the "# Out of bounds values : N OK|FAILED" footer
     out_of_bounds_ok: bool | None = None
     nccl_version: str | None = None  # NCCL (or RCCL) library version when the log says it

@@ -342,7 +342,7 @@ class _Reader:
         if m := _AVG.match(line):
             run = self.run(lineno)
             value = model.figure(m.group(1))
-            run.avg_busbw = value[0] if value else None
+            run.avg_busbw, run.avg_busbw_tol = value if value else (None, 0.0)
             if m.group(2):
                 run.config["min_bw_check"] = m.group(2)
             self.in_table, self.footer = False, True
