@@ -234,7 +234,7 @@ class _Reader:
             return
         model.world(run)
         if run.rows and (run.world_size is None or self.ranks):
-            model.infer_world(run, self.ranks)
+            model.infer_world(run, self.ranks, model.named(run, self.user_collective, self.hints))
         model.collective(run, self.user_collective, self.hints)
         if model.contradicts(run):  # the device lines were cut short: what they show is a lower bound
             model.infer_world(run, None)
@@ -370,7 +370,9 @@ class _Reader:
             if pattern.match(line):
                 self.note(key, value)
                 return
-        # Anything else after '#' (separators, units, "# Using devices", GPU memory report) says nothing new.
+        # Anything else after '#' (separators, units, "# Using devices", GPU memory report) says nothing new, but
+        # for a command after a root prompt or in a script's comment (`# ./build/all_gather_perf -b 8 ...`).
+        self.hint(line)
 
     def config(self, run: Run, lineno: int, line: str) -> None:
         for key, pattern in _CONFIG_FIELDS:
@@ -425,8 +427,13 @@ class _Reader:
         if m := _NCCL_VERSION.search(line):
             self.version(m.group(1))
             return
+        self.hint(line)
+
+    def hint(self, line: str) -> None:
+        """A command line echoed in the log names the collective of the run it precedes (a line naming several,
+        a loop over binaries, names none)."""
         found = model.hinted(line)
-        if found:  # a command line a job script echoed: it names the binary of the run it precedes
+        if len(found) == 1:
             if self.cur is None or self.footer or self.cur.rows:
                 self.pending.setdefault("hints", set()).update(found)
             else:
