@@ -289,6 +289,7 @@ def hinted(text: str) -> set[str]:
 # printed digit.
 
 
+STAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")  # -S 1's timestamp column, two fields
 _NUMBER = re.compile(r"^[-+]?(?:(\d+)(?:\.(\d*))?|\.(\d+))(?:[eE]([-+]?\d+))?$")
 _SPECIAL = {"nan": math.nan, "-nan": math.nan, "+nan": math.nan, "inf": math.inf, "+inf": math.inf,
             "-inf": -math.inf}

@@ -175,6 +175,8 @@ def _notes(run: Run) -> list[str]:
     """What a reader of the run should know that the rows do not say: how the world size was found where no
     device lines gave it, and a footer average the rows kept do not reproduce (a truncated paste)."""
     out = []
+    if run.config.get("header_from_rows"):
+        out.append(f"no table header above the rows: their columns read as `{run.config['header_from_rows']}`")
     if run.config.get("world_size_from"):
         out.append(f"world size {run.world_size} from {run.config['world_size_from']}")
     if run.rows and run.avg_busbw is not None and math.isfinite(run.avg_busbw):
