@@ -172,8 +172,9 @@ def _out_of_bounds(run: Run, invalid: int) -> str | None:
 
 
 def _notes(run: Run) -> list[str]:
-    """What a reader of the run should know that the rows do not say: how the world size was found where no
-    device lines gave it, and a footer average the rows kept do not reproduce (a truncated paste)."""
+    """What a reader of the run should know that the rows do not say: columns read from rows without a table header,
+    how the world size was found where no device lines gave it, and a footer average the rows kept do not
+    reproduce (a truncated paste)."""
     out = []
     if run.config.get("header_from_rows"):
         out.append(f"no table header above the rows: their columns read as `{run.config['header_from_rows']}`")
