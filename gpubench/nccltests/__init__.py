@@ -4,6 +4,8 @@
   (the names nccl-tests prints, its printed numbers' rounding, which environment may be stored);
 - :mod:`~gpubench.nccltests.parse_text` / :mod:`~gpubench.nccltests.parse_json` → a list of :class:`Run` (one
   per ``# nThread`` block);
+- :mod:`~gpubench.nccltests.headerless`: the columns of result rows pasted without their table header;
+- :mod:`~gpubench.nccltests.prefix`: what a log puts before nccl-tests' own text on each line;
 
 What the runs become is the collectives suite's business (suites/comm/: its table, the importer that writes it,
 and the engine that runs the binaries); it declares the formats ``gpubench import`` takes and the engines

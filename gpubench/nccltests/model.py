@@ -98,6 +98,7 @@ class Run:
     config: dict[str, Any] = field(default_factory=dict)
     rows: list[Row] = field(default_factory=list)
     avg_busbw: float | None = None  # the "# Avg bus bandwidth" footer (mean busbw over all printed rows)
+    avg_busbw_tol: float = 0.0  # half a unit in the footer's last printed digit (``%g``: six significant digits)
     out_of_bounds: int | None = None  # the "# Out of bounds values : N OK|FAILED" footer
     out_of_bounds_ok: bool | None = None
     nccl_version: str | None = None  # NCCL (or RCCL) library version when the log says it
@@ -220,9 +221,9 @@ def candidates(columns: tuple[str, ...], rows, world_size: int | None, generatio
         rooted = any(r.root not in (None, -1) for r in rows)
     by_ratio = {
         (True, True): ({"reduce"}, {"reduce"}),
-        # Before 2.13 alltoall printed a redop column too.
-        (True, False): ({"all_reduce"}, {"reduce_scatter", "alltoall"} if generation == "pre-2.13"
-                        else {"reduce_scatter"}),
+        # Before 2.13 alltoall printed a redop column too; from 2.13 sendrecv prints its -o reduction (sum by default).
+        (True, False): ({"all_reduce"} if generation == "pre-2.13" else _all_reduce_or_sendrecv(rows, world_size),
+                        {"reduce_scatter", "alltoall"} if generation == "pre-2.13" else {"reduce_scatter"}),
         (False, True): ({"broadcast"}, {"gather", "scatter"}),
         (False, False): ({"sendrecv"}, {"all_gather", "hypercube"} if generation == "pre-2.13"
                          else {"all_gather", "alltoall", "hypercube"}),
@@ -235,13 +236,48 @@ def candidates(columns: tuple[str, ...], rows, world_size: int | None, generatio
     return by_ratio[0] | by_ratio[1]
 
 
+def _all_reduce_or_sendrecv(rows, world_size: int | None) -> set[str]:
+    """A 2.13+ table with a reduction, root -1 and size = count × itemsize: all_reduce, or sendrecv, which prints
+    the reduction it was given (sum by default; src/sendrecv.cu passes -o through). sendrecv never checks its
+    in-place result (``reportErrors = in_place ? 0 : 1``: #wrong is N/A there) and its busbw is algbw on any number
+    of ranks, where all_reduce's is 2 (n - 1) / n × algbw: equal only on two ranks."""
+    inplace = [r for r in rows if r.placement == "in"]
+    if any(r.wrong is not None for r in inplace):
+        return {"all_reduce"}
+    if inplace and any(r.wrong is not None for r in rows if r.placement == "out"):
+        return {"sendrecv"}
+    unit = _busbw_is_algbw(rows)
+    if unit is False:
+        return {"all_reduce"}
+    if unit and world_size and world_size != 2:
+        return {"sendrecv"}
+    return {"all_reduce", "sendrecv"}
+
+
+def _busbw_is_algbw(rows) -> bool | None:
+    """Whether every row prints busbw = algbw within their rounding (None: no row with a bandwidth to tell)."""
+    usable = [r for r in rows if all(math.isfinite(v) for v in (r.algbw, r.busbw, r.algbw_tol, r.busbw_tol))
+              and r.algbw > 10 * r.algbw_tol]
+    if not usable:
+        return None
+    return all(abs(r.busbw - r.algbw) <= (r.busbw_tol + r.algbw_tol) * (1 + 1e-9) for r in usable)
+
+
+# A collective named as an option's value on a command line: a wrapper's `-t all_gather` (GCP's
+# run_nccl_tests.sh), `--collective=alltoall`. nccl-tests' own -t takes a number, so this is never its own flag.
+_OPTION_VALUE = re.compile(r"(?:^|\s)--?[A-Za-z][\w-]*(?:=|\s+)['\"]?([a-z][a-z_]*)(?=['\"]?(?:\s|$|[,;]))")
+
+
 def hinted(text: str) -> set[str]:
-    """Collectives named by ``<name>_perf`` words in a line (a command line a job script echoed)."""
+    """Collectives a command line echoed in the log names for the run it precedes: ``<name>_perf`` words (the
+    binary: ``./build/all_gather_perf``, ``Running: /opt/nccl-tests/build/alltoall_perf``, ``sendrecv_perf_mpi``),
+    and a collective's name given as an option's value (``run_nccl_tests.sh -t all_gather``)."""
     found = set()
     for word in re.findall(r"[A-Za-z0-9_./-]*_perf[A-Za-z0-9_]*", text):
         name = collective_of_binary(word)
         if name:
             found.add(name)
+    found.update(m for m in _OPTION_VALUE.findall(text) if m in BINARIES)
     return found
 
 
@@ -253,6 +289,7 @@ def hinted(text: str) -> set[str]:
 # printed digit.
 
 
+STAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")  # -S 1's timestamp column, two fields
 _NUMBER = re.compile(r"^[-+]?(?:(\d+)(?:\.(\d*))?|\.(\d+))(?:[eE]([-+]?\d+))?$")
 _SPECIAL = {"nan": math.nan, "-nan": math.nan, "+nan": math.nan, "inf": math.inf, "+inf": math.inf,
             "-inf": -math.inf}
@@ -326,24 +363,25 @@ def _ranks_between(family: str, lo: float, hi: float) -> tuple[float, float]:
     return n(lo), n(hi)
 
 
-def _family(run: Run, mid: float) -> str | None:
-    """Which busbw factor the run's rows follow: "all_reduce" (2 (n − 1) / n), "n-1/n" (all_gather,
-    reduce_scatter, alltoall), or None where it does not depend on n (sendrecv, broadcast, reduce)."""
-    if run.collective in ("all_gather", "reduce_scatter", "alltoall"):
+def _family(coll: str | None, mid: float) -> str | None:
+    """Which busbw factor the rows of collective ``coll`` (None: not known yet) follow: "all_reduce" (2 (n − 1) /
+    n), "n-1/n" (all_gather, reduce_scatter, alltoall), or None where it does not depend on n (sendrecv,
+    broadcast, reduce)."""
+    if coll in ("all_gather", "reduce_scatter", "alltoall"):
         return "n-1/n"
-    if run.collective is not None and run.collective != "all_reduce":
+    if coll is not None and coll != "all_reduce":
         return None
-    return "all_reduce" if (run.collective == "all_reduce" or mid >= 1) else "n-1/n"
+    return "all_reduce" if (coll == "all_reduce" or mid >= 1) else "n-1/n"
 
 
-def _ranks_fitting(run: Run) -> tuple[str | None, float, float, float, int]:
+def _ranks_fitting(run: Run, assumed: str | None = None) -> tuple[str | None, float, float, float, int]:
     """(family, lowest n, highest n, the median busbw / algbw, rows used): the world sizes every row's printed
-    busbw / algbw allows, within its printed digits."""
+    busbw / algbw allows, within its printed digits, for the run's collective (else ``assumed``)."""
     usable = [r for r in run.rows if r.algbw > 1 and r.busbw > 0 and math.isfinite(r.busbw)]
     if not usable:
         return None, 0.0, math.inf, math.nan, 0
     mid = sorted(r.busbw / r.algbw for r in usable)[len(usable) // 2]
-    family = _family(run, mid)
+    family = _family(run.collective or assumed, mid)
     lo, hi = 1.0, math.inf
     if family is not None:
         for r in usable:
@@ -371,11 +409,12 @@ def contradicts(run: Run) -> bool:
     return True
 
 
-def infer_world(run: Run, ranks: int | None = None) -> None:
+def infer_world(run: Run, ranks: int | None = None, assumed: str | None = None) -> None:
     """The world size of a run whose device lines do not give it (a fragment of a paste), and from what:
     ``--ranks`` when given; else the busbw / algbw ratio its rows print, which is the collective's busbw factor
     (2 (n − 1) / n for all_reduce, (n − 1) / n for all_gather, reduce_scatter and alltoall), solved for n within the
-    printed digits of every row; the highest rank a device line shows is a lower bound. The evidence goes into
+    printed digits of every row; the highest rank a device line shows is a lower bound. ``assumed`` is the
+    collective the user or a command line named, when the log does not. The evidence goes into
     ``run.config["world_size_from"]``."""
     least = int(run.config.get("world_at_least") or 1)
     if len(run.devices) != (ranks or 0):  # the device lines are not the world: their hosts are not its nodes
@@ -385,11 +424,12 @@ def infer_world(run: Run, ranks: int | None = None) -> None:
             raise ParseError(run.source, run.line, f"--ranks {ranks}, but the log shows rank {least - 1}")
         run.world_size, run.config["world_size_from"] = ranks, "--ranks"
         return
-    family, lo, hi, mid, used = _ranks_fitting(run)
+    family, lo, hi, mid, used = _ranks_fitting(run, assumed)
     if not used:
         raise ParseError(run.source, run.line, _no_world(least, "no row with a bandwidth to read it from"))
     if family is None:
-        raise ParseError(run.source, run.line, _no_world(least, f"{run.collective}'s busbw does not depend on it"))
+        raise ParseError(run.source, run.line,
+                         _no_world(least, f"{run.collective or assumed}'s busbw does not depend on it"))
     lo = max(lo, least)
     fits = list(range(max(2, math.ceil(lo - 1e-9)), math.floor(hi + 1e-9) + 1)) if hi < math.inf else []
     if len(fits) != 1:
@@ -403,9 +443,15 @@ def infer_world(run: Run, ranks: int | None = None) -> None:
 
 
 def _no_world(least: int, why: str) -> str:
-    seen = f"the log lists ranks up to {least - 1}, " if least > 1 else ""
-    return (f"no device lines for the whole world (a fragment of a log?): {seen}and the table cannot settle the "
+    seen = f": the log lists ranks up to {least - 1}," if least > 1 else ","
+    return (f"no device lines for the whole world (a fragment of a log?){seen} and the table cannot settle the "
             f"world size ({why}): give --ranks N")
+
+
+def named(run: Run, user: str | None, hints: set[str]) -> str | None:
+    """The collective the log, the user or a command line names for the run (one name), before the table is
+    weighed: what the world size is solved for where no device line gives it."""
+    return run.collective or user or (next(iter(hints)) if len(hints) == 1 else None)
 
 
 def collective(run: Run, user: str | None, hints: set[str]) -> None:

@@ -111,7 +111,7 @@ def parse_json(text: str, source: str = "<json>", *, collective: str | None = No
     avg = doc.get("average_bus_bandwidth", doc.get("average_bus_bandwidith")) or {}
     bw = avg.get("bandwidth", avg.get("bandwidith"))
     if bw is not None:
-        run.avg_busbw = _float(bw, "average_bus_bandwidth", source)
+        run.avg_busbw, run.avg_busbw_tol = _float(bw, "average_bus_bandwidth", source), _TOL
     run.errors = [e for e in doc.get("errors") or [] if e]
     model.collective(run, collective, set())
     return [run]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpubench.nccltests import model
+from gpubench.nccltests import headerless, model
 from gpubench.nccltests.model import Device, ParseError, Row, Run
 from gpubench.nccltests.prefix import Prefixes
 
@@ -49,7 +49,6 @@ _GLUED = re.compile(r"^(\d+(?:\.\d*)?(?:e[-+]?\d+)?\*?|N/A)([A-Za-z_].*)$")
 # How a run that dies says so (nccl-tests' NCCLCHECK/CUDACHECK; rccl-tests' HIP), and NCCL's warnings before it.
 _FAILURE = re.compile(r"\bTest (?:NCCL|CUDA|HIP|RCCL) failure\b.*$")
 _WARN = re.compile(r"\b[NR]CCL WARN\b\s*(.*)$")
-_STAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
 
 _CONFIG_FIELDS = (
     ("nthreads", r"\bnThreads?:?\s+(\d+)"),
@@ -186,7 +185,7 @@ def _row(line: str, table: _Table, source: str, lineno: int) -> list[Row]:
         rows.append(row)
     if table.timestamp:
         stamp = " ".join(tokens[at:at + 2])
-        if not _STAMP.match(stamp):
+        if not model.STAMP.match(stamp):
             raise ParseError(source, lineno, f"timestamp {stamp!r} is not YYYY-mm-dd HH:MM:SS", line)
         for r in rows:
             r.extra["timestamp"] = stamp
@@ -213,6 +212,7 @@ class _Reader:
     footer: bool = False  # cur printed its footer: later version lines belong to the next run
     prefixes: Prefixes = field(default_factory=Prefixes)  # what stands before the tool's text on this log's lines
     ranks: int | None = None  # --ranks: the world size where the log does not list it
+    loose: list[tuple[int, str]] = field(default_factory=list)  # cur's result rows that no header preceded
 
     # -- runs ---------------------------------------------------------------------------------------------
     def start(self, lineno: int) -> Run:
@@ -232,13 +232,28 @@ class _Reader:
         run, self.cur = self.cur, None
         if run is None:
             return
+        if self.loose:
+            self.settle(run)
         model.world(run)
         if run.rows and (run.world_size is None or self.ranks):
-            model.infer_world(run, self.ranks)
+            model.infer_world(run, self.ranks, model.named(run, self.user_collective, self.hints))
         model.collective(run, self.user_collective, self.hints)
         if model.contradicts(run):  # the device lines were cut short: what they show is a lower bound
             model.infer_world(run, None)
         self.runs.append(run)
+
+    def settle(self, run: Run) -> None:
+        """Read the result rows that came without a table header, under the header their fields settle."""
+        loose, self.loose = self.loose, []
+        header = headerless.columns(loose, self.source)
+        table = _table(header, ["out", "in"], self.source, loose[0][0])
+        run.columns, run.generation = tuple(table.lead), "pre-2.13" if table.check == "error" else "2.13+"
+        run.config["header_from_rows"] = header.lstrip("# ")
+        for lineno, line in loose:
+            rows = _row(line, table, self.source, lineno)
+            if any(r.flagged for r in rows):
+                run.tool, run.tool_detected = "rccl-tests", True
+            run.rows.extend(rows)
 
     def run(self, lineno: int) -> Run:
         return self.cur if self.cur is not None else self.start(lineno)
@@ -284,7 +299,8 @@ class _Reader:
     def comment(self, lineno: int, line: str) -> None:
         cur = self.cur
         if m := _VERSION.match(line):
-            run = self.start(lineno) if cur is None or "nthreads" in cur.config or cur.collective else cur
+            run = self.start(lineno) if cur is None or "nthreads" in cur.config or cur.collective or self.loose \
+                else cur
             run.tool, run.version, run.tool_detected = m.group(1), m.group(2), True
             if m.group(3):
                 run.config["git"] = m.group(3)
@@ -294,13 +310,14 @@ class _Reader:
                 run.nccl_version = model.nccl_version(int(m.group(5)))
             return
         if m := _START.match(line):
-            run = self.start(lineno) if cur is None or "nthreads" in cur.config or cur.collective else cur
+            run = self.start(lineno) if cur is None or "nthreads" in cur.config or cur.collective or self.loose \
+                else cur
             run.collective = model.collective_of_binary(m.group(1))
             if run.collective is None:
                 raise ParseError(self.source, lineno, f"unknown nccl-tests binary {m.group(1)!r}", line)
             return
         if _CONFIG.match(line):
-            run = self.start(lineno) if cur is None or "nthreads" in cur.config else cur
+            run = self.start(lineno) if cur is None or "nthreads" in cur.config or self.loose else cur
             self.config(run, lineno, line)
             return
         if _DEVICE_LIKE.match(line):
@@ -317,7 +334,7 @@ class _Reader:
                 group=int(group) if group is not None else None, bus=bus))
             return
         if _NAMES.match(line):
-            run = self.run(lineno)
+            run = self.start(lineno) if self.loose else self.run(lineno)
             self.table = _table(line, self.places, self.source, lineno)
             self.places, self.in_table = [], True
             run.columns = tuple(self.table.lead)
@@ -342,7 +359,7 @@ class _Reader:
         if m := _AVG.match(line):
             run = self.run(lineno)
             value = model.figure(m.group(1))
-            run.avg_busbw = value[0] if value else None
+            run.avg_busbw, run.avg_busbw_tol = value if value else (None, 0.0)
             if m.group(2):
                 run.config["min_bw_check"] = m.group(2)
             self.in_table, self.footer = False, True
@@ -370,7 +387,9 @@ class _Reader:
             if pattern.match(line):
                 self.note(key, value)
                 return
-        # Anything else after '#' (separators, units, "# Using devices", GPU memory report) says nothing new.
+        # Anything else after '#' (separators, units, "# Using devices", GPU memory report) says nothing new, but
+        # for a command after a root prompt or in a script's comment (`# ./build/all_gather_perf -b 8 ...`).
+        self.hint(line)
 
     def config(self, run: Run, lineno: int, line: str) -> None:
         for key, pattern in _CONFIG_FIELDS:
@@ -388,8 +407,11 @@ class _Reader:
     def other(self, lineno: int, line: str) -> None:
         if (self.in_table and _ROW_LOOSE.match(line)) or _ROW_STRICT.match(line):
             if not self.in_table or self.table is None:
-                where = "after its table's footer" if self.footer else "before any table header"
-                raise ParseError(self.source, lineno, f"a result row {where}", line)
+                if self.footer:
+                    raise ParseError(self.source, lineno, "a result row after its table's footer", line)
+                self.run(lineno)  # a paste that starts at its rows: their header is settled as the run ends
+                self.loose.append((lineno, line))
+                return
             rows = _row(line, self.table, self.source, lineno)
             if any(r.flagged for r in rows):
                 self.rccl()
@@ -425,8 +447,13 @@ class _Reader:
         if m := _NCCL_VERSION.search(line):
             self.version(m.group(1))
             return
+        self.hint(line)
+
+    def hint(self, line: str) -> None:
+        """A command line echoed in the log names the collective of the run it precedes (a line naming several,
+        a loop over binaries, names none)."""
         found = model.hinted(line)
-        if found:  # a command line a job script echoed: it names the binary of the run it precedes
+        if len(found) == 1:
             if self.cur is None or self.footer or self.cur.rows:
                 self.pending.setdefault("hints", set()).update(found)
             else:

@@ -172,16 +172,21 @@ def _out_of_bounds(run: Run, invalid: int) -> str | None:
 
 
 def _notes(run: Run) -> list[str]:
-    """What a reader of the run should know that the rows do not say: how the world size was found where no
-    device lines gave it, and a footer average the rows kept do not reproduce (a truncated paste)."""
+    """What a reader of the run should know that the rows do not say: columns read from rows without a table header,
+    how the world size was found where no device lines gave it, and a footer average the rows kept do not
+    reproduce (a truncated paste)."""
     out = []
+    if run.config.get("header_from_rows"):
+        out.append(f"no table header above the rows: their columns read as `{run.config['header_from_rows']}`")
     if run.config.get("world_size_from"):
         out.append(f"world size {run.world_size} from {run.config['world_size_from']}")
     if run.rows and run.avg_busbw is not None and math.isfinite(run.avg_busbw):
-        kept = [r.busbw for r in run.rows if math.isfinite(r.busbw)]
-        mean = sum(kept) / len(kept) if kept else math.nan
-        slack = 0.005 + max((r.busbw_tol for r in run.rows), default=0.0)  # the footer prints 2 decimals
-        if kept and abs(mean - run.avg_busbw) > slack + 1e-9:
+        kept = [r for r in run.rows if math.isfinite(r.busbw)]
+        mean = sum(r.busbw for r in kept) / len(kept) if kept else math.nan
+        # The footer is the mean of the unrounded figures, printed with %g (six significant digits: 202818 for
+        # 202818.204): the printed rows' mean lies within their mean rounding of it, the footer within its own.
+        slack = run.avg_busbw_tol + sum(r.busbw_tol for r in kept) / max(len(kept), 1)
+        if kept and abs(mean - run.avg_busbw) > slack * (1 + 1e-9) + 1e-12:
             out.append(f"the rows kept average {mean:.3f} GB/s busbw and the footer says {run.avg_busbw:g}: rows "
                        "are missing from this log (a truncated paste?)")
     return out
