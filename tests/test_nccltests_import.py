@@ -301,14 +301,16 @@ def test_footer_count_that_disagrees_with_the_rows_is_reported(tmp_path, capsys)
 def _method_of(table_dir):
     df = results.load(table_dir)
     return {col: (sorted(set(df[col].dropna())) if col in df.columns else []) for col in ("graph", "alloc",
-                                                                                         "register")}
+                                                                                         "register", "layout")}
 
 
 def test_rows_say_how_the_tool_measured_where_the_log_tells(tmp_path):
     # nccl-tests built against NCCL >= 2.19 allocates with ncclMemAlloc (gpubench's --alloc nccl), before with
-    # cudaMalloc; the header's graph: is the -G flag; the JSON twin's argv tells -R, a text log does not.
+    # cudaMalloc; the header's graph: is the -G flag; the JSON twin's argv tells -R, a text log does not; nThread 1
+    # nGpus 2 is one thread driving both GPUs.
     _, (text_dir,) = do_import(tmp_path / "a", "nccl-tests", FIX / "nt-2.19.6-all_reduce-h200x2.txt")
-    assert _method_of(text_dir) == {"graph": [False], "alloc": ["nccl"], "register": []}
+    assert _method_of(text_dir) == {"graph": [False], "alloc": ["nccl"], "register": [],
+                                    "layout": ["thread per 2 GPUs"]}
     doc = json.loads((FIX / "nt-2.19.6-all_reduce-h200x2.json").read_text())
     argv = list(doc["args"])
     for flag, expected in ((["-R", "1"], [True]), (["-R0"], [False]), (["--local_register=1"], [True]),
@@ -319,10 +321,17 @@ def test_rows_say_how_the_tool_measured_where_the_log_tells(tmp_path):
         path.write_text(json.dumps(doc))
         _, (json_dir,) = do_import(tmp_path / path.stem, "nccl-tests", path)
         # The JSON file names the library, not the headers the binary was built with: alloc is not told.
-        assert _method_of(json_dir) == {"graph": [True], "alloc": [], "register": expected}, flag
+        assert _method_of(json_dir) == {"graph": [True], "alloc": [], "register": expected,
+                                        "layout": ["thread per 2 GPUs"]}, flag
     old = (FIX / "nt-2.19.6-all_reduce-h200x2.txt").read_text().replace("nccl-headers=22809", "nccl-headers=21803")
     (tmp_path / "old.txt").write_text(old)
     _, (old_dir,) = do_import(tmp_path / "c", "nccl-tests", tmp_path / "old.txt")
     assert _method_of(old_dir)["alloc"] == ["cudaMalloc"]
     _, (rccl_dir,) = do_import(tmp_path / "d", "rccl-tests", FIX / "rccl-develop-all_reduce-2x8-M1.txt")
     assert _method_of(rccl_dir)["alloc"] == []
+    # One thread per GPU (-t 2 -g 1), and one process per GPU (an MPI build's -t 1 -g 1 over two processes).
+    for header, layout in (("nThread 2 nGpus 1", "thread per GPU"), ("nThread 1 nGpus 1", "process per GPU")):
+        (tmp_path / "t.txt").write_text((FIX / "nt-2.19.6-all_reduce-h200x2.txt").read_text()
+                                        .replace("nThread 1 nGpus 2", header))
+        _, (t_dir,) = do_import(tmp_path / layout.replace(" ", "-"), "nccl-tests", tmp_path / "t.txt")
+        assert _method_of(t_dir)["layout"] == [layout]

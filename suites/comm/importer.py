@@ -288,10 +288,17 @@ def method(run: Run) -> dict[str, Any]:
     ``graph`` comes from the header's (or the JSON config's) ``graph:``. ``alloc`` from the ``nccl-headers=`` of
     nccl-tests' version line (2.17.4+); rccl-tests allocates otherwise and is not told. ``register`` from ``-R``
     in the JSON file's argv (a text log does not print it; gpubench's own engine knows it from its command);
-    ``-R 2``, symmetric registration, has no counterpart in gpubench and is left unknown."""
+    ``-R 2``, symmetric registration, has no counterpart in gpubench and is left unknown. ``layout`` from the
+    header's ``nThread`` and ``nGpus`` (each process's threads, each thread's GPUs)."""
     out: dict[str, Any] = {}
     if isinstance(run.config.get("graph"), (bool, int)):
         out["graph"] = bool(run.config["graph"])
+    try:  # JSON files of some versions give them as strings
+        threads, gpus = int(run.config["nthreads"]), int(run.config["ngpus"])
+    except (KeyError, TypeError, ValueError):
+        threads = gpus = 0
+    if threads >= 1 and gpus >= 1:
+        out["layout"] = commtable.layout_name(threads, gpus)
     headers = run.config.get("nccl_headers")
     if run.tool == "nccl-tests" and isinstance(headers, int):
         out["alloc"] = "nccl" if headers >= MEM_ALLOC_HEADERS else "cudaMalloc"
