@@ -37,15 +37,18 @@ ARRAYS = ("median", "q1", "q3", "n", "low", "high")
 
 
 def _rounded(values: np.ndarray) -> list[float | None]:
-    out: list[float | None] = []
-    for v in values.tolist():
-        if v is None or not math.isfinite(v):
-            out.append(None)
-        elif v == 0:
-            out.append(0.0)
-        else:
-            out.append(round(v, DIGITS - 1 - math.floor(math.log10(abs(v)))))
-    return out
+    """DIGITS significant digits, None for NaN. numpy rounds by scaling with an exact power of ten and dividing
+    back, which gives the double nearest the rounded decimal, so JSON writes it short (40.791, not
+    40.790999999999997)."""
+    v = np.asarray(values, dtype=float)
+    out = np.where(v == 0, 0.0, np.nan)
+    ok = np.isfinite(v) & (v != 0)
+    places = np.zeros(v.shape, dtype=int)
+    places[ok] = DIGITS - 1 - np.floor(np.log10(np.abs(v[ok]))).astype(int)
+    for k in np.unique(places[ok]).tolist():
+        at = ok & (places == k)
+        out[at] = np.round(v[at], k)
+    return [None if x != x else x for x in out.tolist()]
 
 
 def _buckets(count: int, per: int) -> list[tuple[int, int]]:
@@ -76,13 +79,12 @@ def _night(nights: list[Night], s: int, e: int) -> dict[str, Any]:
 
 def _marks(marks: dict[int, Any], spans: list[tuple[int, int]], last: bool = False) -> list[dict[str, Any]]:
     """A figure's marks by point: a span's first (its last where ``last``)."""
-    out = []
-    for b, (s, e) in enumerate(spans):
-        inside = [i for i in range(s, e) if i in marks]
-        if inside:
-            m = marks[inside[-1] if last else inside[0]]
-            out.append({"night": b, **(m if isinstance(m, dict) else {"text": m})})
-    return out
+    per = spans[0][1] - spans[0][0] if spans else 1
+    chosen: dict[int, int] = {}
+    for i in sorted(marks, reverse=last):
+        chosen.setdefault(i // per, i)
+    return [{"night": b, **(marks[i] if isinstance(marks[i], dict) else {"text": marks[i]})}
+            for b, i in sorted(chosen.items())]
 
 
 def _figure(fig: Figure, spans: list[tuple[int, int]]) -> dict[str, Any]:

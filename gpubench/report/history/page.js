@@ -47,8 +47,23 @@
     var pad = (hi - lo) * 0.08;
     lo -= pad; hi += pad;
     var y = function (v) { return T + (H - T - B) * (1 - (v - lo) / (hi - lo)); };
-    y.ticks = [lo + pad, (lo + hi) / 2, hi - pad];
+    // ticks at round numbers (1, 2 or 5 × a power of ten), two to four of them: short labels that fit the margin
+    var raw = (hi - lo) / 3, mag = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / mag;
+    var step = (f >= 5 ? 5 : f >= 2 ? 2 : 1) * mag;
+    y.ticks = [];
+    for (var v = Math.ceil(lo / step) * step; v <= hi; v += step) { y.ticks.push(v); }
+    y.step = step;
     return y;
+  }
+
+  // A tick's label: as many decimals as its step needs, thousands grouped, k and M past 100,000.
+  function tickText(v, step) {
+    if (Math.abs(v) < step / 2) { return "0"; }
+    var a = Math.abs(v);
+    if (a >= 1e8) { return (v / 1e6).toFixed(0) + "M"; }
+    if (a >= 1e5) { return (v / 1e3).toFixed(Math.max(0, 3 - Math.floor(Math.log10(step)))) + "k"; }
+    var d = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+    return v.toLocaleString("en-US", {minimumFractionDigits: d, maximumFractionDigits: d});
   }
 
   // A band between two series, one closed shape per run of nights where both are known.
@@ -100,7 +115,7 @@
   function axes(svg, y) {
     y.ticks.forEach(function (v) {
       el("line", {x1: L, x2: W - R, y1: y(v), y2: y(v), "class": "grid"}, svg);
-      el("text", {x: L - 4, y: y(v) + 3.5, "class": "tick", "text-anchor": "end"}, svg, fmt(v));
+      el("text", {x: L - 4, y: y(v) + 3.5, "class": "tick", "text-anchor": "end"}, svg, tickText(v, y.step));
     });
     xticks.forEach(function (t) {
       el("line", {x1: t.x, x2: t.x, y1: H - B, y2: H - B + 3, "class": "axis"}, svg);
