@@ -219,8 +219,8 @@
       cell(tr, fig.q1[i] === null ? "—" : fmt(fig.q1[i]) + " – " + fmt(fig.q3[i]));
       cell(tr, String(fig.n[i]));
       cell(tr, fig.low[i] === null ? "—" : fmt(fig.low[i]) + " – " + fmt(fig.high[i]));
-      cell(tr, gate.join("; "), worse[i] ? "WORSE" : "");
-      cell(tr, n.changes.concat(versions[i] ? [versions[i].text] : []).join("; "));
+      cell(tr, gate.join("; "), worse[i] ? "gate WORSE" : "gate");
+      cell(tr, n.changes.concat(versions[i] ? [versions[i].text] : []).join("; "), "changes");
       t.appendChild(tr);
     }
     box.appendChild(t);
