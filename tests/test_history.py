@@ -153,6 +153,36 @@ def test_history_options_need_a_directory_of_runs(small, tmp_path, capsys):
     assert "is not a directory of runs" in capsys.readouterr().err
 
 
+def test_history_options_with_another_export_format_are_refused(small, tmp_path, capsys):
+    one = small.directory / small.run_ids[0]
+    assert main(["export", str(one), "--out", str(tmp_path / "b.json"), "--last", "3"]) == 2
+    assert "--last choose(s) the nights of a history" in capsys.readouterr().err
+    assert not (tmp_path / "b.json").exists()
+
+
+def test_read_columns_reads_few_columns_checks_versions_and_fills_what_a_table_lacks(small, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gpubench import results
+
+    run = small.directory / small.run_ids[0]
+    t = results.read_columns(run, ("suite", "value", "samples", "graph"))
+    assert t.column_names == ["suite", "value", "samples", "graph"] and t.num_rows == 24
+    assert t.column("graph").null_count == 24  # no table of these suites has comm's graph column
+    assert t.column("value").to_pylist() == results.load(run)["value"].tolist()
+    newer = pq.read_table(next(run.glob("*.parquet")))
+    meta = {**newer.schema.metadata, results.META_KEY: json.dumps({"schema_version": results.SCHEMA_VERSION + 1})}
+    (tmp_path / "newer").mkdir()
+    pq.write_table(newer.replace_schema_metadata(meta), tmp_path / "newer" / "t.parquet")
+    with pytest.raises(results.SchemaError, match="newer than this gpubench reads"):
+        results.read_columns(tmp_path / "newer", ("value",))
+    (tmp_path / "newer" / "t.parquet").write_bytes(b"not a table")
+    with pytest.raises(results.SchemaError, match="cannot read"):
+        results.read_columns(tmp_path / "newer", ("value",))
+    assert isinstance(t, pa.Table)
+
+
 def test_export_gives_the_series_the_page_draws(small, small_page, tmp_path):
     code, log = quiet("export", small.directory, "--format", "history-json", "--out", tmp_path / "h.json")
     assert code == 0, log

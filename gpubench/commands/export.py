@@ -1,24 +1,18 @@
 """``gpubench export RUN --out FILE [--format ...]``: a run's figures in another tool's format; ``gpubench export
-DIR --format history-csv|history-json``: a directory's nightly history as data (the series the history page
-draws). Exit 0, or 2 (a UsageError) for input it cannot use."""
+DIR --format history-csv|history-json``: a directory's nightly history as data (gpubench.commands.history). Exit
+0, or 2 (a UsageError) for input it cannot use."""
 
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 from gpubench import outputs, results
-from gpubench.commands.report import add_history_options
+from gpubench.commands import history
 from gpubench.console import out_console
 from gpubench.errors import UsageError
 from gpubench.export import export
 from gpubench.kernels import config_export as kernel_export
 from gpubench.registry import all_suites
-from gpubench.report import history
-from gpubench.report.history import document
-
-HISTORY = ("history-csv", "history-json")
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -27,21 +21,19 @@ def add(sub: argparse._SubParsersAction) -> None:
                                       "nightly history as CSV or JSON")
     p.add_argument("run", metavar="RUN", help="a run directory or .parquet table; for history-csv and history-json a "
                                               "directory of runs (results/<cluster>)")
-    p.add_argument("--format", choices=("pytest-benchmark", "tunableop", "triton-configs", *HISTORY),
+    p.add_argument("--format", choices=("pytest-benchmark", "tunableop", "triton-configs", *history.FORMATS),
                    default="pytest-benchmark",
                    help="output format (default: pytest-benchmark; tunableop and triton-configs take an "
                         "autotune-kernels run; history-csv and history-json a directory of runs)")
     p.add_argument("--out", required=True, metavar="FILE", help="file to write")
-    add_history_options(p)
+    history.add_options(p)
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
     outputs.file(args.out)  # a folder, a missing or read-only place: one line, before anything is read
-    if args.format in HISTORY:
-        return _export_history(args)
-    if any(getattr(args, k) is not None for k in ("since", "last", "filter")):
-        raise UsageError("--since, --last and --filter choose the nights of a history: give --format history-csv "
-                         "or history-json and a directory of runs")
+    if args.format in history.FORMATS:
+        return history.export(args.run, args.format, args.out, args)
+    history.refuse_options(args)
     if args.format in ("tunableop", "triton-configs"):
         return _export_kernel_winners(args)
 
@@ -70,17 +62,4 @@ def _export_kernel_winners(args: argparse.Namespace) -> int:
     outputs.write_text(args.out, write(df, meta))
     n = len(kernel_export.winners(df))
     out_console().print(f"{n} winner(s) written to {args.out} ({args.format})", markup=False, highlight=False)
-    return 0
-
-
-def _export_history(args: argparse.Namespace) -> int:
-    if not history.is_directory_of_runs(Path(args.run)):
-        raise UsageError(f"{args.run} is not a directory of runs: --format {args.format} takes one such as "
-                         "results/<cluster> (the folder holding the run directories)")
-    doc = history.build(args.run, history.Ask(args.since, args.last, args.filter, args.baseline_window))
-    text = document.to_csv(doc) if args.format == "history-csv" else json.dumps(doc, ensure_ascii=False) + "\n"
-    outputs.write_text(args.out, text)
-    nights = sum(n.get("nights", 1) for n in doc["nights"])
-    out_console().print(f"{len(doc['figures'])} figure(s) over {nights} night(s) written to {args.out} as "
-                        f"{args.format}{' (aggregated)' if doc['aggregated'] else ''}", markup=False, highlight=False)
     return 0
