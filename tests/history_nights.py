@@ -174,7 +174,9 @@ class _Table:
 
 
 def make_year(dest: Path, nights: int = 365, figures: int = 150, seed: int = 0) -> Year:
-    """``nights`` nights of ``figures`` figures under ``dest`` (a directory of runs); what they hold."""
+    """``nights`` nights (20 or more: room for every event) of ``figures`` figures under ``dest`` (a directory of
+    runs); what they hold."""
+    assert nights >= 20, "the events of a year need 20 nights or more"
     df, base = template(figures)
     rng = np.random.default_rng(seed)
     plan = _Plan(nights)

@@ -131,6 +131,30 @@ def test_since_last_and_filter_choose_nights_and_figures(small, tmp_path):
     assert [n["run_id"] for n in embedded(tmp_path / "q" / "index.html")["nights"]] == small.run_ids[30:]
 
 
+def test_a_figure_measured_only_before_the_nights_shown_is_not_drawn(tmp_path, capsys):
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    year = make_year(tmp_path / "lab", nights=20, figures=4)
+    gone = year.keys[-1]
+    for rid in year.run_ids[-3:]:
+        path = year.directory / rid / "nightly.parquet"
+        table = pq.read_table(path)
+        pq.write_table(table.filter(pc.invert(pc.equal(table["case"], gone[1]))), path)
+    doc = embedded(_page(year.directory, tmp_path / "p", "--last", "3"))
+    drawn = [tuple(f[k] for k in KEY) for f in doc["figures"]]
+    assert len(drawn) == 3 and gone not in drawn
+    assert main(["report", str(year.directory), "--out", str(tmp_path / "q"), "--last", "3", "--filter",
+                 re.escape(gone[1])]) == 2
+    assert "was measured in the nights asked for" in capsys.readouterr().err
+
+
+def _page(directory: Path, out: Path, *argv) -> Path:
+    code, log = quiet("report", directory, "--out", out, *argv)
+    assert code == 0, log
+    return out / "index.html"
+
+
 @pytest.mark.parametrize("argv, said", [
     (["--last", "0"], "--last 0: give a number of nights"),
     (["--since", "yesterday"], "--since yesterday: give a date"),
@@ -260,7 +284,8 @@ _PROBE = """<script>(function () {
     function runs(sel) { return Array.prototype.map.call(card.querySelectorAll(sel), function (e) {
       return e.getAttribute("data-run"); }); }
     out.cards.push({i: +card.getAttribute("data-i"), worse: runs("circle.worse"), markers: runs("line.marker"),
-                    hollow: runs("circle.hollow"), recovered: runs("circle.recovered"), accepted: runs("path.accepted")});
+                    hollow: runs("circle.hollow"), recovered: runs("circle.recovered"),
+                    accepted: runs("path.accepted")});
   });
   var first = document.querySelector(".fig");
   first.click();

@@ -154,6 +154,8 @@ def figures(data: Nights, pattern: str | None = None, window: int = DEFAULT_WIND
     for f, row in enumerate(latest):
         key = tuple(str(row[k]) for k in KEY)
         median = arrays["median"][f]
+        if not np.isfinite(median[first:]).any():  # measured only in the nights read for the first band
+            continue
         fig = Figure(key, str(row.get("unit") or ""), str(row.get("better") or ""),
                      *(arrays[a][f, first:] for a in ("median", "q1", "q3", "n")))
         low, high, mid = gate.band(median, key, context, first, window)
@@ -162,6 +164,9 @@ def figures(data: Nights, pattern: str | None = None, window: int = DEFAULT_WIND
         fig.versions = gate.versions(arrays["version"][f], median, first)
         fig.score = gate.score(fig.median, mid, fig.better)
         out.append(fig)
+    if not out:
+        raise UsageError(f"{data.directory}: no figure{' matching --filter' if pattern else ''} was measured in the "
+                         "nights asked for: give an earlier --since or a larger --last")
     return sorted(out, key=lambda g: (not g.open, -g.score, g.key))
 
 
