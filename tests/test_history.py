@@ -149,6 +149,18 @@ def test_a_figure_measured_only_before_the_nights_shown_is_not_drawn(tmp_path, c
     assert "was measured in the nights asked for" in capsys.readouterr().err
 
 
+def test_runs_that_did_not_complete_or_cannot_be_read_are_left_out_and_said(tmp_path):
+    year = make_year(tmp_path / "lab", nights=20, figures=4)
+    failed, broken = year.directory / year.run_ids[5], year.directory / year.run_ids[9]
+    meta = json.loads((failed / "run.json").read_text())
+    (failed / "run.json").write_text(json.dumps({**meta, "status": "failed"}))
+    (broken / "nightly.parquet").write_bytes(b"cut short by a full disk")
+    doc = embedded(_page(year.directory, tmp_path / "p"))
+    assert [n["run_id"] for n in doc["nights"]] == [r for r in year.run_ids if r not in (failed.name, broken.name)]
+    assert doc["notes"][0] == "runs left out (not complete, or run.json unreadable): 1 failed"
+    assert doc["notes"][1].startswith(f"left out, tables that cannot be read: {broken.name} (cannot read")
+
+
 def _page(directory: Path, out: Path, *argv) -> Path:
     code, log = quiet("report", directory, "--out", out, *argv)
     assert code == 0, log

@@ -13,7 +13,6 @@ import datetime as dt
 import os
 import re
 import types
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,8 +33,6 @@ COLUMNS = ("suite", "suite_version", "case", "metric", "unit", "better", "status
 # Nights read before the first night shown (--since, --last), for the baseline band of the first ones: a
 # window of 5 clean nights, and room for a regression or some shared nights before it.
 LEAD_IN = 30
-# Threads reading tables: parquet decoding releases the GIL, so two cores read a year about twice as fast.
-READERS = min(4, os.cpu_count() or 1)
 
 
 @dataclass
@@ -133,8 +130,7 @@ def read(directory: str | os.PathLike, since: str | None = None, last: int | Non
         raise UsageError(f"{path} holds no run from {since} on (its latest: {complete[-1][0]}): give an earlier "
                          "--since")
     chosen = complete[start:]
-    with ThreadPoolExecutor(READERS) as pool:
-        tables = list(pool.map(_read_table, [p for _, p, _ in chosen]))
+    tables = [_read_table(p) for _, p, _ in chosen]
     out = Nights(path, [])
     unreadable = []
     for k, ((i, p, meta), table) in enumerate(zip(chosen, tables)):
@@ -154,8 +150,9 @@ def _note_left_out(out: Nights, every: list, unreadable: list[str], first_shown:
     for i, _, _, status in every:
         if status != "complete" and i >= first_shown:
             gone[status] = gone.get(status, 0) + 1
-    if gone:
-        out.notes.append("left out, not complete: " + ", ".join(f"{n} {why}" for why, n in sorted(gone.items())))
+    if gone:  # scan's statuses: running, interrupted, failed, unknown, unreadable (its run.json)
+        out.notes.append("runs left out (not complete, or run.json unreadable): "
+                         + ", ".join(f"{n} {why}" for why, n in sorted(gone.items())))
     if unreadable:
         out.notes.append(f"left out, tables that cannot be read: {'; '.join(unreadable)}")
 
