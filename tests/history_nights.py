@@ -126,7 +126,8 @@ def _accept(path: Path, i: int, key: tuple, since: int, reason: str) -> None:
 
 
 def _factors(df: pd.DataFrame, i: int, year: Year, plan: _Plan, rng: np.random.Generator) -> np.ndarray:
-    """Each row's multiple of its template samples on night ``i``: noise, and a 15 % step on the events' figures."""
+    """Each row's multiple of its template samples on night ``i``: noise, a 15 % step on the events' figures, half
+    speed on the night the GPU was shared."""
     f = 1.0 + rng.normal(0.0, 0.004, len(df))
     worse = np.where(df["better"] == "higher", 0.85, 1.15)
     first, count = plan.recovers
@@ -136,6 +137,8 @@ def _factors(df: pd.DataFrame, i: int, year: Year, plan: _Plan, rng: np.random.G
         f = np.where(df.index == year.accepting, f * worse, f)
     if i >= plan.open[0]:
         f = np.where(df.index == year.opening, f * worse, f)
+    if plan.hollow.get(i) == memory.SHARED:  # another process on the GPU: every figure at half speed
+        f = f * np.where(df["better"] == "higher", 0.5, 2.0)
     return f
 
 

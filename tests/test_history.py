@@ -111,8 +111,9 @@ def test_figures_are_ordered_worst_recent_change_first(small, small_page):
     first = doc["figures"][0]
     assert tuple(first[k] for k in KEY) == small.keys[small.opening] and first["open"]
     assert [f["open"] for f in doc["figures"]].count(True) == 1
-    scores = [f["score"] for f in doc["figures"][1:]]
-    assert scores == sorted(scores, reverse=True)
+    order = [(f["beyond"], f["score"]) for f in doc["figures"][1:]]
+    assert order == sorted(order, reverse=True)
+    assert all(f["beyond"] == 0 or f["score"] >= f["beyond"] for f in doc["figures"])  # beyond is part of it
     text = small_page.read_text(encoding="utf-8")
     assert "Open regressions (1)" in text and 'class="fig open" id="f0"' in text
 
@@ -295,8 +296,11 @@ _PROBE = """<script>(function () {
     });
     function runs(sel) { return Array.prototype.map.call(card.querySelectorAll(sel), function (e) {
       return e.getAttribute("data-run"); }); }
+    var ticks = Array.prototype.map.call(card.querySelectorAll("svg text.tick[text-anchor=end]"), function (t) {
+      return t.textContent; });
     out.cards.push({i: +card.getAttribute("data-i"), worse: runs("circle.worse"), markers: runs("line.marker"),
-                    hollow: runs("circle.hollow"), recovered: runs("circle.recovered"),
+                    edge: runs("path.hollow"), yticks: ticks,
+                    hollow: runs("svg .hollow"), recovered: runs("circle.recovered"),
                     accepted: runs("path.accepted")});
   });
   var first = document.querySelector(".fig");
@@ -341,6 +345,13 @@ def test_the_browser_draws_the_marks_where_the_records_put_them(small, small_pag
     assert {(r, tuple(doc["figures"][c["i"]][k] for k in KEY)) for c in drawn["cards"] for r in c["worse"]} == \
         recorded_worse(small.directory)
     assert drawn["table"] == 1 + sum(v is not None for v in doc["figures"][0]["median"])  # a header, a row a night
+    # the shared night ran at half speed: out of every figure's scale, a hollow triangle at the edge
+    (shared,) = [r for r, why in small.hollow.items() if why == memory.SHARED]
+    assert all(c["edge"] == [shared] for c in drawn["cards"])
+    for c in drawn["cards"]:
+        fig, night = doc["figures"][c["i"]], [n["run_id"] for n in doc["nights"]].index(shared)
+        top = max(float(t.replace(",", "")) for t in c["yticks"])
+        assert (fig["median"][night] > top) == (fig["better"] == "lower"), (c, fig["median"][night])
 
 
 @pytest.fixture(scope="module")

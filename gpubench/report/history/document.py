@@ -4,7 +4,8 @@ the page's own download link) and its rows as CSV (``--format history-csv``), fo
 The document (format ``gpubench-history``, version 1) holds ``nights`` (oldest first: ``run_id``, ``time``,
 ``hollow`` — ``shared GPU`` or ``busy host`` or null —, ``judged``, ``changes``: the settings that differ from
 the night before, worded as compare words them) and ``figures`` (worst recent change first: ``suite``, ``case``,
-``metric``, ``label``, ``unit``, ``better``, ``open``, ``score``, and arrays aligned with ``nights``: ``median``,
+``metric``, ``label``, ``unit``, ``better``, ``open``, ``score`` and ``beyond`` (the latest night's change
+against its window, and how far beyond its band, + worse), and arrays aligned with ``nights``: ``median``,
 ``q1``, ``q3``, ``n``, ``low`` and ``high`` — the band —, null where a night has none; ``worse``, ``recovered``,
 ``accepted`` and ``versions``: lists of marks, each with the index of its ``night``).
 
@@ -93,7 +94,8 @@ def _figure(fig: Figure, spans: list[tuple[int, int]]) -> dict[str, Any]:
     arrays = {name: _reduce(getattr(fig, name), spans, how[name]) for name in ARRAYS}
     arrays["n"] = np.where(np.isnan(_reduce(fig.median, spans, "nanmedian")), np.nan, arrays["n"])
     doc = {"suite": fig.key[0], "case": fig.key[1], "metric": fig.key[2], "label": human_case(fig.key[1]),
-           "unit": fig.unit, "better": fig.better, "open": fig.open, "score": _rounded(np.array([fig.score]))[0]}
+           "unit": fig.unit, "better": fig.better, "open": fig.open, "score": _rounded(np.array([fig.score]))[0],
+           "beyond": _rounded(np.array([fig.beyond]))[0]}
     for name in ARRAYS:
         doc[name] = [None if v is None else int(v) for v in _rounded(arrays[name])] if name == "n" else \
             _rounded(arrays[name])

@@ -26,7 +26,14 @@
 
   function pct(v) { return (v > 0 ? "+" : v < 0 ? "−" : "") + Math.abs(100 * v).toFixed(1) + "%"; }
 
-  function day(i) { return nights[i].time.slice(0, 10); }
+  function day(i) { return nights[i].time.slice(0, 16).replace("T", " "); }  // as written, UTC for gpubench's runs
+
+  // A night on a shared GPU or a busy host is no evidence: the line, the spread and the scale leave it out (it is
+  // drawn hollow on its own), unless every night of the figure was such a night.
+  function alone(fig, values) {
+    var some = fig.median.some(function (v, i) { return v !== null && !nights[i].hollow; });
+    return values.map(function (v, i) { return some && nights[i].hollow ? null : v; });
+  }
 
   function el(tag, attrs, parent, text) {
     var e = document.createElementNS(NS, tag);
@@ -41,12 +48,13 @@
   function scale(fig) {
     var lo = Infinity, hi = -Infinity;
     ["median", "q1", "q3", "low", "high"].forEach(function (k) {
-      fig[k].forEach(function (v) { if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); } });
+      alone(fig, fig[k]).forEach(function (v) { if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); } });
     });
     if (!(hi > lo)) { var d = Math.abs(lo) * 0.01 || 1; lo -= d; hi += d; }
     var pad = (hi - lo) * 0.08;
     lo -= pad; hi += pad;
-    var y = function (v) { return T + (H - T - B) * (1 - (v - lo) / (hi - lo)); };
+    var y = function (v) { return T + (H - T - B) * (1 - (Math.min(hi, Math.max(lo, v)) - lo) / (hi - lo)); };
+    y.outside = function (v) { return v > hi ? 1 : v < lo ? -1 : 0; };
     // ticks at round numbers (1, 2 or 5 × a power of ten), two to four of them: short labels that fit the margin
     var raw = (hi - lo) / 3, mag = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / mag;
     var step = (f >= 5 ? 5 : f >= 2 ? 2 : 1) * mag;
@@ -83,26 +91,29 @@
     if (d) { el("path", {d: d, "class": cls}, svg); }
   }
 
-  // The x axis' labels, chosen once for every figure (they share the axis): month starts over a long span,
-  // days over a short one, thinned until no two overlap.
+  // The x axis' labels, chosen once for every figure (they share the axis): month starts over a long span, days
+  // over weeks, round times of day (UTC) over a day or two; thinned until no two overlap.
   var xticks = (function () {
-    var out = [], span = (t1 - t0) / 86400000, d = new Date(t0), step;
-    if (span > 60) {
+    var out = [], span = t1 - t0, DAY = 86400000, label, d, step;
+    if (span > 60 * DAY) {
+      d = new Date(t0);
       d = new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1));
       step = function (v) { return new Date(Date.UTC(v.getUTCFullYear(), v.getUTCMonth() + 1, 1)); };
+      label = function (v) { return v.toISOString().slice(0, 7); };
     } else {
-      d = new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1));
-      var every = Math.max(1, Math.ceil(span / 6));
-      step = function (v) { return new Date(v.getTime() + every * 86400000); };
+      var every = [60000, 120000, 300000, 600000, 900000, 1800000, 3600000, 7200000, 10800000, 21600000,
+                   43200000, DAY, 2 * DAY, 7 * DAY].filter(function (e) { return span / e <= 6; })[0] || 14 * DAY;
+      d = new Date(Math.ceil(t0 / every) * every);
+      step = function (v) { return new Date(v.getTime() + every); };
+      label = every >= DAY ? function (v) { return v.toISOString().slice(5, 10); }
+                           : function (v) { return v.toISOString().slice(11, 16); };
     }
-    for (; d.getTime() <= t1; d = step(d)) {
-      out.push({t: d.getTime(), text: span > 60 ? d.toISOString().slice(0, 7) : d.toISOString().slice(5, 10)});
-    }
+    for (; d.getTime() <= t1; d = step(d)) { out.push({t: d.getTime(), text: label(d)}); }
     var probe = el("svg", {width: W, height: 20, "class": "probe"}, document.body), kept = [], right = -Infinity;
     out.forEach(function (tick) {
       var at = L + (W - L - R) * (tick.t - t0) / (t1 - t0);
-      var label = el("text", {x: at, y: 12, "class": "tick", "text-anchor": "middle"}, probe, tick.text);
-      var box = label.getBBox();
+      var text = el("text", {x: at, y: 12, "class": "tick", "text-anchor": "middle"}, probe, tick.text);
+      var box = text.getBBox();
       if (box.x > right + 6 && box.x >= 0 && box.x + box.width <= W) {
         kept.push({x: at, text: tick.text});
         right = box.x + box.width;
@@ -150,15 +161,18 @@
     var worse = byNight(fig.worse), rec = byNight(fig.recovered), acc = byNight(fig.accepted);
     fig.median.forEach(function (v, i) {
       if (v === null) { return; }
-      var cx = x(i), cy = y(v), run = nights[i].run_id, e = null;
+      var cx = x(i), cy = y(v), run = nights[i].run_id;
       if (worse[i]) {
-        e = titled(el("circle", {cx: cx, cy: cy, r: 3.2, "class": "worse", "data-run": run}, svg),
+        titled(el("circle", {cx: cx, cy: cy, r: 3.2, "class": "worse", "data-run": run}, svg),
                    day(i) + ": " + worseText(worse[i]));
       } else if (nights[i].hollow) {
-        e = titled(el("circle", {cx: cx, cy: cy, r: 2.8, "class": "hollow", "data-run": run}, svg),
-                   day(i) + ": " + nights[i].hollow + " (no evidence for the gate)");
+        // beyond the scale of the other nights: a hollow triangle at the edge, pointing to where it lies
+        var out = y.outside(v), what = day(i) + ": " + fmt(v) + ", " + nights[i].hollow + " (no evidence for the gate)";
+        titled(out ? el("path", {d: "M" + (cx - 3.5) + "," + cy + "l3.5," + (-6 * out) + "l3.5," + (6 * out) + "Z",
+                                 "class": "hollow", "data-run": run}, svg)
+                   : el("circle", {cx: cx, cy: cy, r: 2.8, "class": "hollow", "data-run": run}, svg), what);
       } else if (DOTS) {
-        e = el("circle", {cx: cx, cy: cy, r: 1.8, "class": "pt", "data-run": run}, svg);
+        el("circle", {cx: cx, cy: cy, r: 1.8, "class": "pt", "data-run": run}, svg);
       }
       if (rec[i]) {
         titled(el("circle", {cx: cx, cy: cy, r: 5, "class": "recovered", "data-run": run}, svg),
@@ -170,7 +184,6 @@
         titled(el("path", {d: diamond, "class": "accepted", "data-run": run}, svg),
                day(i) + ": accepted by " + a.by + " on " + a.at + " (from " + a.from + "): " + a.reason);
       }
-      return e;
     });
   }
 
@@ -180,9 +193,9 @@
     var y = scale(fig);
     axes(svg, y);
     band(svg, fig.high, fig.low, y, "band");
-    band(svg, fig.q3, fig.q1, y, "spread");
+    band(svg, alone(fig, fig.q3), alone(fig, fig.q1), y, "spread");
     var d = "";
-    fig.median.forEach(function (v, i) { if (v !== null) { d += (d ? "L" : "M") + x(i) + "," + y(v); } });
+    alone(fig, fig.median).forEach(function (v, i) { if (v !== null) { d += (d ? "L" : "M") + x(i) + "," + y(v); } });
     el("path", {d: d, "class": "median"}, svg);
     markers(svg, fig);
     points(svg, fig, y);

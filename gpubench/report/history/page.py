@@ -56,7 +56,8 @@ def _caption(fig: dict[str, Any], nights: list[dict[str, Any]]) -> tuple[str, st
         return "", ""
     score = fig["score"] or 0.0
     against = f", {abs(score):.1%} {'worse' if score > 0 else 'better'} than its window" if abs(score) >= 5e-4 else ""
-    return "", f"latest {fmt_value(last[-1])} {unit_text(fig['unit'])}{against}"
+    beyond = f", {fig['beyond']:.1%} beyond its band" if (fig.get("beyond") or 0) >= 5e-4 else ""
+    return "", f"latest {fmt_value(last[-1])} {unit_text(fig['unit'])}{against}{beyond}"
 
 
 def _card(i: int, fig: dict[str, Any], label: str, nights: list[dict[str, Any]]) -> str:
@@ -115,8 +116,9 @@ def _head(doc: dict[str, Any]) -> str:
     span = f"{day(nights[0]['time'])} … {day(nights[-1]['time'])}" if nights else "none"
     count = sum(n.get("nights", 1) for n in nights)
     lines = [f"<p><code>{escape(doc['directory'])}</code>: {count} night(s), {span}; {len(figs)} figure(s) "
-             f"({escape(asked)}). Figures are ordered worst recent change first (open regressions first, then "
-             "the latest night's change against its baseline window); click a figure for its table.</p>"]
+             f"({escape(asked)}). Figures are ordered worst recent change first: open regressions, then those "
+             "measured most recently, then how far the latest night lies beyond its band on the worse side, then "
+             "its change against its window. Click a figure for its table.</p>"]
     agg = doc.get("aggregated")
     if agg:
         lines.append(f'<p class="warn">Aggregated: each point is {agg["nights_per_point"]} consecutive nights '

@@ -41,10 +41,17 @@ class Figure:
     accepted: dict[int, dict[str, Any]] = field(default_factory=dict)  # night -> reason, by, at, from
     versions: dict[int, str] = field(default_factory=dict)  # night -> "suite version 1 → 2"
     score: float = 0.0  # the latest night's change against its window, + is worse
+    beyond: float = 0.0  # how far beyond its band the latest night lies (+ worse side), 0 inside it
 
     @property
     def name(self) -> str:
         return " ".join(self.key)
+
+    @property
+    def latest(self) -> int:
+        """The last night shown that measured it."""
+        points = np.flatnonzero(np.isfinite(self.median))
+        return int(points[-1]) if len(points) else -1
 
     @property
     def open(self) -> bool:
@@ -137,7 +144,8 @@ def _arrays(df: pd.DataFrame, count: int) -> tuple[dict[str, np.ndarray], list[p
 
 def figures(data: Nights, pattern: str | None = None, window: int = DEFAULT_WINDOW) -> list[Figure]:
     """The figures of ``data``'s nights whose ``suite case metric`` matches ``pattern``, worst recent change
-    first (open regressions before the rest)."""
+    first: open regressions; then figures still measured before those a suite stopped measuring; then by how
+    far beyond its band the latest night lies, then by its change against its window (:func:`gate.score`)."""
     nights = data.nights
     try:
         regex = re.compile(pattern) if pattern else None
@@ -162,12 +170,12 @@ def figures(data: Nights, pattern: str | None = None, window: int = DEFAULT_WIND
         fig.low, fig.high, fig.mid = low, high, mid
         fig.worse, fig.recovered, fig.accepted = gate.marks(key, median, context, first)
         fig.versions = gate.versions(arrays["version"][f], median, first)
-        fig.score = gate.score(fig.median, mid, fig.better)
+        fig.score, fig.beyond = gate.score(fig.median, low, mid, high, fig.better)
         out.append(fig)
     if not out:
         raise UsageError(f"{data.directory}: no figure{' matching --filter' if pattern else ''} was measured in the "
                          "nights asked for: give an earlier --since or a larger --last")
-    return sorted(out, key=lambda g: (not g.open, -g.score, g.key))
+    return sorted(out, key=lambda g: (not g.open, -g.latest, -g.beyond, -g.score, g.key))
 
 
 __all__ = ["Figure", "figures"]
