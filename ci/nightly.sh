@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Nightly regression gate for one cluster: run the suites, keep the run under RESULTS_DIR/CLUSTER/, compare it
 # with the runs of the nights before (a window of them), confirm any WORSE figure by measuring its cases again
-# in a fresh process, write a Markdown summary, a JUnit file and the JSON verdicts, and exit with compare's code.
+# in a fresh process, write a Markdown summary, a JUnit file, the JSON verdicts and the page of the nights' history,
+# and exit with compare's code.
 #   ci/nightly.sh CLUSTER [RESULTS_DIR]          (RESULTS_DIR default: results)
 # Environment:
 #   SUITES           suites to run (default: elementwise,gemm)
@@ -13,6 +14,8 @@
 #   CONFIRM          1 (default): a WORSE figure fails the night only if a rerun of its case agrees; 0: no rerun
 #   SUMMARY, JUNIT, VERDICTS  output files (default: compare-summary.md, compare-junit.xml, compare.json); the
 #                    summary is appended to $GITHUB_STEP_SUMMARY too when that is set
+#   HISTORY          folder of the history page (default: history): HISTORY/index.html, every figure over the
+#                    nights kept in RESULTS_DIR/CLUSTER/ with the gate's verdicts on it (gpubench report DIR)
 #   RUN_LOG          the runs' own output (default: nightly-run.log); this script prints a few lines of it
 #   PYTHON           the interpreter gpubench is installed in (default: python3), for the rerun's plan
 # The window fills as nights are kept: the first night starts it, and until it holds 3 runs a change is listed,
@@ -29,6 +32,7 @@ read -r -a run_args <<< "${RUN_ARGS---quick}"
 summary=${SUMMARY:-compare-summary.md}
 junit=${JUNIT:-compare-junit.xml}
 verdicts=${VERDICTS:-compare.json}
+history=${HISTORY:-history}
 run_log=${RUN_LOG:-nightly-run.log}
 python=${PYTHON:-python3}
 dir="$out/$cluster"
@@ -66,6 +70,18 @@ run_into() {
   echo "nightly: ran $run_dir in $((SECONDS - start)) s$failed"
 }
 
+# history_page: the page of the directory's nights (gpubench report DIR), beside the summary, drawn whatever the
+# night's verdict (a red night is when people look). A page that cannot be drawn is said, and the night's exit
+# code stays the gate's. A pinned baseline is no window: the page draws no band then.
+history_page() {
+  if gpubench report "$dir" --out "$history" --baseline-window "$((window > 0 ? window : 1))" >> "$run_log" 2>&1
+  then
+    echo "nightly: history page $history/index.html"
+  else
+    echo "nightly: the history page could not be drawn (see $run_log)" >&2
+  fi
+}
+
 run_into "$out" --suite "$suites" "${run_args[@]}"
 night_rc=$run_rc
 night_dir=$run_dir
@@ -78,6 +94,7 @@ if [[ "$window" -gt 0 ]]; then
 print(sum(p.resolve() != Path(sys.argv[2]).resolve() for _, p, _ in run_candidates(Path(sys.argv[1]))))' "$dir" "$night_dir")
   if [[ "$earlier" == 0 ]]; then
     echo "nightly: no earlier run of $cluster yet: $night_dir starts the baseline window"
+    history_page
     exit "$night_rc"
   fi
   compare+=("$dir" "$night_dir" --baseline-window "$window")
@@ -86,6 +103,7 @@ elif [[ -e "$dir/baseline" ]]; then
 else
   ln -s "$(basename "$night_dir")" "$dir/baseline"
   echo "nightly: no baseline yet for $cluster: $night_dir is now the baseline ($dir/baseline)"
+  history_page
   exit "$night_rc"
 fi
 if [[ -n "$thresholds" ]]; then
@@ -114,6 +132,7 @@ compare_rc=0
 if [[ -n "${GITHUB_STEP_SUMMARY:-}" && -f "$summary" ]]; then
   cat "$summary" >> "$GITHUB_STEP_SUMMARY"
 fi
+history_page
 if [[ $compare_rc -ne 0 ]]; then
   exit "$compare_rc"
 fi

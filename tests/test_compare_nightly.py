@@ -10,6 +10,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from history_nights import embedded, recorded_worse, red
 from test_compare_helpers import copy_run, scaled
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,6 +127,11 @@ def test_the_default_window_fills_before_it_judges_and_then_catches_a_slowdown(t
     summary = (tmp_path / "summary.md").read_text()
     assert summary.splitlines()[0] == "### ❌ gpubench compare: 2 WORSE"
     assert summary.count("confirmed by a rerun") == 2
+    # the history page beside the summary: every night kept, tonight red where the gate recorded it
+    assert "nightly: history page history/index.html" in caught.stdout
+    doc = embedded(tmp_path / "history" / "index.html")
+    assert [n["run_id"] for n in doc["nights"]] == sorted(p.name for p in lab.glob("2*"))
+    assert {r for r, _ in red(doc)} == {doc["nights"][-1]["run_id"]} and red(doc) == recorded_worse(lab)
 
 
 def test_a_bad_window_is_a_setup_error_before_anything_runs(tmp_path):

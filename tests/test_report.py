@@ -147,9 +147,12 @@ def test_the_compare_table_says_which_settings_differ(tmp_path, runs):
     assert "settings differ: NCCL_ALGO: unset → Ring" in text
 
 
-@pytest.mark.parametrize("bad", ["missing", "dir-of-runs"])
+@pytest.mark.parametrize("bad", ["missing", "no-runs"])
 def test_bad_input_exits_2_with_one_line(tmp_path, runs, capsys, bad):
-    path = tmp_path / "nope" if bad == "missing" else runs["elementwise"].parent
+    # (a directory of runs is no longer bad input: it draws their history, tests/test_history.py)
+    path = tmp_path / "nope"
+    if bad == "no-runs":
+        (path / "not-a-run").mkdir(parents=True)
     code = main(["report", str(path), "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert code == 2

@@ -1,11 +1,13 @@
-"""``gpubench export RUN --out FILE [--format ...]``: a run's figures in another tool's format. Exit 0, or 2 (a
-UsageError) for input it cannot use."""
+"""``gpubench export RUN --out FILE [--format ...]``: a run's figures in another tool's format; ``gpubench export
+DIR --format history-csv|history-json``: a directory's nightly history as data (gpubench.commands.history). Exit
+0, or 2 (a UsageError) for input it cannot use."""
 
 from __future__ import annotations
 
 import argparse
 
 from gpubench import outputs, results
+from gpubench.commands import history
 from gpubench.console import out_console
 from gpubench.errors import UsageError
 from gpubench.export import export
@@ -15,16 +17,23 @@ from gpubench.registry import all_suites
 
 def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="a run's figures in another tool's format (pytest-benchmark JSON; the kernel "
-                                      "sweep's winners as a TunableOp-style CSV or Triton configs)")
-    p.add_argument("run", metavar="RUN", help="a run directory or .parquet table")
-    p.add_argument("--format", choices=("pytest-benchmark", "tunableop", "triton-configs"), default="pytest-benchmark",
+                                      "sweep's winners as a TunableOp-style CSV or Triton configs); a directory's "
+                                      "nightly history as CSV or JSON")
+    p.add_argument("run", metavar="RUN", help="a run directory or .parquet table; for history-csv and history-json a "
+                                              "directory of runs (results/<cluster>)")
+    p.add_argument("--format", choices=("pytest-benchmark", "tunableop", "triton-configs", *history.FORMATS),
+                   default="pytest-benchmark",
                    help="output format (default: pytest-benchmark; tunableop and triton-configs take an "
-                        "autotune-kernels run)")
+                        "autotune-kernels run; history-csv and history-json a directory of runs)")
     p.add_argument("--out", required=True, metavar="FILE", help="file to write")
+    history.add_options(p)
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
     outputs.file(args.out)  # a folder, a missing or read-only place: one line, before anything is read
+    if args.format in history.FORMATS:
+        return history.export(args.run, args.format, args.out, args)
+    history.refuse_options(args)
     if args.format in ("tunableop", "triton-configs"):
         return _export_kernel_winners(args)
 

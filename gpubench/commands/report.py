@@ -1,11 +1,13 @@
 """``gpubench report``: its arguments and what it does. Exit 0 when the page is written; 2 (a UsageError,
-one line on stderr) for input it cannot use."""
+one line on stderr) for input it cannot use. Given one directory of runs (results/<cluster>) instead of run
+directories, it draws that directory's nightly history (gpubench.commands.history)."""
 
 from __future__ import annotations
 
 import argparse
 
 from gpubench import outputs
+from gpubench.commands import history
 from gpubench.console import out_console
 from gpubench.errors import UsageError
 from gpubench.report import write
@@ -17,12 +19,17 @@ def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="an HTML page and PNG charts of one or more runs (overlaid), with compare "
                                       "tables between them")
     p.add_argument("paths", nargs="+", metavar="RUN_DIR",
-                   help="run directories (each holding run.json); the first is the baseline of the compare tables")
+                   help="run directories (each holding run.json); the first is the baseline of the compare tables. "
+                        "Or one directory of runs (results/<cluster>, as ci/nightly.sh keeps them): the page of "
+                        "its nightly history")
     p.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
                    help=f"folder for index.html and the PNGs (default: ./{DEFAULT_OUT}; created if missing)")
+    history.add_options(p)
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    if history.is_history(args.paths, args):
+        return history.report(args.paths[0], args.out, args)
     out = outputs.folder(args.out)  # before anything is loaded or drawn
     try:
         page, charts = write(args.paths, out)
