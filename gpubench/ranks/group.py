@@ -111,7 +111,10 @@ class Group:
         self.control = (self.data if data_backend == "gloo"
                         else dist.new_group(backend="gloo", timeout=gloo_timeout))
         self.step("ready")
-        self._read()  # who every rank is, while the store surely answers: named even if it stops answering
+        try:  # who every rank is, while the store surely answers: named even if it stops answering later
+            self._read(max(_DEADLINE_S, timeout_s))
+        except Exception:  # noqa: BLE001 — a slow answer (16 ranks starting on 2 busy cores) is no failure
+            pass
 
     # --- progress and the watchdog -------------------------------------------------------------------------
     def step(self, where: str | None = None) -> None:
