@@ -17,6 +17,7 @@ from gpubench import results
 from gpubench.suites.autotune import exports, knobs, winners
 from gpubench.suites.autotune.sweep import child_argv
 from gpubench.errors import UsageError
+from gpubench.ranks.python import module_command
 from gpubench.request import Conduct, Placement, RunRequest, Selection
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,9 +144,11 @@ def test_child_argv_passes_the_comm_options():
     given = dict(min_bytes=1024, max_bytes=None, step_factor=4, op=["sum", "max"], collectives=["all_reduce"],
                  nproc=3, timeout=30.0, graph=False, engine="torch")
     argv = child_argv(_request(quick=True, **given), Path("/o"), "comm", OPTIONS)
-    assert argv[1:] == ["-m", "gpubench", "run", "--suite", "comm", "--out", "/o", "--cluster", "c", "--backend",
-                        "cpu", "--min-bytes", "1024", "--step-factor", "4", "--op", "sum,max", "--collectives",
-                        "all_reduce", "--nproc", "3", "--timeout", "30.0", "--quick", "--no-telemetry"]
+    start = module_command("gpubench")  # no folder named gpubench where the sweep runs can shadow the package
+    assert argv[:len(start)] == start and argv[len(start):] == [
+        "run", "--suite", "comm", "--out", "/o", "--cluster", "c", "--backend", "cpu", "--min-bytes", "1024",
+        "--step-factor", "4", "--op", "sum,max", "--collectives", "all_reduce", "--nproc", "3", "--timeout", "30.0",
+        "--quick", "--no-telemetry"]
     # A sweep of NCCL knobs over registered NCCL buffers: every child run allocates and registers them.
     given.update(alloc="nccl", register=True, graph=True)
     assert child_argv(_request(quick=True, **given), Path("/o"), "comm", OPTIONS)[-12:] == [

@@ -87,15 +87,20 @@ def test_the_median_leaving_a_node_out_is_numpys_over_the_rest():
 
 def test_a_gather_of_1000_nodes_takes_under_10_s_and_1_gb(tmp_path):
     _write(tmp_path, [_doc(f"node{i:04d}", 8, i, slow_gpu=5 if i % 97 == 0 else None) for i in range(1000)])
-    code = ("import resource, sys, time; from gpubench.check import gather; t = time.perf_counter(); "
-            "n = gather.gather(sys.argv[1], str(1000)); w = time.perf_counter() - t; "
-            "print(len(n), sum(x['state'] == 'WARN' for x in n), round(w, 2), "
-            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    # Wall time on a shared CI machine is mostly the neighbours' (a gather of 1.0 s of CPU took 2.6-8.6 s here with
+    # other tests running): its CPU time is printed beside it, to tell the two apart when the bound is missed.
+    code = ("import gc, resource, sys, time; from gpubench.check import gather; t, c = time.perf_counter(), "
+            "time.process_time(); n = gather.gather(sys.argv[1], str(1000)); w = time.perf_counter() - t; "
+            "print(len(n), sum(x['state'] == 'WARN' for x in n), round(w, 2), round(time.process_time() - c, 2), "
+            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, gc.isenabled())")
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    count, warned, wall_s, rss_kb = out.stdout.split()
+    count, warned, wall_s, cpu_s, rss_kb, collecting = out.stdout.split()
     assert int(count) == 1000 and int(warned) == 11, out.stdout
-    assert float(wall_s) <= 10 and int(rss_kb) <= 1 << 20, f"gather of 1000 nodes: {wall_s} s, {int(rss_kb) >> 10} MiB"
+    assert collecting == "True", "the gather left Python's garbage collector off"
+    assert float(wall_s) <= 10 and int(rss_kb) <= 1 << 20, \
+        f"gather of 1000 nodes: {wall_s} s ({cpu_s} s of CPU), {int(rss_kb) >> 10} MiB"
+    print(f"gather of 1000 nodes: {wall_s} s, {cpu_s} s of CPU, {int(rss_kb) >> 10} MiB")
 
 
 @pytest.mark.timeout(600)

@@ -95,6 +95,21 @@ def test_a_folder_named_gpubench_does_not_shadow_the_package_for_the_ranks(tmp_p
     assert "ImportError" not in proc.stderr and list((tmp_path / "out" / "t").glob("*/comm.parquet"))
 
 
+def test_a_folder_named_gpubench_does_not_shadow_the_package_for_autotunes_child_runs(tmp_path):
+    # The knob sweep starts each configuration as a child `gpubench run --suite comm` in the folder it was started
+    # from: there too the clone's folder was imported, and every configuration became an error row.
+    (tmp_path / "gpubench" / "docs").mkdir(parents=True)
+    proc = subprocess.run([str(Path(sys.executable).parent / "gpubench"), "run", "--suite", "autotune", "--backend",
+                           "cpu", "--knob", "NCCL_PROTO=Simple", "--collectives", "all_reduce", "--min-bytes", "1K",
+                           "--max-bytes", "1K", "--out", str(tmp_path / "out"), "--cluster", "t", "--no-telemetry"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (run,) = [p for p in (tmp_path / "out" / "t").iterdir() if p.is_dir()]
+    df = results.load(run)
+    assert set(df["config"]) == {"default", "NCCL_PROTO=Simple"} and (df["status"] == "ok").all(), df["message"]
+    assert not any("ImportError" in log.read_text() for log in (run / "configs").glob("*.log"))
+
+
 def test_devices_all_under_a_launcher_with_one_task_per_node_refuses_in_one_line(tmp_path):
     # srun --ntasks-per-node=1 on a node of 2 GPUs measured device 0 alone, without a word.
     env = dict(os.environ, SLURM_PROCID="0", SLURM_NTASKS="1", SLURM_LOCALID="0", SLURM_NNODES="1",

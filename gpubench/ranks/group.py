@@ -86,6 +86,9 @@ class Group:
         self._roster: dict[int, dict[str, Any]] = {}  # the last beats read: who each rank is, where
         self._store_host = store_host()
         self._store_grace_s = _LOCAL_STORE_GONE_S if self._store_host == "gpubench's spawner" else timeout_s
+        # gpubench's spawner is this rank's parent: its end is seen at once, as a new parent (the store's clients
+        # only notice after their connection retries, 5 s, and the grace: a killed spawner's ranks ran on 9-11 s).
+        self._spawner = os.getppid() if self._store_host == "gpubench's spawner" else None
         self.store = store_client(renv, timeout_s, master=renv.rank == 0 and self._store_host == "rank 0")
         # Beats go out and are read on clients of their own, each call bounded: never the client above.
         connect = lambda: store_client(renv, min(timeout_s, _DEADLINE_S))  # noqa: E731
@@ -111,7 +114,10 @@ class Group:
         self.control = (self.data if data_backend == "gloo"
                         else dist.new_group(backend="gloo", timeout=gloo_timeout))
         self.step("ready")
-        self._read()  # who every rank is, while the store surely answers: named even if it stops answering
+        # Every rank has beaten: who each is, on a thread and a store client of its own (the watchdog's beats
+        # must not wait behind a slow answer).
+        threading.Thread(target=self._know_everyone, args=(BoundedStore(connect, _DEADLINE_S),),
+                         name="gpubench-roster", daemon=True).start()
 
     # --- progress and the watchdog -------------------------------------------------------------------------
     def step(self, where: str | None = None) -> None:
@@ -144,6 +150,9 @@ class Group:
     def _watch(self) -> None:
         lost_since = None
         while not self._stop.wait(HEARTBEAT_S):
+            if self._spawner is not None and os.getppid() != self._spawner:
+                ending.end("failed", f"rank {self.rank} lost the rendezvous store at {self._address()}: gpubench's "
+                           f"spawner (pid {self._spawner} on {os.uname().nodename}), which hosts it, is gone", 1)
             try:
                 self._beat()
                 lost_since = None
@@ -155,6 +164,17 @@ class Group:
             if time.time() - self._last_change > self.timeout_s and not self._others_moving():
                 self.abort(f"rank {self.rank} made no progress for {self.timeout_s:.0f} s in "
                            f"{self._where or 'setup'}")
+
+    def _know_everyone(self, store: BoundedStore) -> None:
+        """Who every rank is (pid, host), read once all have joined, while the store surely answers: a rank lost
+        later is named by it even if the store no longer answers. Read again each beat until it is known: a
+        reading may go unanswered (16 ranks starting on 2 busy cores: a store client's connection took over 8 s),
+        and without it a rank lost later is named by number alone."""
+        while len(self._roster) < self.world_size and not self._stop.is_set():
+            try:
+                self._roster.update(store.call(lambda s: beats.read(s, self.world_size)))
+            except Exception:  # noqa: BLE001 — again at the next beat
+                self._stop.wait(HEARTBEAT_S)
 
     def _address(self) -> str:
         return f"{self.renv.master_addr}:{self.renv.master_port}"

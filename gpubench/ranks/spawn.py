@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from gpubench.ranks.beats import laggards, machine, read_heartbeats
 from gpubench.ranks.python import module_command
@@ -126,8 +127,19 @@ def _mark_ended(store, reason: str, status: str = "failed") -> Path | None:
     return run
 
 
-def run(argv: list[str], nproc: int, timeout_s: float) -> int:
-    """Run ``gpubench <argv>`` as ``nproc`` ranks on this machine; the exit code of the whole."""
+def run(argv: list[str], nproc: int, timeout_s: float) -> NoReturn:
+    """Run ``gpubench <argv>`` as ``nproc`` ranks on this machine, and end this process with the exit code of the
+    whole, at once. By then the run is closed, the ranks are gone and every line is said: Python's own teardown
+    of torch (2.5-3.2 s from the spawner's last line to its end on the 2-core VM at load 10) only kept the shell,
+    job script or test waiting on gpubench waiting longer."""
+    code = _run(argv, nproc, timeout_s)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _run(argv: list[str], nproc: int, timeout_s: float) -> int:
+    """The ranks' run, supervised; the exit code of the whole."""
     import torch.distributed as dist  # heavy: loaded only where ranks are started
 
     store = dist.TCPStore("127.0.0.1", 0, nproc, True, timeout=dt.timedelta(seconds=timeout_s),

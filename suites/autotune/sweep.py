@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ from gpubench import results
 from gpubench.console import out_console
 from gpubench.errors import UsageError
 from gpubench.options import Option
+from gpubench.ranks.python import module_command
 from gpubench.request import RunRequest
 from gpubench.rundir import RunDir, ensure_writable
 from gpubench.suites.autotune import exports, knobs, winners
@@ -39,8 +39,8 @@ SUITE = "autotune"
 def child_argv(request: RunRequest, out: Path, child: str = "comm", declared: Sequence[Option] = ()) -> list[str]:
     """The command line of one child run of suite ``child`` whose options are ``declared``: ``gpubench run``'s own
     options as the user gave them, and every declared option of the child suite (none can be dropped on the way)."""
-    argv = [sys.executable, "-m", "gpubench", "run", "--suite", child, "--out", str(out), "--cluster",
-            request.how.cluster]
+    # Never `python -m gpubench` as such: a folder named gpubench where the sweep was started would be imported instead
+    argv = module_command("gpubench", "run", "--suite", child, "--out", str(out), "--cluster", request.how.cluster)
     if request.where.backend is not None:
         argv += ["--backend", request.where.backend]
     if request.what.dtype_text is not None:

@@ -42,7 +42,8 @@ class Scenario:
     victim: int  # the rank sent the signal
     sig: str  # SIGKILL, SIGSTOP, SIGTERM
     timeout_s: float = 8.0
-    nproc: int = 2
+    nproc: int = 2  # ranks in all
+    nodes: int = 1  # simulated nodes under the stand-in srun, nproc / nodes ranks each
     args: tuple[str, ...] = ()  # the run's own arguments (default: a comm sweep long enough to be interrupted)
     backend: str = "cpu"
     env: dict[str, str] = field(default_factory=dict)
@@ -50,6 +51,7 @@ class Scenario:
     root: Path | None = None
     proc: subprocess.Popen | None = None
     ranks: list[dict] = field(default_factory=list)
+    started_at: float | None = None
     signalled_at: float | None = None
     ended_after: dict[int, float] = field(default_factory=dict)  # rank -> seconds from the signal to its end
     launcher_rc: int | None = None
@@ -74,7 +76,7 @@ class Scenario:
             return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
                     str(self.nproc), "--log-dir", str(logs), "--redirects", "3", "--no-python", gpubench_exe(), *run]
         if self.launcher == "slurm":
-            return [sys.executable, str(SRUN), f"--ntasks-per-node={self.nproc}", gpubench_exe(), *run]
+            return [sys.executable, str(SRUN), f"--ntasks-per-node={self.nproc // self.nodes}", gpubench_exe(), *run]
         if self.launcher == "mpirun":
             return [mpirun() or "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(self.nproc),
                     "--output-filename", str(logs), gpubench_exe(), *run]
@@ -82,8 +84,10 @@ class Scenario:
 
     def start(self, root: Path) -> None:
         self.root = root
+        self.started_at = time.monotonic()
         (root / "logs").mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, FAKE_SLURM_LOGS=str(root / "logs"), FAKE_SLURM_NODES="node1",
+        env = dict(os.environ, FAKE_SLURM_LOGS=str(root / "logs"),
+                   FAKE_SLURM_NODES=",".join(f"node{n + 1}" for n in range(self.nodes)),
                    SLURM_JOB_ID=str(abs(hash(self.name)) % 100000), **self.env)
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS"):
             env.pop(k, None)
