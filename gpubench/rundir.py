@@ -224,8 +224,17 @@ class RunDir:
         return results.save(df, self.path / f"{suite}{results.TABLE_SUFFIX}", suite=suite)
 
     def finish(self, status: str, **extra: Any) -> None:
+        """Close the run ``status``; a run another process closed first keeps its word (a peer that saw this rank
+        stop: under mpirun the stopped rank 0 is resumed to be ended, and its own view, "rank 1 is gone", came
+        after the peer's, "rank 0 is stopped")."""
         self._done.set()
         self.meta.update(extra, status=status, end_time=utc_now())
+        try:
+            disk = json.loads((self.path / results.RUN_FILE).read_text())
+        except (OSError, ValueError):
+            disk = {}
+        if disk.get("status") not in (None, "running"):
+            self.meta.update({k: disk.get(k) for k in ("status", "error", "end_time")})
         self.flush()
 
 

@@ -168,3 +168,20 @@ def test_a_store_call_to_a_stopped_server_is_given_up_on_at_the_watchdogs_deadli
     finally:
         server.kill()
         server.wait()
+
+
+def test_a_run_a_peer_closed_first_keeps_the_peers_word_when_its_own_process_finishes(tmp_path):
+    # Under mpirun a stopped rank 0 is resumed to be ended: its own reason ("rank 1 is gone") comes after the
+    # peer's, which named rank 0, and must not replace it.
+    from gpubench.rundir import mark_ended
+
+    rd = RunDir.create(tmp_path, "t", {})
+    assert mark_ended(rd.path, "failed", "rank 0 (pid 1 on h) is stopped")
+    rd.finish("failed", error="rank 1 is gone", cases_done=3)
+    meta = json.loads((rd.path / results.RUN_FILE).read_text())
+    assert meta["status"] == "failed" and meta["error"] == "rank 0 (pid 1 on h) is stopped"
+    assert meta["cases_done"] == 3
+    # A run nobody else closed takes its own word.
+    own = RunDir.create(tmp_path, "u", {})
+    own.finish("complete")
+    assert json.loads((own.path / results.RUN_FILE).read_text())["status"] == "complete"
