@@ -32,10 +32,10 @@ metric = "time"
 FAKE_ENV = ("GPUBENCH_FAKE_",)
 
 
-def _gpubench(*args, env=None, timeout=300):
+def _gpubench(*args, env=None, timeout=300, cwd=ROOT):
     base = {k: v for k, v in os.environ.items() if not k.startswith(FAKE_ENV)}
     return subprocess.run([sys.executable, "-m", "gpubench", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env={**base, **(env or {})})
+                          timeout=timeout, cwd=cwd, env={**base, **(env or {})})
 
 
 def _check(tmp_path, *args, env=None, checks=True):
@@ -78,7 +78,8 @@ def test_a_slow_gpu_and_bad_facts_are_named_and_the_others_pass(four):
     assert "20% below its 3 peers' median" in texts[("hbm", "gpu3")]
     hbm3 = next(v for v in doc["verdicts"] if v["target"] == "gpu3" and v["check"] == "hbm")
     assert hbm3["retry"] == pytest.approx(hbm3["value"], rel=0.01)  # the retry in a fresh process agreed
-    assert doc["state"] == "FAIL" and doc["headline"].startswith("node n1: FAIL — GPU 0")
+    assert doc["state"] == "FAIL" and doc["headline"].startswith("node n1: FAIL (simulated: ")
+    assert "— GPU 0 hardware throttling" in doc["headline"]  # the mark said once, not before each finding
     assert proc.stdout.strip().splitlines()[-1] == doc["headline"]  # the one line beside the JSON file
     # the verdict beside the figures, in an ordinary run directory
     assert _verdict(tmp)["verdicts"] == doc["verdicts"]
@@ -107,7 +108,7 @@ def test_a_shared_gpu_is_warned_with_the_pid_never_failed(tmp_path):
     assert s[("hbm", "gpu0")] == "PASS" and s[("processes", "gpu0")] == "PASS"
     assert "pid 4242" in next(v["text"] for v in doc["verdicts"] if v["target"] == "gpu1" and v["check"] == "hbm")
     first = proc.stdout.splitlines()[0]
-    assert first.startswith("node n1: WARN — GPU 1 hbm") and "pid 4242" in first
+    assert first.startswith("node n1: WARN (simulated: ") and "— GPU 1 hbm" in first and "pid 4242" in first
 
 
 def test_a_figure_below_the_floor_whose_retry_reaches_it_passes_with_the_note(tmp_path):
@@ -156,12 +157,37 @@ def test_junit_and_prometheus_read_back(tmp_path):
     assert status[("1", "pcie_link")] == 0 and status[("0", "pcie_link")] == 1
     node = families["gpubench_check_node_status"].samples[0]
     assert node.labels["host"] == "n1" and node.value == 0
+    # the fake backend's GPUs are made up: every sample says so, and every JUnit test case
+    assert all(s.labels.get("simulated") == "true" for f in families.values() for s in f.samples)
+    assert all(c.classname.startswith("gpubench.check.") for s in xml for c in s)
+    text = (tmp_path / "j.xml").read_text()
+    assert text.count('name="simulated" value="true"') == len(cases) + 1  # each case, and the suite
+
+
+def test_the_fake_backend_says_simulated_everywhere_and_writes_in_its_own_folder(tmp_path):
+    small = tmp_path / "small.toml"
+    small.write_text(SMALL)
+    proc = _gpubench("check", "--backend", "fake", "--cluster", "n1", "--checks", small, cwd=tmp_path,
+                     env={"GPUBENCH_FAKE_DEVICES": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("node n1: PASS (simulated: the fake backend's made-up GPUs, not hardware)")
+    gpu0 = next(line for line in lines if line.startswith("GPU 0"))
+    assert "Fake GPU (simulated)" in gpu0
+    assert not (tmp_path / "results").exists()  # beside the user's own runs: never
+    (path,) = list((tmp_path / "gpubench-check" / "n1").rglob("check.json"))
+    doc = json.loads(path.read_text())
+    assert doc["simulated"] is True and doc["verdicts"]
+    assert all(v["simulated"] and v["text"].startswith("simulated: ") for v in doc["verdicts"])
+    facts = {v["check"]: v["text"] for v in doc["verdicts"] if v["kind"] == "fact"}
+    assert facts["nvlink"] == "simulated: 18 of 18 NVLink links up" and facts["pcie_link"].startswith("simulated: ")
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     for args, words in ((["--devices", "7"], "no device 7"), (["--expect", tmp_path / "none.toml"], "cannot read"),
                         (["--format", "prometheus"], "--report PATH.prom"),
-                        (["--gather"], "--fleet DIR"), (["--backend", "cpu"], "judges GPUs"),
+                        (["--gather"], "--fleet DIR"),
+                        (["--backend", "cpu"], "--backend fake runs the check on made-up GPUs, to try the command"),
                         (["--format", "json", "--report", tmp_path / "no" / "v.json"], "does not exist")):
         proc = _check(tmp_path, *args)
         assert proc.returncode == 2 and words in proc.stderr, (args, proc.stderr)
@@ -183,9 +209,16 @@ def test_the_shipped_set_on_three_gpus_runs_every_figure_and_pairs_in_rounds(tmp
     assert ("all_reduce", "node") in targets and ("hbm", "gpu2") in targets
     s = _states(doc)
     assert s[("gemm_bf16", "gpu0")] == "SKIP"  # the fake device has no bf16 products: said, never passed
-    assert len(doc["run_dirs"]) == 5  # per-GPU figures, the node's all_reduce, three pairs
+    # per-GPU figures at once, host copies one GPU at a time, the node's all_reduce, three pairs
+    assert len(doc["run_dirs"]) == 6
+    orders = [json.loads((Path(d) / "run.json").read_text())["check"]["order"] for d in doc["run_dirs"]]
+    assert orders[:2] == ["every GPU at once, case by case in step", "one GPU at a time"], orders
     failed = {v["check"] for v in doc["verdicts"] if v["state"] == "FAIL"}
     assert failed == {"h2d", "d2h"}, failed
+    totals = {v["check"]: v for v in doc["verdicts"] if v["check"] in ("h2d_all", "d2h_all")}
+    assert {v["state"] for v in totals.values()} == {"SKIP"}  # the host's figure, and no envelope holds it
+    per_gpu = [v["value"] for v in doc["verdicts"] if v["check"] == "h2d"]
+    assert len(per_gpu) == 3 and totals["h2d_all"]["value"] == pytest.approx(sum(per_gpu), rel=1e-6)
     h2d = next(v for v in doc["verdicts"] if v["check"] == "h2d")
     assert "PCIe link's nominal 63.0 GB/s" in h2d["reference"] and h2d["fail_at"] == pytest.approx(0.7 * 63.0, rel=1e-3)
 
@@ -203,7 +236,7 @@ def test_expect_makes_an_envelope_that_the_next_check_uses_and_gather_reads_the_
     proc = _gpubench("check", "--backend", "fake", "--out", tmp4 / "r", "--cluster", "n2", "--checks",
                      tmp4 / "small.toml", "--expect", tmp_path / "fake.toml", env={"GPUBENCH_FAKE_DEVICES": "2"})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.startswith("node n2: PASS")
+    assert proc.stdout.startswith("node n2: PASS (simulated: ")
     proc = _gpubench("check", "--gather", "--fleet", tmp4 / "r", "--format", "json")
     assert proc.returncode == 1, proc.stderr  # n1 FAILed
     nodes = json.loads(proc.stdout)["nodes"]
