@@ -183,6 +183,44 @@ def test_the_fake_backend_says_simulated_everywhere_and_writes_in_its_own_folder
     assert facts["nvlink"] == "simulated: 18 of 18 NVLink links up" and facts["pcie_link"].startswith("simulated: ")
 
 
+def test_a_station_that_dies_is_replaced_and_one_that_cannot_start_fails_its_figures(tmp_path):
+    marker = tmp_path / "dies"
+    marker.write_text("")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    proc = _check(tmp_path / "a", "--no-retry", env={"GPUBENCH_FAKE_DEVICES": "2",
+                                                      "GPUBENCH_FAKE_STATION_DIES": str(marker)})
+    assert proc.returncode == 0 and not marker.exists(), proc.stderr[-3000:]  # a fresh pair of stations measured
+    doc = _verdict(tmp_path / "a")
+    assert {v["state"] for v in doc["verdicts"] if v["check"] == "hbm"} == {"PASS"}
+    proc = _check(tmp_path / "b", env={"GPUBENCH_FAKE_DEVICES": "2", "GPUBENCH_FAKE_PROCESS_LEVELS": "x"})
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert not list((tmp_path / "b").rglob("check.json"))  # nothing measured: no run directory to keep it in
+    assert "not measured: GPU 0: ValueError" in proc.stdout and "hbm" in proc.stdout
+
+
+def test_a_nodes_own_history_becomes_its_envelope(tmp_path):
+    env = {"GPUBENCH_FAKE_DEVICES": "1"}
+    proc = _check(tmp_path, "--expect", "history", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "history: 0 earlier check(s) of n1" in proc.stderr  # none yet: said, and the other references hold
+    (first,) = [p.parent for p in (tmp_path / "r" / "n1").rglob("check.json")]
+    for k in range(4):  # four more checks of this node, as if run on other nights
+        doc = json.loads((first / "check.json").read_text())
+        doc["started"] = f"2026-11-0{k + 1}T00:00:00+00:00"
+        copy = first.parent / f"{first.name}-{k}"
+        copy.mkdir()
+        (copy / "check.json").write_text(json.dumps(doc))
+    proc = _check(tmp_path, "--expect", "history", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "history of n1: 5 earlier checks, 2026-11-01 to" in proc.stderr
+    doc = max(((p, json.loads(p.read_text())) for p in (tmp_path / "r" / "n1").rglob("check.json")),
+              key=lambda pd_: pd_[1]["started"])[1]
+    held = {v["check"]: v for v in doc["verdicts"] if v["kind"] == "performance"}
+    assert {held[k]["state"] for k in ("hbm", "launch")} == {"PASS"}, held
+    assert all(held[k]["reference"].startswith("envelope n1 (history of n1: 5 earlier checks") for k in held)
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     for args, words in ((["--devices", "7"], "no device 7"), (["--expect", tmp_path / "none.toml"], "cannot read"),
                         (["--format", "prometheus"], "--report PATH.prom"),

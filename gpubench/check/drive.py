@@ -41,7 +41,7 @@ SMALL_COMM_BYTES = 1 << 20
 class Child:
     """One measurement the check made: what, which figures, its run directory, or why it has none."""
 
-    what: str  # "single", "devices", "turns", "node", "pair 0-1", "retry ..."
+    what: str  # "single", "devices", "turns", "node", "pairs round 2", "retry ..."
     run_dir: str | None
     code: int
     why: str = ""
@@ -119,23 +119,50 @@ def _record(plan: Plan, step: Step, gpus: Sequence[int], run_dir: str | None, co
 def session(plan: Plan, pool: Pool, sets: Sequence[Sequence[int]], steps: Sequence[Step],
             pairs: Sequence[tuple[int, int] | None] | None = None) -> list[Child]:
     """``steps`` in order on groups of stations, one group per GPU set in ``sets`` (all at once): formed first,
-    left after. A failure ends the session: its stations are ended (they may wait inside a collective), that
-    step and the ones after it are recorded with why, and the next session starts fresh stations."""
+    left after. A station that fails ends the attempt: its group's stations are ended (they may wait inside a
+    collective) and the steps not done are tried once more by fresh stations; a second failure records them
+    with why (a figure not measured twice is a FAIL, never a pass)."""
     pairs = list(pairs) if pairs is not None else [None] * len(sets)
+    done: list[Child] = []
+    why = ""
+    for attempt in (1, 2):
+        try:
+            done += _attempt(plan, pool, sets, steps[len(done) // len(sets):], pairs)
+            return done
+        except _Failed as failed:
+            done += failed.done
+            why = failed.error.why
+            if len(done) == len(steps) * len(sets):
+                return done  # every step was done: it was leaving the group that failed
+            if not (attempt == 1 and failed.retryable):
+                break
+    for step in steps[len(done) // len(sets):]:
+        for gpus, pair in zip(sets, pairs):
+            done.append(_record(plan, step, gpus, None, 1, why, time.monotonic(), pair))
+    return done
+
+
+class _Failed(Exception):
+    def __init__(self, error: StationError, done: list[Child], retryable: bool):
+        self.error, self.done, self.retryable = error, done, retryable
+
+
+def _attempt(plan: Plan, pool: Pool, sets: Sequence[Sequence[int]], steps: Sequence[Step],
+             pairs: Sequence[tuple[int, int] | None]) -> list[Child]:
     grouped = len(sets) > 1 or len(sets[0]) > 1
     done: list[Child] = []
     members: list[list[stations.Station]] = []
-    t0 = time.monotonic()
+    t0 = time.monotonic()  # the first step's wall includes forming the group
     try:
         members = [pool.get(gpus) for gpus in sets]
         if grouped:
             stations.form(members)
-        for k, step in enumerate(steps):
-            t0 = time.monotonic()
+        for step in steps:
             answers = stations.run(members, _job(plan, step, sets[0]))
             for gpus, pair, a in zip(sets, pairs, answers):
                 why = "" if a.get("run_dir") else f"the run ended without results ({a.get('status')})"
                 done.append(_record(plan, step, gpus, a.get("run_dir"), int(bool(a.get("failures"))), why, t0, pair))
+            t0 = time.monotonic()
         if grouped:
             stations.leave(members)
     except StationError as e:
@@ -143,9 +170,8 @@ def session(plan: Plan, pool: Pool, sets: Sequence[Sequence[int]], steps: Sequen
             raise UsageError(f"the check's {steps[len(done) // len(sets)].what} run refused its input: {e.why}") \
                 from None
         pool.discard([s for m in members for s in m])
-        for step in steps[len(done) // len(sets):]:
-            for gpus, pair in zip(sets, pairs):
-                done.append(_record(plan, step, gpus, None, 1, e.why, t0, pair))
+        # a station that never started is not started again: only a session whose stations all started is retried
+        raise _Failed(e, done, len(members) == len(sets)) from None
     return done
 
 
@@ -176,10 +202,23 @@ def measure(plan: Plan, pool: Pool, say: Callable[[str], None]) -> list[Child]:
         schedule = rounds(devices)
         say(f"measuring {', '.join(f.key for f in by_run['pairs'])} on {sum(map(len, schedule))} GPU pairs in "
             f"{len(schedule)} rounds of disjoint pairs")
-        for pairs in schedule:
-            step = Step("pair", "ranks", by_run["pairs"], _comm_sizes(plan))
+        for k, pairs in enumerate(schedule, 1):
+            step = Step(f"pairs round {k}", "ranks", by_run["pairs"], _comm_sizes(plan))
             session(plan, pool, [list(p) for p in pairs], [step], list(pairs))
     return plan.children
+
+
+def phases(plan: Plan) -> list[dict[str, Any]]:
+    """What the check measured and how long each took (a round's pairs, measured at once, together), for
+    check.json: where a check's time goes, and how it grows with the GPUs."""
+    out: dict[str, dict[str, Any]] = {}
+    for c in plan.children:
+        p = out.setdefault(c.what, {"what": c.what, "gpus": [], "wall_s": 0.0, "run_dirs": [], "why": ""})
+        p["gpus"] = sorted(set(p["gpus"]) | set(c.gpus))
+        p["wall_s"] = round(max(p["wall_s"], c.wall_s), 2)
+        p["run_dirs"] += [c.run_dir] if c.run_dir else []
+        p["why"] = p["why"] or c.why
+    return list(out.values())
 
 
 def evidence(plan: Plan) -> list[Evidence]:
@@ -190,7 +229,7 @@ def evidence(plan: Plan) -> list[Evidence]:
     for c in plan.children:
         figures = [f for f in plan.figures if f.key in c.figures and not c.what.startswith("retry")]
         if c.run_dir is None:
-            out += [_missing(f, c) for f in figures]
+            out += [e for f in figures for e in _missing(f, c)]
             continue
         if c.run_dir not in frames:
             frames[c.run_dir] = results.load(c.run_dir)
@@ -201,12 +240,16 @@ def evidence(plan: Plan) -> list[Evidence]:
     return out
 
 
-def _missing(f: Figure, c: Child) -> Evidence:
+def _missing(f: Figure, c: Child) -> list[Evidence]:
+    """What a measurement that ended without results leaves of ``f``: its why, on each target it would have had."""
     if f.target == "gpu":
-        return Evidence(f, "gpus " + ",".join(map(str, c.gpus)), None, None, None, c.why, None)
+        return [Evidence(f, f"gpu{g}", g, None, None, c.why, None) for g in c.gpus]
     if f.target == "pair" and c.pair:
-        return Evidence(f, f"gpu{c.pair[0]}-gpu{c.pair[1]}", None, c.pair, None, c.why, None)
-    return Evidence(f, "node", None, None, None, c.why, None)
+        return [Evidence(f, f"gpu{c.pair[0]}-gpu{c.pair[1]}", None, c.pair, None, c.why, None)]
+    if f.target == "pair":  # a devices run's pairs: every pair of its GPUs
+        return [Evidence(f, f"gpu{a}-gpu{b}", None, (a, b), None, c.why, None)
+                for i, a in enumerate(c.gpus) for b in c.gpus[i + 1:]]
+    return [Evidence(f, "node", None, None, None, c.why, None)]
 
 
 def retry(plan: Plan, ev: Evidence) -> Evidence | None:
@@ -233,5 +276,5 @@ def retry(plan: Plan, ev: Evidence) -> Evidence | None:
     return match[0] if match else None
 
 
-__all__ = ["Plan", "Child", "Step", "rounds", "measure", "measured", "session", "evidence", "retry", "needs_more",
-           "COMM_BYTES"]
+__all__ = ["Plan", "Child", "Step", "rounds", "measure", "measured", "session", "phases", "evidence", "retry",
+           "needs_more", "COMM_BYTES"]

@@ -199,6 +199,14 @@ def bindings_text(node: NodeVerdict) -> str | None:
                                                else f"GPU {g['index']} {t}" for g, t in zip(known, texts))
 
 
+def phases_text(node: NodeVerdict) -> str | None:
+    """``took 41.2 s: start 6.0 s, devices 9.1 s, turns 7.3 s, node 2.0 s, pairs round 1 2.9 s, ...``."""
+    if not node.phases or _finite(node.wall_s) is None:
+        return None
+    parts = [f"{p.get('what')} {float(p.get('wall_s') or 0):.1f} s" for p in node.phases]
+    return f"took {node.wall_s:.1f} s: " + ", ".join(parts)
+
+
 def terminal(node: NodeVerdict, console: Console) -> None:
     """The headline, the per-GPU table, the verdicts that did not pass, and where the figures come from. Text,
     never markup: a "[" in a check's text is no markup; the state is a word, so the view reads without colour."""
@@ -207,10 +215,9 @@ def terminal(node: NodeVerdict, console: Console) -> None:
     failing = findings_table(node)
     if failing is not None:
         console.print(failing)
-    bound = bindings_text(node)
-    if bound:
-        console.print(Text(bound))
-    console.print(Text(run_dirs_text(node)))
+    for line in (bindings_text(node), phases_text(node), run_dirs_text(node)):
+        if line:
+            console.print(Text(line))
 
 
 # --- JSON ----------------------------------------------------------------------------------------------------

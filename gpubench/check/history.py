@@ -93,6 +93,15 @@ def _run_meta(run: str | None) -> dict[str, Any]:
         return {}
 
 
+def _frame(run: str) -> tuple[Any, dict[str, Any]]:
+    """A check run's rows and run.json; none where it cannot be read (moved, truncated, newer): its figures count
+    for nothing, and the check goes on."""
+    try:
+        return results.load(run), _run_meta(run)
+    except (UsageError, OSError, ValueError):
+        return None, {}
+
+
 def collect(found: list[tuple[Path, dict[str, Any]]], states: tuple[str, ...] | None = None) -> Figures:
     """The healthy figures of the verdicts ``found``: every measured figure (whatever it was judged: with no
     envelope yet many are SKIP), or only those whose verdict's state is one of ``states``."""
@@ -106,7 +115,7 @@ def collect(found: list[tuple[Path, dict[str, Any]]], states: tuple[str, ...] | 
                 continue
             run = _moved(v.get("run_dir"), where)
             if run and run not in frames:
-                frames[run] = (results.load(run), _run_meta(run))
+                frames[run] = _frame(run)
             df, meta = frames.get(run, (None, {}))
             row = _row(df, v)
             if row is None or shared_with(row):  # a figure measured beside another process is no evidence
@@ -141,11 +150,11 @@ def own(root: str | Path, host: str, model: str | None) -> tuple[envelope.Envelo
     """This node's own envelope from its earlier checks under ``root`` (``<out>/<cluster>``): the figures with
     :data:`MIN_RUNS` earlier checks or more; (None, why) where none has."""
     root = Path(root)
-    found = [(p, d) for p, d in verdict_files([root]) if root.is_dir()] if root.is_dir() else []
+    found = verdict_files([root]) if root.is_dir() else []
     found = [(p, d) for p, d in found if d.get("host") == host and isinstance(d.get("version"), int)
-             and HISTORY_FROM_VERSION <= d["version"] <= FORMAT_VERSION and not d.get("simulated")
+             and HISTORY_FROM_VERSION <= d["version"] <= FORMAT_VERSION
              and (model is None or model in {g.get("name") for g in d.get("gpus", [])})]
-    found = sorted(found, key=lambda pd_: str(pd_[1].get("started") or ""))[-WINDOW:]
+    found = sorted(found, key=lambda f: str(f[1].get("started") or ""))[-WINDOW:]
     figures = collect(found, states=("PASS", "SKIP"))
     keys = [k for k, runs in figures.runs.items() if len(runs) >= MIN_RUNS]
     if not keys:

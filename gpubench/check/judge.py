@@ -189,7 +189,9 @@ def _base(ev: Evidence) -> Verdict:
 
 def _not_measured(v: Verdict, ev: Evidence) -> Verdict:
     status = (ev.row or {}).get("status")
-    if status == "invalid":  # a wrong result is never excused: not by a co-tenant, not by a retry
+    if ev.row is None:  # its measuring processes failed, twice (gpubench.check.drive.session): not a pass
+        v.state, v.text = "FAIL", f"not measured: {ev.why or 'its measurement ended without results'}"
+    elif status == "invalid":  # a wrong result is never excused: not by a co-tenant, not by a retry
         v.state, v.text = "FAIL", f"wrong results: {ev.why}"
     elif status == "error":
         shared = shared_with(ev.row)

@@ -19,11 +19,14 @@ _RANK = {s: i for i, s in enumerate(STATES)}
 # 1 (2026-11-25): first version.
 # 2 (2026-11-26): h2d and d2h are measured one GPU at a time (h2d_all and d2h_all: every GPU at once, a node
 #    total); "simulated" (the fake backend's verdicts, and each of its verdicts); "host_class"; each GPU's
-#    "binding" (the CPUs its measuring process ran on). A version 1 verdict reads the same but for those.
+#    "binding" (the CPUs its measuring process ran on); "phases" (what was measured, how long each took). A
+#    version 1 verdict reads the same but for those.
 FORMAT = "gpubench-check"
 FORMAT_VERSION = 2
 # What every verdict of a check on made-up GPUs (the fake backend) says first, in every format.
 SIMULATED = "simulated"
+OUT = "gpubench-check"  # where the check's run directories go by default: <OUT>/<cluster>/<run id>
+HISTORY = "history"  # --expect history: this node's own earlier checks under <out>/<cluster>
 
 
 def worst(states) -> State:
@@ -88,6 +91,8 @@ class NodeVerdict:
     argv: list[str] = field(default_factory=list)
     strict: bool = False
     host_class: str | None = None  # the class of host the figures the host sets were measured on (its CPU model)
+    # What was measured and how long each took: {"what", "gpus", "wall_s", "run_dirs", "why"}; "start" first
+    phases: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def simulated(self) -> bool:
@@ -131,6 +136,7 @@ class NodeVerdict:
             "headline": self.headline(), "counts": counts, "strict": self.strict, "started": self.started,
             "wall_s": self.wall_s, "backend": self.backend, "simulated": self.simulated, "host_class": self.host_class,
             "argv": list(self.argv), "gpus": list(self.gpus), "run_dirs": list(self.run_dirs),
+            "phases": list(self.phases),
             "verdicts": [v.as_dict() for v in self.sorted()],
         }
 
@@ -144,4 +150,5 @@ def target_text(v: Verdict) -> str:
     return "node"
 
 
-__all__ = ["State", "STATES", "Verdict", "NodeVerdict", "worst", "target_text", "FORMAT", "FORMAT_VERSION", "SIMULATED"]
+__all__ = ["State", "STATES", "Verdict", "NodeVerdict", "worst", "target_text", "FORMAT", "FORMAT_VERSION", "SIMULATED",
+           "OUT", "HISTORY"]

@@ -16,7 +16,7 @@ from gpubench.backends import backend_class, resolve_name
 from gpubench.check import checkset, drive, envelope, facts, history
 from gpubench.check.formats import to_json
 from gpubench.check.judge import SHARED_NOTE, Judge, pids_in
-from gpubench.check.model import FORMAT, FORMAT_VERSION, SIMULATED, NodeVerdict, Verdict
+from gpubench.check.model import FORMAT, FORMAT_VERSION, HISTORY, OUT, SIMULATED, NodeVerdict, Verdict
 from gpubench.check.stations import Pool
 from gpubench.errors import UsageError
 from gpubench.outputs import write_text
@@ -24,8 +24,6 @@ from gpubench.ranks.fleet import parse_devices
 from gpubench.rundir import check_label, ensure_writable, utc_now
 
 VERDICT_FILE = history.VERDICT_FILE
-OUT = "gpubench-check"  # where the check's run directories go by default: <OUT>/<cluster>/<run id>
-HISTORY = "history"  # --expect history: this node's own earlier checks under <out>/<cluster>
 CPU_REFUSAL = ("gpubench check judges GPUs and the cpu backend has none: on a GPU node use --backend cuda or hip "
                "(auto finds them); --backend fake runs the check on made-up GPUs, to try the command and its outputs "
                "(every verdict is marked simulated), never to judge this machine")
@@ -67,11 +65,14 @@ def _identities(devices: list[int], pool: Pool) -> list[dict[str, Any]]:
     return out
 
 
-def _measure(plan: drive.Plan, say) -> tuple[list[dict[str, Any]], dict, dict]:
-    """The stations' measurements, with the health facts read meanwhile: (gpus, static facts, facts seen)."""
+def _measure(plan: drive.Plan, say) -> tuple[list[dict[str, Any]], dict, dict, float]:
+    """The stations' measurements, with the health facts read meanwhile: (gpus, static facts, facts seen, how long
+    the stations took to start)."""
     with Pool(plan.backend, plan.devices, plan.env) as pool:
         say(f"starting a measuring process on each of {len(plan.devices)} GPU(s)")
+        t0 = time.monotonic()
         pool.start()
+        start_s = time.monotonic() - t0
         gpus = _identities(plan.devices, pool)
         reader = facts.open_facts(plan.backend, [(g["index"], g["uuid"], g["pci_bus_id"]) for g in gpus])
         with reader:
@@ -79,7 +80,7 @@ def _measure(plan: drive.Plan, say) -> tuple[list[dict[str, Any]], dict, dict]:
             with facts.FactsWatch(reader, plan.devices, lambda: facts.process_tree(os.getpid())) as watch:
                 drive.measure(plan, pool, say)
             seen = {i: watch.seen(i) for i in plan.devices}
-    return gpus, static, seen
+    return gpus, static, seen, start_s
 
 
 def run(req: Request, argv: list[str]) -> NodeVerdict:
@@ -93,7 +94,7 @@ def run(req: Request, argv: list[str]) -> NodeVerdict:
     ensure_writable(req.out, cluster)
     plan = drive.Plan(backend, devices, req.out, cluster, checkset.load(req.checks or checkset.CHECKS_FILE))
     say = (lambda _m: None) if req.quiet else (lambda m: print(f"check: {m}", file=sys.stderr, flush=True))
-    gpus, static, seen = _measure(plan, say)
+    gpus, static, seen, start_s = _measure(plan, say)
     evidence = drive.evidence(plan)
     _name_gpus(gpus, evidence)
     host = _host_class(plan)
@@ -111,7 +112,8 @@ def run(req: Request, argv: list[str]) -> NodeVerdict:
     node = NodeVerdict(host=cluster, verdicts=verdicts, gpus=gpus,
                        run_dirs=[c.run_dir for c in plan.children if c.run_dir], started=started,
                        wall_s=round(time.monotonic() - t0, 1), backend=backend, argv=list(argv), strict=req.strict,
-                       host_class=host)
+                       host_class=host, phases=[{"what": "start", "gpus": devices, "wall_s": round(start_s, 2),
+                                                 "run_dirs": [], "why": ""}, *drive.phases(plan)])
     _keep(node, plan)
     return node
 

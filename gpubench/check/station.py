@@ -154,6 +154,7 @@ class Station:
         self.emit("ungrouped")
 
     def do_run(self, job: dict[str, Any]) -> None:
+        _fake_death(self.backend.name)
         kind = KINDS[job["kind"]]
         if kind is not Single and self.group is None:
             raise UsageError(f"a {job['kind']} run needs a group of stations: none was formed")
@@ -181,6 +182,19 @@ class Station:
 
             self.comm_backend = FakeBackend(self.gpu, durations=lambda w, i: FAKE_COLLECTIVE_S + w.bytes / 100e9)
         return self.comm_backend
+
+
+def _fake_death(backend: str) -> None:
+    """GPUBENCH_FAKE_STATION_DIES=MARKER (the fake backend only, for tests of the check's second attempt): the first
+    station to take the file MARKER (it deletes it) dies at once, as a station whose GPU fell off the bus would."""
+    marker = os.environ.get("GPUBENCH_FAKE_STATION_DIES")
+    if backend != "fake" or not marker:
+        return
+    try:
+        os.unlink(marker)
+    except FileNotFoundError:
+        return
+    os._exit(9)
 
 
 _ORDER = {"single": "this GPU alone", "fleet": "every GPU at once, case by case in step",
@@ -243,6 +257,15 @@ def main(argv: list[str]) -> int:
         emit("failed", why=_first_line(e), usage=isinstance(e, UsageError))
         return 1
     handlers = {"group": station.do_group, "ungroup": station.do_ungroup, "run": station.do_run}
+    try:
+        _serve(handlers, emit)
+    except KeyboardInterrupt:  # the check was interrupted: it ends its stations
+        return 130
+    return 0
+
+
+def _serve(handlers: dict[str, Callable[[dict[str, Any]], None]], emit: Emit) -> None:
+    """Each job of standard input, in turn, until its end."""
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -253,7 +276,6 @@ def main(argv: list[str]) -> int:
             if os.environ.get("GPUBENCH_DEBUG_STATION"):
                 traceback.print_exc()
             emit("failed", why=_first_line(e), usage=isinstance(e, UsageError))
-    return 0
 
 
 if __name__ == "__main__":

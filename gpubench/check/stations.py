@@ -191,9 +191,21 @@ class Pool:
     def __enter__(self) -> Pool:
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, kind: Any, *exc: Any) -> bool:
+        if kind is not None and issubclass(kind, KeyboardInterrupt):
+            self.interrupt()
         self.close()
         return False
+
+    def interrupt(self) -> None:
+        """A Ctrl-C: each station stops its case (its run directory says interrupted, as a run's does) and ends."""
+        for s in self.stations.values():
+            if s.alive:
+                try:
+                    s.proc.send_signal(signal.SIGINT)
+                except OSError:
+                    pass
+            s.hang_up()
 
 
 def form(groups: Sequence[Sequence[Station]], watchdog_s: float = WATCHDOG_S) -> None:

@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from gpubench import outputs
-from gpubench.check import formats, gather
-from gpubench.check.node import HISTORY, OUT, Request, run
+from gpubench.check.model import HISTORY, OUT
 from gpubench.commands import EXIT_FAILED, EXIT_OK, add_device_args, default_cluster
-from gpubench.console import out_console
 from gpubench.errors import UsageError
 
 
@@ -50,6 +47,12 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    # The check's modules read tables (pandas) and draw them (rich): loaded when the command runs, not for --help
+    from gpubench import outputs
+    from gpubench.check import formats, gather
+    from gpubench.check.node import Request, run
+    from gpubench.console import out_console
+
     if args.gather:
         if not args.fleet:
             raise UsageError("--gather reads the verdicts under --fleet DIR: give the folder of the nodes' check runs")

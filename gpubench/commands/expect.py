@@ -7,8 +7,6 @@ from __future__ import annotations
 import argparse
 
 from gpubench import __version__
-from gpubench.check import envelope, history
-from gpubench.console import fmt_value, out_console
 from gpubench.errors import UsageError
 
 
@@ -22,6 +20,10 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    # check runs' tables (pandas) and the console (rich): loaded when the command runs, not for --help
+    from gpubench.check import envelope, history
+    from gpubench.console import fmt_value, out_console
+
     found = history.verdict_files(args.paths)
     if not found:
         raise UsageError(f"no check run under {', '.join(args.paths)}: give the run directories gpubench check wrote")
