@@ -141,7 +141,7 @@ def make(figures: Figures, source: str, match: str | None = None, meta: dict[str
     model = next(iter(figures.models))
     wanted = set(figures.values) if keys is None else set(keys) & set(figures.values)
     entries = {k: envelope.entry(figures.values[k], *figures.kinds[k], gpus=figures.gpus.get(k))
-               for k in sorted(wanted)}
+               for k in figures.values if k in wanted}
     extra = {"host_class": sorted(figures.host_classes)} if figures.host_classes else {}
     return envelope.Envelope(model, match or f"^{re.escape(model)}$", entries, source, meta={**extra, **(meta or {})})
 
