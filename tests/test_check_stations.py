@@ -301,3 +301,20 @@ def test_a_nodes_own_history_is_its_envelope_once_it_has_enough_healthy_checks(t
 def test_checks_before_version_2_are_no_history_of_todays_host_copies(tmp_path):
     root = _history(tmp_path, ["PASS"] * 6, version=1)
     assert history.own(root, "n1", None)[0] is None
+
+
+def test_on_gpus_a_figure_is_measured_at_the_one_size_it_is_judged_at(tmp_path):
+    import re
+
+    figures = [f for f in checkset.load() if f.key in ("h2d", "peer", "hbm")]
+    on_gpu = re.compile(checkset.selection(figures, "cuda")[1])
+    assert on_gpu.fullmatch("direction=h2d,memory=pinned,src=host,dst=gpu3,copy_bytes=1073741824")
+    assert not on_gpu.fullmatch("direction=h2d,memory=pinned,src=host,dst=gpu3,copy_bytes=1048576")
+    assert on_gpu.fullmatch("direction=peer,memory=device,src=gpu0,dst=gpu3,copy_bytes=1073741824")
+    assert on_gpu.fullmatch("op=triad,dtype=fp32,array_bytes=268435456,impl=torch")  # no `at`: the quick grid's
+    fake = re.compile(checkset.selection(figures, "fake")[1])  # 1 GiB does not fit the fake device: the grid's sizes
+    assert fake.fullmatch("direction=h2d,memory=pinned,src=host,dst=gpu3,copy_bytes=1048576")
+    bad = tmp_path / "c.toml"
+    bad.write_text('[[figure]]\nkey = "x"\ntitle = "x"\nsuite = "s"\ncase = "n=1"\nmetric = "m"\nat = "1G"\n')
+    with pytest.raises(checkset.UsageError, match="at = \"1G\" picks a size"):
+        checkset.load(bad)

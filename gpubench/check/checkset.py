@@ -18,9 +18,11 @@ import pandas as pd
 
 from gpubench import tomlfile
 from gpubench.errors import UsageError
+from gpubench.units import parse_size
 
 CHECKS_FILE = Path(__file__).with_name("checks.toml")
 RUNS = ("devices", "turns", "node", "pairs")
+GPU_BACKENDS = ("cuda", "hip")
 COMBINE = (None, "sum")
 TARGETS = ("gpu", "pair", "node")
 
@@ -37,11 +39,18 @@ class Figure:
     largest: str | None = None
     needs: int = 1
     combine: str | None = None  # "sum": a node figure made of every GPU's rows of a devices run, added up
-
+    at: str | None = None  # on GPUs, only the case whose `largest` parameter is this size ("1G")
 
     @property
     def pattern(self) -> re.Pattern:
         return re.compile(self.case)
+
+    def case_on(self, backend: str) -> str:
+        """The regex of the cases to measure on ``backend``: on a GPU, where the figure says ``at``, the one size it
+        is judged at, not every size of the quick grid (whose largest it would be judged at anyway)."""
+        if not (self.at and self.largest and backend in GPU_BACKENDS):
+            return self.case
+        return self.case.replace(f"{self.largest}=\\d+", f"{self.largest}={parse_size(self.at)}")
 
 
 def load(path: str | Path = CHECKS_FILE) -> list[Figure]:
@@ -55,6 +64,11 @@ def load(path: str | Path = CHECKS_FILE) -> list[Figure]:
             raise UsageError(f"{path}: figure {i + 1} ({entry.get('key', '?')}): {e}") from e
         if f.run not in RUNS or f.target not in TARGETS:
             raise UsageError(f"{path}: figure {f.key}: run must be one of {RUNS} and target one of {TARGETS}")
+        if f.at is not None and (not f.largest or f"{f.largest}=\\d+" not in f.case):
+            raise UsageError(f"{path}: figure {f.key}: at = \"{f.at}\" picks a size of its largest parameter: give "
+                             "largest, and a case regex with <largest>=\\d+ in it")
+        if f.at is not None:
+            parse_size(f.at)  # a bad size fails here, with the file named by the UsageError
         if f.combine not in COMBINE or (f.combine and (f.run != "devices" or f.target != "node")):
             raise UsageError(f"{path}: figure {f.key}: combine = \"sum\" adds up a devices run's GPUs into a node "
                              "figure (run = \"devices\", target = \"node\")")
@@ -64,10 +78,10 @@ def load(path: str | Path = CHECKS_FILE) -> list[Figure]:
     return figures
 
 
-def selection(figures: list[Figure]) -> tuple[list[str], str]:
-    """The suites that measure ``figures``, and the --filter that selects their cases."""
+def selection(figures: list[Figure], backend: str | None = None) -> tuple[list[str], str]:
+    """The suites that measure ``figures``, and the --filter that selects their cases (on ``backend``)."""
     suites = list(dict.fromkeys(f.suite for f in figures))
-    return suites, "^(" + "|".join(f.case for f in figures) + ")$"
+    return suites, "^(" + "|".join(f.case_on(backend or "") for f in figures) + ")$"
 
 
 def devices_filter(figures: list[Figure]) -> tuple[list[str], str]:

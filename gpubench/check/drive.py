@@ -100,7 +100,7 @@ def _comm_sizes(plan: Plan) -> tuple[int, ...]:
 
 
 def _job(plan: Plan, step: Step, gpus: Sequence[int]) -> dict[str, Any]:
-    suites, pattern = checkset.selection(list(step.figures))
+    suites, pattern = checkset.selection(list(step.figures), plan.backend)
     if step.case is not None:
         pattern = f"^{re.escape(step.case)}$"
     return {"kind": step.kind, "what": step.what, "suites": suites, "filter": pattern,

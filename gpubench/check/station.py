@@ -150,7 +150,9 @@ class Station:
     def do_ungroup(self, job: dict[str, Any]) -> None:
         if self.group is not None:
             self.group.close()
-        self.group, self.store = None, None
+        # A store this station hosts stays up until the next group replaces it: the other ranks' heartbeats reach it
+        # until they have left too (a store gone for 3 s ends a rank: gpubench.ranks.group)
+        self.group = None
         self.emit("ungrouped")
 
     def do_run(self, job: dict[str, Any]) -> None:
