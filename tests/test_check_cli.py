@@ -221,6 +221,30 @@ def test_a_nodes_own_history_becomes_its_envelope(tmp_path):
     assert all(held[k]["reference"].startswith("envelope n1 (history of n1: 5 earlier checks") for k in held)
 
 
+def test_a_total_below_its_floor_is_measured_again_on_every_gpu_at_once(tmp_path):
+    (tmp_path / "totals.toml").write_text(
+        "[[figure]]\nkey = \"h2d_all\"\ntitle = \"h2d, every GPU at once\"\nsuite = \"copy\"\n"
+        "case = 'direction=h2d,memory=pinned,src=host,dst=gpu\\d+,copy_bytes=\\d+'\nmetric = \"bandwidth\"\n"
+        "largest = \"copy_bytes\"\ntarget = \"node\"\ncombine = \"sum\"\nneeds = 2\n")
+    (tmp_path / "fake.toml").write_text(
+        'format = "gpubench-expect"\nversion = 2\ngpu = "Fake GPU"\nmatch = "^Fake GPU$"\nsource = "test"\n'
+        '[figure.h2d_all]\nunit = "GB/s"\nbetter = "higher"\ntypical = 135.0\nwarn_at = 125.0\nfail_at = 120.0\n'
+        'gpus = 2\n')
+    marker = tmp_path / "slow-once"
+    marker.write_text("")
+    proc = _gpubench("check", "--backend", "fake", "--out", tmp_path / "r", "--cluster", "n1", "--checks",
+                     tmp_path / "totals.toml", "--expect", tmp_path / "fake.toml",
+                     env={"GPUBENCH_FAKE_DEVICES": "2", "GPUBENCH_FAKE_SLOW_CASES": "2:direction=h2d",
+                          "GPUBENCH_FAKE_SLOW_ONCE": str(marker)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = _verdict(tmp_path)
+    (total,) = [v for v in doc["verdicts"] if v["check"] == "h2d_all"]
+    # one station read half its GPU's rate: the total, 3/4 of typical, was measured again by two fresh stations
+    assert total["value"] < 120.0 and total["retry"] == pytest.approx(135.4, rel=0.01), total
+    assert total["state"] == "PASS" and "retry in a fresh process reached" in total["text"]
+    assert [p["what"] for p in doc["phases"]] == ["start", "devices", "retry h2d_all node"]
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     for args, words in ((["--devices", "7"], "no device 7"), (["--expect", tmp_path / "none.toml"], "cannot read"),
                         (["--format", "prometheus"], "--report PATH.prom"),

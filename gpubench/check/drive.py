@@ -256,8 +256,8 @@ def retry(plan: Plan, ev: Evidence) -> Evidence | None:
     """``ev``'s figure measured again by fresh stations (fresh processes): a per-GPU case alone on its GPU, a
     total of every GPU at once again, a collective over its pair or the node again. None if it could not be."""
     f, row = ev.figure, ev.row or {}
-    if f.combine:
-        gpus, step, pair = plan.devices, Step(f"retry {f.key} {ev.target}", "fleet", (f,), case=row.get("case")), None
+    if f.combine:  # every GPU's case again (each GPU names its own case: the figure's pattern, not one id)
+        gpus, step, pair = plan.devices, Step(f"retry {f.key} {ev.target}", "fleet", (f,)), None
     elif f.run in ("devices", "turns"):
         gpus = [int(row.get("device_index") or 0)]
         step, pair = Step(f"retry {f.key} {ev.target}", "single", (f,), case=str(row.get("case"))), None
