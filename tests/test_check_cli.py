@@ -245,6 +245,53 @@ def test_a_total_below_its_floor_is_measured_again_on_every_gpu_at_once(tmp_path
     assert [p["what"] for p in doc["phases"]] == ["start", "devices", "retry h2d_all node"]
 
 
+def _marked(mark: str) -> list[int]:
+    """Processes whose environment carries ``mark`` (a check's stations inherit it)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and mark.encode() in (proc / "environ").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def _started(tmp_path, mark: str):
+    """A check on 2 fake GPUs, returned once its stations measure (its stderr says so)."""
+    small = tmp_path / "small.toml"
+    small.write_text(SMALL)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(FAKE_ENV)}
+    proc = subprocess.Popen([sys.executable, "-m", "gpubench", "check", "--backend", "fake", "--out", tmp_path / "r",
+                             "--checks", small], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            cwd=ROOT, env={**base, "GPUBENCH_FAKE_DEVICES": "2", "GPUBENCH_TEST_MARK": mark})
+    for line in proc.stderr:
+        if line.startswith("check: measuring"):
+            return proc
+    pytest.fail(f"the check ended before it measured (exit {proc.wait()})")
+
+
+def test_ctrl_c_ends_the_check_and_its_stations_and_so_does_its_death(tmp_path):
+    import signal
+    import time
+
+    mark = f"check-{os.getpid()}-{time.monotonic_ns()}"
+    proc = _started(tmp_path, mark + "-int")
+    assert len(_marked(mark + "-int")) == 3  # the check and its two stations
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130 and "gpubench: interrupted" in proc.stderr.read()
+    end = time.monotonic() + 30
+    while _marked(mark + "-int") and time.monotonic() < end:
+        time.sleep(0.2)
+    assert not _marked(mark + "-int")  # no station outlives its check
+    proc = _started(tmp_path, mark + "-kill")
+    proc.kill()  # the check dies without a word: its stations notice and end
+    proc.wait(timeout=10)
+    while _marked(mark + "-kill") and time.monotonic() < end + 30:
+        time.sleep(0.2)
+    assert not _marked(mark + "-kill")
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     for args, words in ((["--devices", "7"], "no device 7"), (["--expect", tmp_path / "none.toml"], "cannot read"),
                         (["--format", "prometheus"], "--report PATH.prom"),
