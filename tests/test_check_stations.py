@@ -318,3 +318,19 @@ def test_on_gpus_a_figure_is_measured_at_the_one_size_it_is_judged_at(tmp_path):
     bad.write_text('[[figure]]\nkey = "x"\ntitle = "x"\nsuite = "s"\ncase = "n=1"\nmetric = "m"\nat = "1G"\n')
     with pytest.raises(checkset.UsageError, match="at = \"1G\" picks a size"):
         checkset.load(bad)
+
+
+def test_a_gpu_its_run_has_no_row_for_is_not_measured_never_absent(tmp_path):
+    from gpubench import results
+    from gpubench.check import drive
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"status": "failed", "schema_version": results.SCHEMA_VERSION}))
+    results.save(results.frame([_copy_row(0, 54.0)], ("direction",)), run / "copy.parquet", suite="copy")
+    plan = drive.Plan("cuda", [0, 1], str(tmp_path), "n1", [H2D])
+    plan.children.append(drive.Child("turns", str(run), 1, figures=("h2d",), gpus=(0, 1), status="failed"))
+    evs = {e.target: e for e in drive.evidence(plan)}
+    assert set(evs) == {"gpu0", "gpu1"} and evs["gpu0"].row is not None and evs["gpu1"].row is None
+    v = Judge(_env(), host=HOST).one(evs["gpu1"], [])
+    assert v.state == "FAIL" and v.text == "not measured: its run (failed) has no row of it"

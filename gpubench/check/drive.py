@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpubench import results
@@ -49,6 +49,7 @@ class Child:
     wall_s: float = 0.0
     figures: tuple[str, ...] = ()  # the keys of the figures it measured
     gpus: tuple[int, ...] = ()
+    status: str = ""  # its run's: complete, failed (a peer lost), interrupted
 
 
 @dataclass
@@ -109,9 +110,9 @@ def _job(plan: Plan, step: Step, gpus: Sequence[int]) -> dict[str, Any]:
 
 
 def _record(plan: Plan, step: Step, gpus: Sequence[int], run_dir: str | None, code: int, why: str, t0: float,
-            pair: tuple[int, int] | None = None) -> Child:
+            pair: tuple[int, int] | None = None, status: str = "") -> Child:
     c = Child(step.what, run_dir, code, why, pair, time.monotonic() - t0, tuple(f.key for f in step.figures),
-              tuple(gpus))
+              tuple(gpus), status)
     plan.children.append(c)
     return c
 
@@ -161,7 +162,8 @@ def _attempt(plan: Plan, pool: Pool, sets: Sequence[Sequence[int]], steps: Seque
             answers = stations.run(members, _job(plan, step, sets[0]))
             for gpus, pair, a in zip(sets, pairs, answers):
                 why = "" if a.get("run_dir") else f"the run ended without results ({a.get('status')})"
-                done.append(_record(plan, step, gpus, a.get("run_dir"), int(bool(a.get("failures"))), why, t0, pair))
+                done.append(_record(plan, step, gpus, a.get("run_dir"), int(bool(a.get("failures"))), why, t0, pair,
+                                    str(a.get("status") or "")))
             t0 = time.monotonic()
         if grouped:
             stations.leave(members)
@@ -236,7 +238,11 @@ def evidence(plan: Plan) -> list[Evidence]:
         for f in figures:
             # A comm run's figure is its pair's (the pair it was given), or the node's.
             pair = c.pair if f.target == "pair" and f.run in ("node", "pairs") else None
-            out += checkset.evidence(f, frames[c.run_dir], c.run_dir, pair=pair)
+            got = checkset.evidence(f, frames[c.run_dir], c.run_dir, pair=pair)
+            # A target its run has no row for (the run failed on the way: a peer lost) is not measured, never absent
+            why = f"its run ({c.status or 'ended'}) has no row of it"
+            targets = {e.target for e in got}
+            out += got + [e for e in _missing(f, replace(c, why=why)) if e.target not in targets]
     return out
 
 

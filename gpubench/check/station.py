@@ -57,14 +57,6 @@ FAKE_COLLECTIVE_S = 1e-3
 _PARENT_POLL_S = 1.0
 
 
-class _Group(Group):
-    """A group that runs one measurement after another: a run's abort callback (mark its run directory failed)
-    replaces the last run's, whose directory is complete."""
-
-    def on_abort(self, fn: Callable[[str], None]) -> None:
-        self._on_abort[:] = [fn]
-
-
 class _Recorded:
     """A run of the check: run.json says so, with where its process was bound (``check`` in run.json)."""
 
@@ -144,7 +136,7 @@ class Station:
         os.environ["GPUBENCH_STORE_HOSTED"] = "1"  # a station hosts the store: the group is not rank 0's to host
         renv = RankEnv("check", rank, world, rank, world, "127.0.0.1", int(port), 1)
         gpu = self.backend.name in ("cuda", "hip")
-        self.group = _Group(renv, "nccl" if gpu else "gloo", timeout, device=self.backend.torch_device if gpu else None)
+        self.group = Group(renv, "nccl" if gpu else "gloo", timeout, device=self.backend.torch_device if gpu else None)
         self.emit("grouped", rank=rank)
 
     def do_ungroup(self, job: dict[str, Any]) -> None:
