@@ -14,13 +14,13 @@ import os
 import queue
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from gpubench.ranks.env import standalone
+from gpubench.ranks.python import module_command
 
 READY_TIMEOUT_S = 300.0  # start-up: Python, torch, a device context (seconds on a cold file cache)
 GROUP_TIMEOUT_S = 300.0  # a group's rendezvous and its library's communicator
@@ -44,7 +44,7 @@ class Station:
         self.gpu = gpu
         self.info: dict[str, Any] = {}  # its "ready" answer: the GPU's identity, the binding, the pid
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gpubench.check.station", backend, str(gpu), str(stations)],
+            module_command("gpubench.check.station", backend, str(gpu), str(stations)),  # not a ./gpubench folder
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
             env={**standalone(os.environ), **(env or {})}, start_new_session=True)
         self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
