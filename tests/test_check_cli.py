@@ -1,4 +1,4 @@
-"""`gpubench check` end to end on fake GPUs: the children it starts, the facts it reads, the verdict it prints and
+"""`gpubench check` end to end on fake GPUs: the stations it starts (and what ends them), the facts it reads, the verdict it prints and
 writes (JSON against its schema, JUnit, Prometheus text read back by real parsers), gather and expect."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -258,7 +259,8 @@ def _marked(mark: str) -> list[int]:
 
 
 def _started(tmp_path, mark: str):
-    """A check on 2 fake GPUs, returned once its stations measure (its stderr says so)."""
+    """A check on 2 fake GPUs, returned once its stations measure and a run of theirs is open."""
+    tmp_path.mkdir()
     small = tmp_path / "small.toml"
     small.write_text(SMALL)
     base = {k: v for k, v in os.environ.items() if not k.startswith(FAKE_ENV)}
@@ -267,16 +269,20 @@ def _started(tmp_path, mark: str):
                             cwd=ROOT, env={**base, "GPUBENCH_FAKE_DEVICES": "2", "GPUBENCH_TEST_MARK": mark})
     for line in proc.stderr:
         if line.startswith("check: measuring"):
-            return proc
-    pytest.fail(f"the check ended before it measured (exit {proc.wait()})")
+            break
+    else:
+        pytest.fail(f"the check ended before it measured (exit {proc.wait()})")
+    end = time.monotonic() + 120
+    while not list((tmp_path / "r").rglob("run.json")) and proc.poll() is None and time.monotonic() < end:
+        time.sleep(0.1)  # a run is open: what ends the check must close it
+    return proc
 
 
 def test_ctrl_c_ends_the_check_and_its_stations_and_so_does_its_death(tmp_path):
     import signal
-    import time
 
     mark = f"check-{os.getpid()}-{time.monotonic_ns()}"
-    proc = _started(tmp_path, mark + "-int")
+    proc = _started(tmp_path / "int", mark + "-int")
     assert len(_marked(mark + "-int")) == 3  # the check and its two stations
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 130 and "gpubench: interrupted" in proc.stderr.read()
@@ -284,12 +290,16 @@ def test_ctrl_c_ends_the_check_and_its_stations_and_so_does_its_death(tmp_path):
     while _marked(mark + "-int") and time.monotonic() < end:
         time.sleep(0.2)
     assert not _marked(mark + "-int")  # no station outlives its check
-    proc = _started(tmp_path, mark + "-kill")
+    statuses = [json.loads(p.read_text())["status"] for p in (tmp_path / "int" / "r").rglob("run.json")]
+    assert statuses and "running" not in statuses, statuses  # each run closed, with what it kept
+    proc = _started(tmp_path / "kill", mark + "-kill")
     proc.kill()  # the check dies without a word: its stations notice and end
     proc.wait(timeout=10)
     while _marked(mark + "-kill") and time.monotonic() < end + 30:
         time.sleep(0.2)
     assert not _marked(mark + "-kill")
+    statuses = [json.loads(p.read_text())["status"] for p in (tmp_path / "kill" / "r").rglob("run.json")]
+    assert statuses and "running" not in statuses, statuses
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):

@@ -43,6 +43,7 @@ from gpubench.backends.base import Backend
 from gpubench.check import affinity
 from gpubench.errors import UsageError
 from gpubench.options import read as read_options
+from gpubench.ranks import ending
 from gpubench.ranks.env import RankEnv, share_host_cores
 from gpubench.ranks.group import Group
 from gpubench.registry import select
@@ -230,8 +231,8 @@ def _orphan_watch(parent: int) -> None:
     def watch() -> None:
         while True:
             time.sleep(_PARENT_POLL_S)
-            if os.getppid() != parent:
-                os._exit(1)
+            if os.getppid() != parent:  # its run, if one is open, is closed as interrupted with what it kept
+                ending.end("interrupted", "the gpubench check that started this measuring process is gone", 1)
 
     threading.Thread(target=watch, name="gpubench-station-parent", daemon=True).start()
 
@@ -240,6 +241,7 @@ def main(argv: list[str]) -> int:
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # prints of libraries go to standard error, never into the protocol
     _orphan_watch(os.getppid())
+    ending.install()  # a SIGTERM (the check ending a station that would not stop) closes its run: interrupted
 
     def emit(event: str, **fields: Any) -> None:
         protocol.write(json.dumps({"event": event, **fields}) + "\n")
