@@ -255,8 +255,8 @@ def main(argv: list[str]) -> int:
     handlers = {"group": station.do_group, "ungroup": station.do_ungroup, "run": station.do_run}
     try:
         _serve(handlers, emit)
-    except KeyboardInterrupt:  # the check was interrupted: it ends its stations
-        return 130
+    except KeyboardInterrupt:  # the check was interrupted (it ends its stations): a run left open is closed
+        ending.end("interrupted", "interrupted (Ctrl-C)", 130)
     return 0
 
 
