@@ -195,13 +195,6 @@ def test_rounds_pair_every_gpu_once_in_disjoint_rounds():
     assert len(eight) == 7 and all(len(r) == 4 for r in eight)
 
 
-def test_visible_devices_follow_what_this_process_was_given(monkeypatch):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
-    assert drive._visible("cuda", [1, 3]) == {"CUDA_VISIBLE_DEVICES": "5,7"}
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    assert drive._visible("hip", [0, 2]) == {"HIP_VISIBLE_DEVICES": "0,2"} and drive._visible("fake", [0]) == {}
-
-
 def test_the_shipped_check_set_loads_and_selects_its_cases():
     figures = checkset.load()
     keys = [f.key for f in figures]

@@ -1,4 +1,4 @@
-"""`gpubench check` end to end on fake GPUs: the children it starts, the facts it reads, the verdict it prints and
+"""`gpubench check` end to end on fake GPUs: the stations it starts (and what ends them), the facts it reads, the verdict it prints and
 writes (JSON against its schema, JUnit, Prometheus text read back by real parsers), gather and expect."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -32,10 +33,10 @@ metric = "time"
 FAKE_ENV = ("GPUBENCH_FAKE_",)
 
 
-def _gpubench(*args, env=None, timeout=300):
+def _gpubench(*args, env=None, timeout=300, cwd=ROOT):
     base = {k: v for k, v in os.environ.items() if not k.startswith(FAKE_ENV)}
     return subprocess.run([sys.executable, "-m", "gpubench", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env={**base, **(env or {})})
+                          timeout=timeout, cwd=cwd, env={**base, **(env or {})})
 
 
 def _check(tmp_path, *args, env=None, checks=True):
@@ -78,7 +79,8 @@ def test_a_slow_gpu_and_bad_facts_are_named_and_the_others_pass(four):
     assert "20% below its 3 peers' median" in texts[("hbm", "gpu3")]
     hbm3 = next(v for v in doc["verdicts"] if v["target"] == "gpu3" and v["check"] == "hbm")
     assert hbm3["retry"] == pytest.approx(hbm3["value"], rel=0.01)  # the retry in a fresh process agreed
-    assert doc["state"] == "FAIL" and doc["headline"].startswith("node n1: FAIL — GPU 0")
+    assert doc["state"] == "FAIL" and doc["headline"].startswith("node n1: FAIL (simulated: ")
+    assert "— GPU 0 hardware throttling" in doc["headline"]  # the mark said once, not before each finding
     assert proc.stdout.strip().splitlines()[-1] == doc["headline"]  # the one line beside the JSON file
     # the verdict beside the figures, in an ordinary run directory
     assert _verdict(tmp)["verdicts"] == doc["verdicts"]
@@ -107,7 +109,7 @@ def test_a_shared_gpu_is_warned_with_the_pid_never_failed(tmp_path):
     assert s[("hbm", "gpu0")] == "PASS" and s[("processes", "gpu0")] == "PASS"
     assert "pid 4242" in next(v["text"] for v in doc["verdicts"] if v["target"] == "gpu1" and v["check"] == "hbm")
     first = proc.stdout.splitlines()[0]
-    assert first.startswith("node n1: WARN — GPU 1 hbm") and "pid 4242" in first
+    assert first.startswith("node n1: WARN (simulated: ") and "— GPU 1 hbm" in first and "pid 4242" in first
 
 
 def test_a_figure_below_the_floor_whose_retry_reaches_it_passes_with_the_note(tmp_path):
@@ -156,12 +158,156 @@ def test_junit_and_prometheus_read_back(tmp_path):
     assert status[("1", "pcie_link")] == 0 and status[("0", "pcie_link")] == 1
     node = families["gpubench_check_node_status"].samples[0]
     assert node.labels["host"] == "n1" and node.value == 0
+    # the fake backend's GPUs are made up: every sample says so, and every JUnit test case
+    assert all(s.labels.get("simulated") == "true" for f in families.values() for s in f.samples)
+    assert all(c.classname.startswith("gpubench.check.") for s in xml for c in s)
+    text = (tmp_path / "j.xml").read_text()
+    assert text.count('name="simulated" value="true"') == len(cases) + 1  # each case, and the suite
+
+
+def test_the_fake_backend_says_simulated_everywhere_and_writes_in_its_own_folder(tmp_path):
+    small = tmp_path / "small.toml"
+    small.write_text(SMALL)
+    proc = _gpubench("check", "--backend", "fake", "--cluster", "n1", "--checks", small, cwd=tmp_path,
+                     env={"GPUBENCH_FAKE_DEVICES": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("node n1: PASS (simulated: the fake backend's made-up GPUs, not hardware)")
+    gpu0 = next(line for line in lines if line.startswith("GPU 0"))
+    assert "Fake GPU (simulated)" in gpu0
+    assert not (tmp_path / "results").exists()  # beside the user's own runs: never
+    (path,) = list((tmp_path / "gpubench-check" / "n1").rglob("check.json"))
+    doc = json.loads(path.read_text())
+    assert doc["simulated"] is True and doc["verdicts"]
+    assert all(v["simulated"] and v["text"].startswith("simulated: ") for v in doc["verdicts"])
+    facts = {v["check"]: v["text"] for v in doc["verdicts"] if v["kind"] == "fact"}
+    assert facts["nvlink"] == "simulated: 18 of 18 NVLink links up" and facts["pcie_link"].startswith("simulated: ")
+
+
+def test_a_station_that_dies_is_replaced_and_one_that_cannot_start_fails_its_figures(tmp_path):
+    marker = tmp_path / "dies"
+    marker.write_text("")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    proc = _check(tmp_path / "a", "--no-retry", env={"GPUBENCH_FAKE_DEVICES": "2",
+                                                      "GPUBENCH_FAKE_STATION_DIES": str(marker)})
+    assert proc.returncode == 0 and not marker.exists(), proc.stderr[-3000:]  # a fresh pair of stations measured
+    doc = _verdict(tmp_path / "a")
+    assert {v["state"] for v in doc["verdicts"] if v["check"] == "hbm"} == {"PASS"}
+    proc = _check(tmp_path / "b", env={"GPUBENCH_FAKE_DEVICES": "2", "GPUBENCH_FAKE_PROCESS_LEVELS": "x"})
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert not list((tmp_path / "b").rglob("check.json"))  # nothing measured: no run directory to keep it in
+    assert "not measured: GPU 0: ValueError" in proc.stdout and "hbm" in proc.stdout
+
+
+def test_a_nodes_own_history_becomes_its_envelope(tmp_path):
+    env = {"GPUBENCH_FAKE_DEVICES": "1"}
+    proc = _check(tmp_path, "--expect", "history", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "history: 0 earlier check(s) of n1" in proc.stderr  # none yet: said, and the other references hold
+    (first,) = [p.parent for p in (tmp_path / "r" / "n1").rglob("check.json")]
+    for k in range(4):  # four more checks of this node, as if run on other nights
+        doc = json.loads((first / "check.json").read_text())
+        doc["started"] = f"2026-11-0{k + 1}T00:00:00+00:00"
+        copy = first.parent / f"{first.name}-{k}"
+        copy.mkdir()
+        (copy / "check.json").write_text(json.dumps(doc))
+    proc = _check(tmp_path, "--expect", "history", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "history of n1: 5 earlier checks, 2026-11-01 to" in proc.stderr
+    doc = max(((p, json.loads(p.read_text())) for p in (tmp_path / "r" / "n1").rglob("check.json")),
+              key=lambda pd_: pd_[1]["started"])[1]
+    held = {v["check"]: v for v in doc["verdicts"] if v["kind"] == "performance"}
+    assert {held[k]["state"] for k in ("hbm", "launch")} == {"PASS"}, held
+    assert all(held[k]["reference"].startswith("envelope n1 (history of n1: 5 earlier checks") for k in held)
+
+
+def test_a_total_below_its_floor_is_measured_again_on_every_gpu_at_once(tmp_path):
+    (tmp_path / "totals.toml").write_text(
+        "[[figure]]\nkey = \"h2d_all\"\ntitle = \"h2d, every GPU at once\"\nsuite = \"copy\"\n"
+        "case = 'direction=h2d,memory=pinned,src=host,dst=gpu\\d+,copy_bytes=\\d+'\nmetric = \"bandwidth\"\n"
+        "largest = \"copy_bytes\"\ntarget = \"node\"\ncombine = \"sum\"\nneeds = 2\n")
+    (tmp_path / "fake.toml").write_text(
+        'format = "gpubench-expect"\nversion = 2\ngpu = "Fake GPU"\nmatch = "^Fake GPU$"\nsource = "test"\n'
+        '[figure.h2d_all]\nunit = "GB/s"\nbetter = "higher"\ntypical = 135.0\nwarn_at = 125.0\nfail_at = 120.0\n'
+        'gpus = 2\n')
+    marker = tmp_path / "slow-once"
+    marker.write_text("")
+    proc = _gpubench("check", "--backend", "fake", "--out", tmp_path / "r", "--cluster", "n1", "--checks",
+                     tmp_path / "totals.toml", "--expect", tmp_path / "fake.toml",
+                     env={"GPUBENCH_FAKE_DEVICES": "2", "GPUBENCH_FAKE_SLOW_CASES": "2:direction=h2d",
+                          "GPUBENCH_FAKE_SLOW_ONCE": str(marker)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = _verdict(tmp_path)
+    (total,) = [v for v in doc["verdicts"] if v["check"] == "h2d_all"]
+    # one station read half its GPU's rate: the total, 3/4 of typical, was measured again by two fresh stations
+    assert total["value"] < 120.0 and total["retry"] == pytest.approx(135.4, rel=0.01), total
+    assert total["state"] == "PASS" and "retry in a fresh process reached" in total["text"]
+    assert [p["what"] for p in doc["phases"]] == ["start", "devices", "retry h2d_all node"]
+
+
+def _marked(mark: str) -> list[str]:
+    """The command lines of the processes whose environment carries ``mark`` (a check's stations inherit it)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and mark.encode() in (proc / "environ").read_bytes():
+                found.append((proc / "cmdline").read_bytes().decode(errors="replace"))
+        except OSError:
+            continue
+    return found
+
+
+def _started(tmp_path, mark: str):
+    """A check on 2 fake GPUs, returned once its stations measure and a run of theirs is open."""
+    tmp_path.mkdir()
+    small = tmp_path / "small.toml"
+    small.write_text(SMALL)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(FAKE_ENV)}
+    proc = subprocess.Popen([sys.executable, "-m", "gpubench", "check", "--backend", "fake", "--out", tmp_path / "r",
+                             "--checks", small], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            cwd=ROOT, env={**base, "GPUBENCH_FAKE_DEVICES": "2", "GPUBENCH_TEST_MARK": mark})
+    for line in proc.stderr:
+        if line.startswith("check: measuring"):
+            break
+    else:
+        pytest.fail(f"the check ended before it measured (exit {proc.wait()})")
+    end = time.monotonic() + 120
+    while not list((tmp_path / "r").rglob("run.json")) and proc.poll() is None and time.monotonic() < end:
+        time.sleep(0.1)  # a run is open: what ends the check must close it
+    return proc
+
+
+def test_ctrl_c_ends_the_check_and_its_stations_and_so_does_its_death(tmp_path):
+    import signal
+
+    mark = f"check-{os.getpid()}-{time.monotonic_ns()}"
+    proc = _started(tmp_path / "int", mark + "-int")
+    # the check and its two stations (and whatever short-lived command a run starts: git rev-parse)
+    assert sum("gpubench.check.station" in cmd for cmd in _marked(mark + "-int")) == 2
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130 and "gpubench: interrupted" in proc.stderr.read()
+    end = time.monotonic() + 30
+    while _marked(mark + "-int") and time.monotonic() < end:
+        time.sleep(0.2)
+    assert not _marked(mark + "-int")  # no station outlives its check
+    statuses = [json.loads(p.read_text())["status"] for p in (tmp_path / "int" / "r").rglob("run.json")]
+    assert statuses and "running" not in statuses, statuses  # each run closed, with what it kept
+    proc = _started(tmp_path / "kill", mark + "-kill")
+    proc.kill()  # the check dies without a word: its stations notice and end
+    proc.wait(timeout=10)
+    while _marked(mark + "-kill") and time.monotonic() < end + 30:
+        time.sleep(0.2)
+    assert not _marked(mark + "-kill")
+    statuses = [json.loads(p.read_text())["status"] for p in (tmp_path / "kill" / "r").rglob("run.json")]
+    assert statuses and "running" not in statuses, statuses
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     for args, words in ((["--devices", "7"], "no device 7"), (["--expect", tmp_path / "none.toml"], "cannot read"),
                         (["--format", "prometheus"], "--report PATH.prom"),
-                        (["--gather"], "--fleet DIR"), (["--backend", "cpu"], "judges GPUs"),
+                        (["--gather"], "--fleet DIR"),
+                        (["--backend", "cpu"], "--backend fake runs the check on made-up GPUs, to try the command"),
                         (["--format", "json", "--report", tmp_path / "no" / "v.json"], "does not exist")):
         proc = _check(tmp_path, *args)
         assert proc.returncode == 2 and words in proc.stderr, (args, proc.stderr)
@@ -183,9 +329,16 @@ def test_the_shipped_set_on_three_gpus_runs_every_figure_and_pairs_in_rounds(tmp
     assert ("all_reduce", "node") in targets and ("hbm", "gpu2") in targets
     s = _states(doc)
     assert s[("gemm_bf16", "gpu0")] == "SKIP"  # the fake device has no bf16 products: said, never passed
-    assert len(doc["run_dirs"]) == 5  # per-GPU figures, the node's all_reduce, three pairs
+    # per-GPU figures at once, host copies one GPU at a time, the node's all_reduce, three pairs
+    assert len(doc["run_dirs"]) == 6
+    orders = [json.loads((Path(d) / "run.json").read_text())["check"]["order"] for d in doc["run_dirs"]]
+    assert orders[:2] == ["every GPU at once, case by case in step", "one GPU at a time"], orders
     failed = {v["check"] for v in doc["verdicts"] if v["state"] == "FAIL"}
     assert failed == {"h2d", "d2h"}, failed
+    totals = {v["check"]: v for v in doc["verdicts"] if v["check"] in ("h2d_all", "d2h_all")}
+    assert {v["state"] for v in totals.values()} == {"SKIP"}  # the host's figure, and no envelope holds it
+    per_gpu = [v["value"] for v in doc["verdicts"] if v["check"] == "h2d"]
+    assert len(per_gpu) == 3 and totals["h2d_all"]["value"] == pytest.approx(sum(per_gpu), rel=1e-6)
     h2d = next(v for v in doc["verdicts"] if v["check"] == "h2d")
     assert "PCIe link's nominal 63.0 GB/s" in h2d["reference"] and h2d["fail_at"] == pytest.approx(0.7 * 63.0, rel=1e-3)
 
@@ -203,7 +356,7 @@ def test_expect_makes_an_envelope_that_the_next_check_uses_and_gather_reads_the_
     proc = _gpubench("check", "--backend", "fake", "--out", tmp4 / "r", "--cluster", "n2", "--checks",
                      tmp4 / "small.toml", "--expect", tmp_path / "fake.toml", env={"GPUBENCH_FAKE_DEVICES": "2"})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.startswith("node n2: PASS")
+    assert proc.stdout.startswith("node n2: PASS (simulated: ")
     proc = _gpubench("check", "--gather", "--fleet", tmp4 / "r", "--format", "json")
     assert proc.returncode == 1, proc.stderr  # n1 FAILed
     nodes = json.loads(proc.stdout)["nodes"]

@@ -110,7 +110,9 @@ def test_schema_names_exactly_the_fields_the_model_writes():
     lambda d: d["verdicts"][0].update(surprise=1),
     lambda d: d["verdicts"][0].update(pair=[0]),
     lambda d: d["counts"].pop("SKIP"),
-    lambda d: d.update(version=2),
+    lambda d: d.update(version=3),
+    lambda d: d["verdicts"][0].pop("simulated"),
+    lambda d: d.update(simulated="yes"),
 ])
 def test_schema_rejects_a_document_that_breaks_it(spoil):
     doc = json.loads(formats.to_json(make_node()))

@@ -18,9 +18,12 @@ import pandas as pd
 
 from gpubench import tomlfile
 from gpubench.errors import UsageError
+from gpubench.units import parse_size
 
 CHECKS_FILE = Path(__file__).with_name("checks.toml")
-RUNS = ("devices", "node", "pairs")
+RUNS = ("devices", "turns", "node", "pairs")
+GPU_BACKENDS = ("cuda", "hip")
+COMBINE = (None, "sum")
 TARGETS = ("gpu", "pair", "node")
 
 
@@ -35,10 +38,19 @@ class Figure:
     target: str = "gpu"
     largest: str | None = None
     needs: int = 1
+    combine: str | None = None  # "sum": a node figure made of every GPU's rows of a devices run, added up
+    at: str | None = None  # on GPUs, only the case whose `largest` parameter is this size ("1G")
 
     @property
     def pattern(self) -> re.Pattern:
         return re.compile(self.case)
+
+    def case_on(self, backend: str) -> str:
+        """The regex of the cases to measure on ``backend``: on a GPU, where the figure says ``at``, the one size it
+        is judged at, not every size of the quick grid (whose largest it would be judged at anyway)."""
+        if not (self.at and self.largest and backend in GPU_BACKENDS):
+            return self.case
+        return self.case.replace(f"{self.largest}=\\d+", f"{self.largest}={parse_size(self.at)}")
 
 
 def load(path: str | Path = CHECKS_FILE) -> list[Figure]:
@@ -52,17 +64,29 @@ def load(path: str | Path = CHECKS_FILE) -> list[Figure]:
             raise UsageError(f"{path}: figure {i + 1} ({entry.get('key', '?')}): {e}") from e
         if f.run not in RUNS or f.target not in TARGETS:
             raise UsageError(f"{path}: figure {f.key}: run must be one of {RUNS} and target one of {TARGETS}")
+        if f.at is not None and (not f.largest or f"{f.largest}=\\d+" not in f.case):
+            raise UsageError(f"{path}: figure {f.key}: at = \"{f.at}\" picks a size of its largest parameter: give "
+                             "largest, and a case regex with <largest>=\\d+ in it")
+        if f.at is not None:
+            parse_size(f.at)  # a bad size fails here, with the file named by the UsageError
+        if f.combine not in COMBINE or (f.combine and (f.run != "devices" or f.target != "node")):
+            raise UsageError(f"{path}: figure {f.key}: combine = \"sum\" adds up a devices run's GPUs into a node "
+                             "figure (run = \"devices\", target = \"node\")")
         figures.append(f)
     if len({f.key for f in figures}) != len(figures):
         raise UsageError(f"{path}: two figures share a key")
     return figures
 
 
+def selection(figures: list[Figure], backend: str | None = None) -> tuple[list[str], str]:
+    """The suites that measure ``figures``, and the --filter that selects their cases (on ``backend``)."""
+    suites = list(dict.fromkeys(f.suite for f in figures))
+    return suites, "^(" + "|".join(f.case_on(backend or "") for f in figures) + ")$"
+
+
 def devices_filter(figures: list[Figure]) -> tuple[list[str], str]:
     """The suites of the figures measured on every GPU at once, and the --filter that selects their cases."""
-    mine = [f for f in figures if f.run == "devices"]
-    suites = list(dict.fromkeys(f.suite for f in mine))
-    return suites, "^(" + "|".join(f.case for f in mine) + ")$"
+    return selection([f for f in figures if f.run == "devices"])
 
 
 @dataclass
@@ -125,6 +149,8 @@ def evidence(figure: Figure, df: pd.DataFrame, run_dir: str | None, pair: tuple[
     if rows.empty:
         return []
     out = []
+    if figure.combine == "sum":
+        return [_summed(figure, rows, run_dir)]
     if figure.target == "gpu":
         for gpu, g in rows.groupby(pd.to_numeric(rows["device_index"], errors="coerce").fillna(0).astype(int)):
             out.append(_one(figure, f"gpu{gpu}", int(gpu), None, _best_rows(g, figure), run_dir))
@@ -139,10 +165,31 @@ def evidence(figure: Figure, df: pd.DataFrame, run_dir: str | None, pair: tuple[
     return out
 
 
+def _summed(figure: Figure, rows: pd.DataFrame, run_dir: str | None) -> Evidence:
+    """Every GPU's figure added up, as one node figure: each GPU's value at the largest size, and as samples the
+    sums of the GPUs' k-th samples (taken at about the same time: the GPUs go case by case in step), so that the
+    total has its own noise. A GPU whose row is not ok makes the total that row's failure."""
+    gpus = pd.to_numeric(rows["device_index"], errors="coerce").fillna(0).astype(int)
+    per_gpu = [_best_rows(g, figure) for _, g in rows.groupby(gpus)]
+    worst = [r.iloc[0].to_dict() for r in per_gpu if (r["status"] != "ok").any() or r.empty]
+    if worst:
+        row = worst[0]
+        return Evidence(figure, "node", None, None, row, str(row.get("message") or row.get("status")), run_dir)
+    picked = [_worst(r, figure) for r in per_gpu]
+    samples = [[float(x) for x in (r.get("samples") if r.get("samples") is not None else [])] for r in picked]
+    length = min((len(s) for s in samples), default=0)
+    contended = sorted({n for r in picked for n in str(r.get("contended") or "").split(", ") if n})
+    loads = [float(r["host_load"]) for r in picked if r.get("host_load") is not None and math.isfinite(r["host_load"])]
+    row = {**picked[0], "value": float(sum(float(r["value"]) for r in picked)), "device_index": None,
+           "samples": [sum(s[k] for s in samples) for k in range(length)], "gpus": len(picked),
+           "contended": ", ".join(contended), "host_load": max(loads) if loads else None}
+    return Evidence(figure, "node", None, None, row, "", run_dir)
+
+
 def _one(figure, target, gpu, pair, rows: pd.DataFrame, run_dir) -> Evidence:
     row = _worst(rows, figure)
     why = "" if row.get("status") == "ok" else str(row.get("message") or row.get("status"))
     return Evidence(figure, target, gpu, pair, row, why, run_dir)
 
 
-__all__ = ["Figure", "Evidence", "load", "devices_filter", "evidence", "CHECKS_FILE"]
+__all__ = ["Figure", "Evidence", "load", "selection", "devices_filter", "evidence", "CHECKS_FILE"]

@@ -26,7 +26,7 @@ import math
 import os
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +34,12 @@ import numpy as np
 
 from gpubench import peaks, tomlfile
 from gpubench.errors import UsageError
+from gpubench.levels import set_by_host
 
 EXPECT_DIR = Path(__file__).resolve().parent.parent / "expect"
-FORMAT, VERSION = "gpubench-expect", 1
+# Envelope file versions: 1 (2026-11-25) first; 2 (2026-11-26) host_class (the CPU models the figures the host sets
+# were measured on) and an entry's gpus (a node total's GPU count). A version 1 file reads as one with neither.
+FORMAT, VERSION = "gpubench-expect", 2
 WARN_MARGIN, FAIL_MARGIN = 0.05, 0.10
 HOST_WARN_MARGIN, HOST_FAIL_MARGIN = 0.10, 0.25
 # Spec fallback: (warn, fail) as fractions of the roof. Measured on H100 and H200 (docs/measurements.md): triad
@@ -63,6 +66,9 @@ class Entry:
     fail_at: float
     figures: int = 0  # how many figures (GPUs × runs) it was made from
     spread: float = 0.0
+    gpus: int | None = None  # a node total of a figure the host sets: how many GPUs it was measured on
+    source: str = ""  # where this entry comes from, where not from the file's source (a node's own history)
+    hosts: tuple[str, ...] = ()  # the host classes its figures were measured on (the file's host_class)
 
 
 @dataclass
@@ -73,6 +79,11 @@ class Envelope:
     source: str = ""  # where the figures come from, in words (runs, command, date, GPU, version)
     path: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        # Each entry knows the host classes it was measured on, so that a merged envelope keeps them apart.
+        classes = tuple(host_classes(self))
+        self.entries = {k: e if e.hosts or not classes else replace(e, hosts=classes) for k, e in self.entries.items()}
 
     def matches(self, device: str | None) -> bool:
         return bool(device) and re.search(self.match, device, re.IGNORECASE) is not None
@@ -117,14 +128,48 @@ def for_device(device: str | None, choice: str | None = None) -> Envelope | None
     return next((e for e in shipped() if e.matches(device)), None)
 
 
-def thresholds(key: str, row: dict[str, Any], env: Envelope | None, link_gbps: float | None = None) -> Thresholds | None:
-    """What the figure of check ``key`` in ``row`` is held against: its envelope entry, else the spec fallback of
-    its roof, else None."""
-    if env is not None and key in env.entries:
+def host_classes(env: Envelope) -> list[str]:
+    """The host classes (CPU models) the envelope's figures the host sets were measured on; [] where unrecorded."""
+    value = env.meta.get("host_class")
+    return [str(v) for v in value] if isinstance(value, list) else [str(value)] if value else []
+
+
+def unheld(key: str, row: dict[str, Any], env: Envelope | None, host: str | None = None,
+           gpus: int | None = None) -> str:
+    """Why the envelope's entry for ``key`` does not hold the figure in ``row`` ("" where it does, or has none): a
+    figure the host sets measured on another class of host, a node total measured on another count of GPUs."""
+    if env is None or key not in env.entries or not set_by_host(row):
+        return ""
+    e = env.entries[key]
+    if e.hosts and host and host not in e.hosts:
+        return (f"the host sets this figure and {e.source or Path(env.path).name} holds it for hosts with "
+                f"{' or '.join(e.hosts)}, not {host}")
+    if e.gpus and gpus and e.gpus != gpus:
+        return f"{Path(env.path).name} holds this total for {e.gpus} GPUs at once, this check measured {gpus}"
+    return ""
+
+
+def thresholds(key: str, row: dict[str, Any], env: Envelope | None, link_gbps: float | None = None,
+               host: str | None = None, gpus: int | None = None) -> Thresholds | None:
+    """What the figure of check ``key`` in ``row`` is held against: its envelope entry (where :func:`unheld` has no
+    objection), else the spec fallback of its roof, else None."""
+    if env is not None and key in env.entries and not unheld(key, row, env, host, gpus):
         e = env.entries[key]
         if e.unit == row.get("unit"):
-            return Thresholds(e.warn_at, e.fail_at, e.typical, f"envelope {Path(env.path).name} ({env.source})")
+            where = e.source or f"{Path(env.path).name} ({env.source})"
+            return Thresholds(e.warn_at, e.fail_at, e.typical, f"envelope {where}")
     return _spec(row, link_gbps)
+
+
+def merged(first: Envelope, then: Envelope | None) -> Envelope:
+    """``first``'s entries, and ``then``'s for the keys ``first`` lacks; each entry says which it came from."""
+    def own(env: Envelope) -> dict[str, Entry]:
+        return {k: replace(e, source=e.source or f"{Path(env.path).name} ({env.source})")
+                for k, e in env.entries.items()}
+
+    entries = {**(own(then) if then is not None else {}), **own(first)}
+    source = first.source + (f"; other figures: {then.source}" if then is not None else "")
+    return Envelope(first.gpu, first.match, entries, source, first.path, dict(first.meta))
 
 
 def _spec(row: dict[str, Any], link_gbps: float | None) -> Thresholds | None:
@@ -153,7 +198,7 @@ def _robust_spread(values: np.ndarray) -> float:
     return float(median_abs_deviation(values, scale="normal")) / abs(median) if median else 0.0
 
 
-def entry(values: list[float], unit: str, better: str, host_set: bool) -> Entry:
+def entry(values: list[float], unit: str, better: str, host_set: bool, gpus: int | None = None) -> Entry:
     """One check's envelope from healthy figures (see the module docstring)."""
     v = np.array([x for x in values if math.isfinite(x)], dtype=float)
     if len(v) == 0:
@@ -163,7 +208,7 @@ def entry(values: list[float], unit: str, better: str, host_set: bool) -> Entry:
     warn, fail = max(warn_m, 3 * spread), max(fail_m, 5 * spread)
     sign = -1 if better == "higher" else 1
     return Entry(unit, better, _round(typical), _round(typical * (1 + sign * warn)),
-                 _round(typical * (1 + sign * fail)), len(v), round(spread, 5))
+                 _round(typical * (1 + sign * fail)), len(v), round(spread, 5), gpus if host_set else None)
 
 
 def _round(x: float) -> float:
@@ -176,11 +221,12 @@ def write(env: Envelope, path: str | Path) -> Path:
              "# docs/check.md says how the thresholds follow from the figures.",
              f'format = "{FORMAT}"', f"version = {VERSION}", f"gpu = {_q(env.gpu)}", f"match = {_q(env.match)}",
              f"source = {_q(env.source)}"]
-    lines += [f"{k} = {_q(v) if isinstance(v, str) else v}" for k, v in env.meta.items()
-              if k not in ("format", "version", "gpu", "match", "source") and isinstance(v, (str, int, float))]
+    lines += [f"{k} = {_value(v)}" for k, v in env.meta.items()
+              if k not in ("format", "version", "gpu", "match", "source") and isinstance(v, (str, int, float, list))]
     for key, e in env.entries.items():
         lines += ["", f"[figure.{key}]", f"unit = {_q(e.unit)}", f"better = {_q(e.better)}", f"typical = {e.typical}",
                   f"warn_at = {e.warn_at}", f"fail_at = {e.fail_at}", f"figures = {e.figures}", f"spread = {e.spread}"]
+        lines += [f"gpus = {e.gpus}"] if e.gpus else []
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -188,6 +234,12 @@ def write(env: Envelope, path: str | Path) -> Path:
         f.write("\n".join(lines) + "\n")
     os.replace(tmp, path)
     return path
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, list):
+        return "[" + ", ".join(_q(str(x)) for x in v) + "]"
+    return _q(v) if isinstance(v, str) else str(v)
 
 
 def _q(s: str) -> str:
@@ -199,5 +251,5 @@ def today() -> str:
     return dt.datetime.now(dt.timezone.utc).date().isoformat()
 
 
-__all__ = ["Envelope", "Entry", "Thresholds", "load_file", "shipped", "for_device", "thresholds", "entry", "write",
-           "pcie_gbps", "EXPECT_DIR", "SPEC_FRACTIONS"]
+__all__ = ["Envelope", "Entry", "Thresholds", "load_file", "shipped", "for_device", "thresholds", "unheld", "merged",
+           "host_classes", "entry", "write", "pcie_gbps", "EXPECT_DIR", "SPEC_FRACTIONS"]

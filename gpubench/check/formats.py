@@ -27,7 +27,8 @@ from rich.table import Table
 from rich.text import Text
 
 from gpubench import outputs
-from gpubench.check.model import STATES, NodeVerdict, Verdict, target_text, worst
+from gpubench.check.affinity import describe as binding_text
+from gpubench.check.model import SIMULATED, STATES, NodeVerdict, Verdict, target_text, worst
 from gpubench.compare.formats import jsonable
 from gpubench.console import fmt_value, unit_text
 from gpubench.errors import UsageError
@@ -130,11 +131,12 @@ def _device_names(node: NodeVerdict) -> dict[int, str]:
             if isinstance(g.get("index"), numbers.Integral) and g.get("name")}
 
 
-def _device(kind: str, key: tuple[int, ...], names: dict[int, str]) -> str:
+def _device(kind: str, key: tuple[int, ...], names: dict[int, str], simulated: bool = False) -> str:
     if kind == "node":
-        return ""
+        return f"({SIMULATED})" if simulated else ""
     known = list(dict.fromkeys(names.get(i, "?") for i in key))
-    return "" if known == ["?"] else " / ".join(known)
+    name = "" if known == ["?"] else " / ".join(known)
+    return f"{name} ({SIMULATED})".strip() if simulated else name
 
 
 def _label(kind: str, key: tuple[int, ...]) -> str:
@@ -161,7 +163,7 @@ def targets_table(node: NodeVerdict) -> Table:
     table = _table("target", "state", "device", "findings")
     for kind, key, verdicts in _targets(node):
         state = worst(v.state for v in verdicts)
-        table.add_row(Text(_label(kind, key)), _state(state), Text(_device(kind, key, names)),
+        table.add_row(Text(_label(kind, key)), _state(state), Text(_device(kind, key, names, node.simulated)),
                       Text(_findings(verdicts)))
     return table
 
@@ -185,6 +187,26 @@ def run_dirs_text(node: NodeVerdict) -> str:
     return ("run directory: " if len(node.run_dirs) == 1 else "run directories: ") + ", ".join(node.run_dirs)
 
 
+def bindings_text(node: NodeVerdict) -> str | None:
+    """Where each GPU's measuring process ran: ``measured on: GPU 0 CPUs 0-55 (NUMA node 0); ...`` (None: unknown)."""
+    known = [g for g in node.gpus if isinstance(g.get("binding"), dict)]
+    if not known:
+        return None
+    texts = [binding_text(g["binding"]) for g in known]
+    if len(set(texts)) == 1 and not known[0]["binding"].get("bound"):
+        return f"measuring processes {texts[0]}"
+    return "measuring processes: " + "; ".join(f"GPU {g['index']} on {t}" if g["binding"].get("bound")
+                                               else f"GPU {g['index']} {t}" for g, t in zip(known, texts))
+
+
+def phases_text(node: NodeVerdict) -> str | None:
+    """``took 41.2 s: start 6.0 s, devices 9.1 s, turns 7.3 s, node 2.0 s, pairs round 1 2.9 s, ...``."""
+    if not node.phases or _finite(node.wall_s) is None:
+        return None
+    parts = [f"{p.get('what')} {float(p.get('wall_s') or 0):.1f} s" for p in node.phases]
+    return f"took {node.wall_s:.1f} s: " + ", ".join(parts)
+
+
 def terminal(node: NodeVerdict, console: Console) -> None:
     """The headline, the per-GPU table, the verdicts that did not pass, and where the figures come from. Text,
     never markup: a "[" in a check's text is no markup; the state is a word, so the view reads without colour."""
@@ -193,7 +215,9 @@ def terminal(node: NodeVerdict, console: Console) -> None:
     failing = findings_table(node)
     if failing is not None:
         console.print(failing)
-    console.print(Text(run_dirs_text(node)))
+    for line in (bindings_text(node), phases_text(node), run_dirs_text(node)):
+        if line:
+            console.print(Text(line))
 
 
 # --- JSON ----------------------------------------------------------------------------------------------------
@@ -224,7 +248,7 @@ def _fails(v: Verdict, strict: bool) -> bool:
 
 def _case_properties(v: Verdict) -> dict[str, str]:
     """The testcase's machine-readable evidence; numbers in full precision (repr), absent ones left out."""
-    props = {"state": v.state}
+    props = {"state": v.state, **({SIMULATED: "true"} if v.simulated else {})}
     for name in ("value", "fail_at", "typical", "confidence"):
         f = _finite(getattr(v, name))
         if f is not None:
@@ -262,7 +286,7 @@ def to_junit(node: NodeVerdict) -> str:
     props = ET.SubElement(suite, "properties")
     for k, val in (("host", node.host), ("state", node.state), ("headline", node.headline()),
                    ("strict", str(node.strict).lower()), ("started", node.started), ("backend", node.backend),
-                   ("run_dirs", ", ".join(node.run_dirs))):
+                   (SIMULATED, "true" if node.simulated else None), ("run_dirs", ", ".join(node.run_dirs))):
         if val:
             ET.SubElement(props, "property", name=k, value=_x(val))
     for v in verdicts:
@@ -274,11 +298,14 @@ def to_junit(node: NodeVerdict) -> str:
 # --- Prometheus ----------------------------------------------------------------------------------------------
 
 _LABELS = ("host", "gpu", "pair", "check")
+# A simulated node's every sample carries simulated="true": a dashboard or an alert on real nodes can leave it out,
+# and nobody reads it as hardware's.
+_SIMULATED_LABEL = (SIMULATED,)
 
 
-def _labels(host: str, v: Verdict) -> list[str]:
+def _labels(node: NodeVerdict, v: Verdict) -> list[str]:
     pair = f"{v.pair[0]}-{v.pair[1]}" if v.pair else ""
-    return [host, "" if v.gpu is None else str(v.gpu), pair, v.check]
+    return [node.host, "" if v.gpu is None else str(v.gpu), pair, v.check, *(["true"] if node.simulated else [])]
 
 
 def _unique(node: NodeVerdict) -> Iterator[Verdict]:
@@ -286,7 +313,7 @@ def _unique(node: NodeVerdict) -> Iterator[Verdict]:
     file, and a model that keeps one verdict per check and target never has two."""
     seen: set[tuple[str, ...]] = set()
     for v in node.sorted():
-        key = tuple(_labels(node.host, v))
+        key = tuple(_labels(node, v))
         if key not in seen:
             seen.add(key)
             yield v
@@ -295,8 +322,13 @@ def _unique(node: NodeVerdict) -> Iterator[Verdict]:
 def _families(node: NodeVerdict, now: float) -> list[Any]:
     from prometheus_client.core import GaugeMetricFamily  # an optional dependency: --format prometheus only
 
+    simulated = list(_SIMULATED_LABEL) if node.simulated else []
+
     def gauge(name: str, doc: str, labels: Iterable[str]) -> Any:
-        return GaugeMetricFamily(name, doc, labels=list(labels))
+        labels = list(labels)
+        # the simulated label goes after the verdict's own (host, gpu, pair, check), before state or unit
+        cut = len(_LABELS) if labels[:len(_LABELS)] == list(_LABELS) else len(labels)
+        return GaugeMetricFamily(name, doc, labels=[*labels[:cut], *simulated, *labels[cut:]])
 
     status = gauge("gpubench_check_status", "1 PASS, 0.5 WARN, 0 FAIL (SKIP: no sample)", _LABELS)
     state = gauge("gpubench_check_state", "The verdict's state, one-hot over FAIL, WARN, SKIP, PASS",
@@ -305,7 +337,7 @@ def _families(node: NodeVerdict, now: float) -> list[Any]:
     fail_at = gauge("gpubench_check_fail_at", "The threshold beyond which the figure FAILs, in unit",
                     (*_LABELS, "unit"))
     for v in _unique(node):
-        labels = _labels(node.host, v)
+        labels = _labels(node, v)
         if v.state != "SKIP":
             status.add_metric(labels, STATUS_VALUE[v.state])
         for s in STATES:
@@ -313,11 +345,12 @@ def _families(node: NodeVerdict, now: float) -> list[Any]:
         for family, x in ((value, v.value), (fail_at, v.fail_at)):
             if _finite(x) is not None:
                 family.add_metric([*labels, v.unit or ""], _finite(x))
+    host = [node.host, *(["true"] if simulated else [])]
     node_status = gauge("gpubench_check_node_status", "The node's verdict: 1 PASS, 0.5 WARN, 0 FAIL, -1 SKIP",
                         ["host"])
-    node_status.add_metric([node.host], STATUS_VALUE[node.state])
+    node_status.add_metric(host, STATUS_VALUE[node.state])
     stamp = gauge("gpubench_check_timestamp_seconds", "When this file was written (Unix time)", ["host"])
-    stamp.add_metric([node.host], now)
+    stamp.add_metric(host, now)
     return [status, state, value, fail_at, node_status, stamp]
 
 

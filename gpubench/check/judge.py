@@ -3,17 +3,22 @@
 For a figure where higher is better (a time mirrors every rule):
 
 - **Absolute.** Below ``fail_at`` beyond its own noise — the upper end of the 95 % interval of its median, from its
-  samples, is still below — it is a FAIL candidate; a median below ``warn_at`` (or below ``fail_at`` within noise)
-  is a WARN.
+  samples, is still below — it is a FAIL candidate; below ``warn_at`` beyond its own noise it is a WARN (a median
+  below ``fail_at`` whose interval reaches above ``warn_at`` is noise, not news: a PASS). The envelope's margins are
+  themselves several times the figure's spread between runs (gpubench/check/envelope.py), so a WARN is beyond both
+  the figure's noise within the run and between runs.
 - **Peers.** Its peers are the same figure on the node's other GPUs (or pairs), and with ``--fleet`` other nodes':
   their median, leaving the figure itself out, so that one slow GPU of four is set against the three others and
   a good GPU against a median the slow one cannot move. Worse than that median by more than ``PEER_FAIL`` beyond
   noise is a FAIL candidate (gpu-fryer holds a GPU to within 10 % of the node's best); by more than ``PEER_WARN``
   a WARN (SuperBench: 5 % of the fleet mean).
-- **Retry.** A FAIL candidate is measured again in a fresh process; if the retry reaches the thresholds it is a
-  PASS with a note (Azure's health check passes a node if any repeat reaches its floor), else a FAIL naming both.
+- **Retry.** A FAIL candidate is measured again in a fresh process; it FAILs only if the retry is a FAIL candidate
+  too, beyond its own noise (a retry that reaches the thresholds makes it a PASS with a note: Azure's health check
+  passes a node if any repeat reaches its floor; one between the lines a WARN).
 - **Not idle.** A figure measured while another process used the GPU (or, for a figure the host sets, while
   others kept the host busy) is never a FAIL: what would fail is a WARN naming the process.
+- **The host's figures.** A figure the host sets is held to an envelope only where that envelope was measured on
+  the same class of host (and, for a total over every GPU, on as many GPUs): gpubench.check.envelope.unheld.
 - **Nothing to hold it against** (no envelope, no spec roof, no peer) is a SKIP that says so, never a PASS.
 
 ``confidence`` is the share of bootstrap resamples of the median that fall on the decided side of the threshold
@@ -30,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from gpubench.check.checkset import Evidence
-from gpubench.check.envelope import Envelope, Thresholds, thresholds
+from gpubench.check.envelope import Envelope, Thresholds, thresholds, unheld
 from gpubench.check.model import Verdict
 from gpubench.levels import disturbed_by_load, set_by_host
 from gpubench.console import fmt_value as format_value
@@ -90,15 +95,20 @@ def pids_in(text: str) -> dict[int, str]:
     return {int(m.group(1)): m.group(2) or "" for m in _PID.finditer(text or "")}
 
 
-class Judge:
-    """Judges every figure of a node. ``retry(ev)`` measures ``ev`` again in a fresh process (None: it could not);
-    ``fleet`` maps a check key to figures of other nodes' GPUs of the same model, extra peers."""
+Retried = Evidence | float | None
 
-    def __init__(self, envelope: Envelope | None, retry: Callable[[Evidence], float | None] | None = None,
+
+class Judge:
+    """Judges every figure of a node. ``retry(ev)`` measures ``ev`` again in a fresh process (its evidence, or its
+    figure alone; None: it could not); ``fleet`` maps a check key to figures of other nodes' GPUs of the same
+    model, extra peers; ``host`` is the node's host class and ``gpus`` how many GPUs the check measured at once."""
+
+    def __init__(self, envelope: Envelope | None, retry: Callable[[Evidence], Retried] | None = None,
                  fleet: dict[str, list[float]] | None = None, links: dict[int, float | None] | None = None,
-                 foreign: dict[int, dict[int, str]] | None = None):
+                 foreign: dict[int, dict[int, str]] | None = None, host: str | None = None, gpus: int | None = None):
         self.envelope, self.retry, self.fleet = envelope, retry, fleet or {}
         self.links, self.foreign = links or {}, foreign or {}
+        self.host, self.gpus = host, gpus
 
     def all(self, evidence: list[Evidence]) -> list[Verdict]:
         by_key: dict[str, list[Evidence]] = {}
@@ -115,22 +125,23 @@ class Judge:
         if ev.row is None or ev.row.get("status") != "ok":
             return _not_measured(v, ev)
         shared = shared_with(ev.row, self._foreign_on(ev))
-        th = thresholds(ev.figure.key, ev.row, self.envelope, self.links.get(ev.gpu) if ev.gpu is not None else None)
+        key, link = ev.figure.key, self.links.get(ev.gpu) if ev.gpu is not None else None
+        th = thresholds(key, ev.row, self.envelope, link, self.host, self.gpus)
+        refused = unheld(key, ev.row, self.envelope, self.host, self.gpus)
+        if refused:
+            v.notes.append(f"not held to the envelope: {refused}")
         peers = [o.value for o in others if o.row is not None and o.row.get("status") == "ok"
                  and not shared_with(o.row, self._foreign_on(o)) and math.isfinite(o.value)]
-        peers += list(self.fleet.get(ev.figure.key, []))
-        if th is None and not peers:
-            v.state = "SKIP"
-            v.text = (f"{_fmt(v)}: nothing to hold it against (no envelope for {ev.row.get('device')}, no spec roof, "
-                      "no peer GPU): give --expect FILE (gpubench expect)")
+        peers += list(self.fleet.get(key, []))
+        host = bool(set_by_host(ev.row))
+        if th is None and (host or not peers):
+            why = refused or (f"the host sets this figure, and no envelope holds it for {ev.row.get('device')}" if host
+                              else f"nothing to hold it against (no envelope for {ev.row.get('device')}, no spec "
+                                   "roof, no peer GPU)")
+            _fill(v, None, peers)
+            v.state, v.text = "SKIP", f"{_fmt(v)}: {why}: give --expect FILE or history (gpubench expect)"
             return v
         _fill(v, th, peers)
-        host = bool(set_by_host(ev.row))
-        if host and th is None:
-            v.state = "SKIP"
-            v.text = (f"{_fmt(v)}: the host sets this figure, and no envelope holds it for {ev.row.get('device')}: "
-                      "give --expect FILE (gpubench expect)")
-            return v
         state, why, decisive = _decide(v, ev.samples, None if host else (PEER_WARN, PEER_FAIL),
                                        th.ceiling if th is not None else None)
         if decisive is not None:  # how many resamples agree with what the figure was found to be
@@ -151,17 +162,20 @@ class Judge:
         return {p: n for g in gpus for p, n in (self.foreign.get(g) or {}).items()}
 
     def _retried(self, v: Verdict, ev: Evidence, why: str) -> tuple[str, str]:
-        again = self.retry(ev)
+        got = self.retry(ev)
+        again, samples = (got.value, got.samples) if isinstance(got, Evidence) else (got, [])
         v.retry = again
         if again is None or not math.isfinite(again):
             v.notes.append("the retry in a fresh process could not measure it")
             return "FAIL", why
-        probe = Verdict(**{**v.as_dict(), "pair": v.pair, "ci": None, "value": again})
-        state, _, _ = _decide(probe, [], None if set_by_host(ev.row) else (PEER_WARN, PEER_FAIL))
+        probe = Verdict(**{**v.as_dict(), "pair": v.pair, "ci": None, "value": again, "notes": []})
+        state, _, _ = _decide(probe, samples, None if set_by_host(ev.row) else (PEER_WARN, PEER_FAIL))
         if state == "FAIL":
             return "FAIL", f"{why} (retry: {format_value(again)})"
         v.notes.append(f"first {format_value(v.value)}, a retry in a fresh process read {format_value(again)}")
         v.confidence = None  # decided by the retry's figure, not by the first one's samples
+        if state == "WARN":
+            return "WARN", f"{_fmt(v)}: the retry in a fresh process read {format_value(again)}, between the lines"
         return "PASS", f"{_fmt(v)}: the retry in a fresh process reached the thresholds ({format_value(again)})"
 
 
@@ -175,7 +189,9 @@ def _base(ev: Evidence) -> Verdict:
 
 def _not_measured(v: Verdict, ev: Evidence) -> Verdict:
     status = (ev.row or {}).get("status")
-    if status == "invalid":  # a wrong result is never excused: not by a co-tenant, not by a retry
+    if ev.row is None:  # its measuring processes failed, twice (gpubench.check.drive.session): not a pass
+        v.state, v.text = "FAIL", f"not measured: {ev.why or 'its measurement ended without results'}"
+    elif status == "invalid":  # a wrong result is never excused: not by a co-tenant, not by a retry
         v.state, v.text = "FAIL", f"wrong results: {ev.why}"
     elif status == "error":
         shared = shared_with(ev.row)
@@ -204,8 +220,9 @@ def _worse(v: Verdict, x: float, limit: float) -> bool:
 def _decide(v: Verdict, samples: list[float], bands: tuple[float, float] | None = (PEER_WARN, PEER_FAIL),
             ceiling: float | None = None) -> tuple[str, str, float | None]:
     """(state, text, the threshold that decided it) from the value, its interval and the references in ``v``.
-    Every threshold is crossed only beyond noise: by the figure's most favourable end of its interval; a median
-    past the floor whose interval still reaches it is a WARN, and one past ``warn_at`` within noise a PASS."""
+    Every threshold is crossed only beyond noise: by the figure's most favourable end of its interval. A median past
+    the floor whose interval still reaches it is a WARN where the interval stays past ``warn_at`` (or there is no
+    warn line), else a PASS; one past ``warn_at`` within noise is a PASS."""
     ci = interval(samples)
     v.ci = ci
     value = float(v.value)
@@ -219,11 +236,15 @@ def _decide(v: Verdict, samples: list[float], bands: tuple[float, float] | None 
         limit = v.peer_median * (1 - _sign(v) * peer_fail)
         if _worse(v, best, limit):
             return "FAIL", f"{text}, {_dev(value, v)} {_peers(v)}", limit
-    if v.fail_at is not None and _worse(v, value, v.fail_at):
-        return "WARN", f"{text}, within noise of {_limit(v, v.fail_at)}", v.fail_at
     if v.warn_at is not None and _worse(v, best, v.warn_at):
+        # Beyond the warn line even at the favourable end of its interval; past the floor, but within noise of it
+        if v.fail_at is not None and _worse(v, value, v.fail_at):
+            return "WARN", f"{text}, within noise of {_limit(v, v.fail_at)}", v.fail_at
         word = "below" if v.better == "higher" else "above"
         return "WARN", f"{text}, {word} what healthy GPUs read ({_limit(v, v.warn_at, 'warn at')})", v.warn_at
+    if v.warn_at is None and v.fail_at is not None and _worse(v, value, v.fail_at):
+        # A floor alone (published floors: mi300x.toml): its median past it, its interval reaching back
+        return "WARN", f"{text}, within noise of {_limit(v, v.fail_at)}", v.fail_at
     if peers:
         limit = v.peer_median * (1 - _sign(v) * peer_warn)
         if _worse(v, best, limit):

@@ -17,8 +17,16 @@ _RANK = {s: i for i, s in enumerate(STATES)}
 
 # The version of the verdict's JSON (docs/schema.md, gpubench/check/schema.json). History:
 # 1 (2026-11-25): first version.
+# 2 (2026-11-26): h2d and d2h are measured one GPU at a time (h2d_all and d2h_all: every GPU at once, a node
+#    total); "simulated" (the fake backend's verdicts, and each of its verdicts); "host_class"; each GPU's
+#    "binding" (the CPUs its measuring process ran on); "phases" (what was measured, how long each took). A
+#    version 1 verdict reads the same but for those.
 FORMAT = "gpubench-check"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# What every verdict of a check on made-up GPUs (the fake backend) says first, in every format.
+SIMULATED = "simulated"
+OUT = "gpubench-check"  # where the check's run directories go by default: <OUT>/<cluster>/<run id>
+HISTORY = "history"  # --expect history: this node's own earlier checks under <out>/<cluster>
 
 
 def worst(states) -> State:
@@ -61,6 +69,8 @@ class Verdict:
     run_dir: str | None = None  # the run directory the figure comes from
     case: str | None = None
     notes: list[str] = field(default_factory=list)
+    # A verdict on a made-up GPU (the fake backend): its facts and figures are the simulation's, not hardware's.
+    simulated: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -80,6 +90,14 @@ class NodeVerdict:
     backend: str | None = None
     argv: list[str] = field(default_factory=list)
     strict: bool = False
+    host_class: str | None = None  # the class of host the figures the host sets were measured on (its CPU model)
+    # What was measured and how long each took: {"what", "gpus", "wall_s", "run_dirs", "why"}; "start" first
+    phases: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def simulated(self) -> bool:
+        """Every verdict is about made-up GPUs (the fake backend): a demonstration of the command, no health check."""
+        return self.backend == "fake" or (bool(self.verdicts) and all(v.simulated for v in self.verdicts))
 
     @property
     def state(self) -> State:
@@ -93,15 +111,18 @@ class NodeVerdict:
     def headline(self) -> str:
         """One line: the node's state and its worst findings (at most three)."""
         state = self.state
+        mark = f" ({SIMULATED}: the fake backend's made-up GPUs, not hardware)" if self.simulated else ""
         bad = [v for v in self.sorted() if v.state == state and state in ("FAIL", "WARN")]
         if not bad:
             judged = sum(v.state == "PASS" for v in self.verdicts)
             skipped = sum(v.state == "SKIP" for v in self.verdicts)
             tail = f"{judged} checks passed" + (f", {skipped} skipped" if skipped else "")
-            return f"node {self.host}: {state} — {tail}"
-        parts = [f"{target_text(v)} {v.check + ' ' if v.kind == 'performance' else ''}{v.text}" for v in bad[:3]]
+            return f"node {self.host}: {state}{mark} — {tail}"
+        said = f"{SIMULATED}: " if self.simulated else ""  # said once, in the mark
+        parts = [f"{target_text(v)} {v.check + ' ' if v.kind == 'performance' else ''}{v.text.removeprefix(said)}"
+                 for v in bad[:3]]
         more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
-        return f"node {self.host}: {state} — " + "; ".join(parts) + more
+        return f"node {self.host}: {state}{mark} — " + "; ".join(parts) + more
 
     def exit_code(self) -> int:
         """0 PASS/WARN (and SKIP), 1 FAIL; with ``strict``, WARN is 1 as well."""
@@ -113,8 +134,10 @@ class NodeVerdict:
         return {
             "format": FORMAT, "version": FORMAT_VERSION, "host": self.host, "state": self.state,
             "headline": self.headline(), "counts": counts, "strict": self.strict, "started": self.started,
-            "wall_s": self.wall_s, "backend": self.backend, "argv": list(self.argv), "gpus": list(self.gpus),
-            "run_dirs": list(self.run_dirs), "verdicts": [v.as_dict() for v in self.sorted()],
+            "wall_s": self.wall_s, "backend": self.backend, "simulated": self.simulated, "host_class": self.host_class,
+            "argv": list(self.argv), "gpus": list(self.gpus), "run_dirs": list(self.run_dirs),
+            "phases": list(self.phases),
+            "verdicts": [v.as_dict() for v in self.sorted()],
         }
 
 
@@ -127,4 +150,5 @@ def target_text(v: Verdict) -> str:
     return "node"
 
 
-__all__ = ["State", "STATES", "Verdict", "NodeVerdict", "worst", "target_text", "FORMAT", "FORMAT_VERSION"]
+__all__ = ["State", "STATES", "Verdict", "NodeVerdict", "worst", "target_text", "FORMAT", "FORMAT_VERSION", "SIMULATED",
+           "OUT", "HISTORY"]

@@ -1,5 +1,6 @@
-"""One node's check, end to end: read its health facts while the children measure, judge every figure and fact,
-and keep the verdict beside the figures (``check.json`` in the per-GPU run's directory)."""
+"""One node's check, end to end: start a station per GPU, read the GPUs' health facts while the stations measure,
+judge every figure and fact, and keep the verdict beside the figures (``check.json`` in the per-GPU run's
+directory)."""
 
 from __future__ import annotations
 
@@ -12,51 +13,34 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.backends import backend_class, resolve_name
-from gpubench.check import checkset, drive, envelope, facts
+from gpubench.check import checkset, drive, envelope, facts, history
 from gpubench.check.formats import to_json
 from gpubench.check.judge import SHARED_NOTE, Judge, pids_in
-from gpubench.check.model import FORMAT, FORMAT_VERSION, NodeVerdict, Verdict
+from gpubench.check.model import FORMAT, FORMAT_VERSION, HISTORY, OUT, SIMULATED, NodeVerdict, Verdict
+from gpubench.check.stations import Pool
 from gpubench.errors import UsageError
 from gpubench.outputs import write_text
 from gpubench.ranks.fleet import parse_devices
 from gpubench.rundir import check_label, ensure_writable, utc_now
 
-VERDICT_FILE = "check.json"
+VERDICT_FILE = history.VERDICT_FILE
+CPU_REFUSAL = ("gpubench check judges GPUs and the cpu backend has none: on a GPU node use --backend cuda or hip "
+               "(auto finds them); --backend fake runs the check on made-up GPUs, to try the command and its outputs "
+               "(every verdict is marked simulated), never to judge this machine")
 
 
 @dataclass
 class Request:
     backend: str = "auto"
     devices: str = "all"
-    out: str = "results"
+    out: str = OUT
     cluster: str | None = None  # this node's label (the command gives the host name by default)
-    expect: str | None = None  # a file, "none", or None (the shipped envelope matching the GPU)
+    expect: str | None = None  # a file, "none", "history", or None (the shipped envelope matching the GPU)
     fleet: str | None = None  # a directory of other nodes' check runs: their figures are peers too
     strict: bool = False
     retry: bool = True
-    quiet: bool = False  # no "check: ..." lines on stderr (the children's progress still shows)
+    quiet: bool = False  # no "check: ..." lines on stderr
     checks: str | None = None  # another check set (a TOML file like gpubench/check/checks.toml)
-
-
-def _identities(backend: str, devices: list[int]) -> list[dict[str, Any]]:
-    """Index, name, uuid and PCI bus id of each GPU, read without a context in this process (the children make
-    theirs); name None where the backend cannot say before it runs."""
-    out = []
-    for i in devices:
-        gpu: dict[str, Any] = {"index": i, "name": None, "uuid": None, "pci_bus_id": None}
-        if backend in ("cuda", "hip"):
-            try:
-                import torch  # the cuda and hip backends only: torch takes seconds to import
-
-                p = torch.cuda.get_device_properties(i)
-                gpu["name"] = p.name
-                gpu["uuid"] = str(p.uuid) if getattr(p, "uuid", None) is not None else None
-                if hasattr(p, "pci_bus_id"):
-                    gpu["pci_bus_id"] = f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
-            except Exception:  # noqa: BLE001 — the facts reader then finds the GPU by index
-                pass
-        out.append(gpu)
-    return out
 
 
 def _resolve(req: Request) -> tuple[str, list[int]]:
@@ -66,44 +50,104 @@ def _resolve(req: Request) -> tuple[str, list[int]]:
     if not ok:
         raise UsageError(f"backend {name!r} is not available: {why}")
     if name == "cpu":
-        raise UsageError("gpubench check judges GPUs: the cpu backend has none (use --backend cuda, hip or fake)")
+        raise UsageError(CPU_REFUSAL)
     return name, parse_devices(req.devices, cls.device_count())
+
+
+def _identities(devices: list[int], pool: Pool) -> list[dict[str, Any]]:
+    """Index, name, uuid and PCI bus id of each GPU, and the CPUs its station was bound to, as the stations found
+    them; unknown (None) for a GPU whose station could not start."""
+    out = []
+    for i in devices:
+        ready = pool.ready.get(i) or {}
+        gpu = {"index": i, "name": None, "uuid": None, "pci_bus_id": None, **(ready.get("gpu") or {})}
+        out.append({**gpu, "binding": ready.get("binding")})
+    return out
+
+
+def _measure(plan: drive.Plan, say) -> tuple[list[dict[str, Any]], dict, dict, float]:
+    """The stations' measurements, with the health facts read meanwhile: (gpus, static facts, facts seen, how long
+    the stations took to start)."""
+    with Pool(plan.backend, plan.devices, plan.env) as pool:
+        say(f"starting a measuring process on each of {len(plan.devices)} GPU(s)")
+        t0 = time.monotonic()
+        pool.start()
+        start_s = time.monotonic() - t0
+        gpus = _identities(plan.devices, pool)
+        reader = facts.open_facts(plan.backend, [(g["index"], g["uuid"], g["pci_bus_id"]) for g in gpus])
+        with reader:
+            static = {g["index"]: reader.static(g["index"]) for g in gpus}
+            with facts.FactsWatch(reader, plan.devices, lambda: facts.process_tree(os.getpid())) as watch:
+                drive.measure(plan, pool, say)
+            seen = {i: watch.seen(i) for i in plan.devices}
+    return gpus, static, seen, start_s
 
 
 def run(req: Request, argv: list[str]) -> NodeVerdict:
     t0, started = time.monotonic(), utc_now()
     backend, devices = _resolve(req)
     cluster = check_label(req.cluster or "local")
-    chosen = envelope.for_device(None, req.expect) if req.expect else None  # a bad file fails before measuring
+    chosen = envelope.for_device(None, req.expect) if req.expect not in (None, HISTORY) else None  # bad file: now
     fleet_dir = Path(req.fleet) if req.fleet else None
     if fleet_dir is not None and not fleet_dir.is_dir():
         raise UsageError(f"--fleet {req.fleet}: no such directory (give the folder the nodes' check runs are in)")
     ensure_writable(req.out, cluster)
     plan = drive.Plan(backend, devices, req.out, cluster, checkset.load(req.checks or checkset.CHECKS_FILE))
-    gpus = _identities(backend, devices)
     say = (lambda _m: None) if req.quiet else (lambda m: print(f"check: {m}", file=sys.stderr, flush=True))
-    reader = facts.open_facts(backend, [(g["index"], g["uuid"], g["pci_bus_id"]) for g in gpus])
-    with reader:
-        static = {g["index"]: reader.static(g["index"]) for g in gpus}
-        with facts.FactsWatch(reader, devices, lambda: facts.process_tree(os.getpid())) as watch:
-            drive.measure(plan, say)
-        seen = {i: watch.seen(i) for i in devices}
+    gpus, static, seen, start_s = _measure(plan, say)
     evidence = drive.evidence(plan)
     _name_gpus(gpus, evidence)
-    env = chosen if req.expect else envelope.for_device(_model(gpus), None)
+    host = _host_class(plan)
+    env = chosen if req.expect not in (None, HISTORY) else _envelope(req, _model(gpus), cluster, say)
     foreign = {i: dict(seen[i].get("foreign") or {}) for i in devices}
     judge = Judge(env, retry=(lambda ev: drive.retry(plan, ev)) if req.retry else None,
                   fleet=fleet_peers(fleet_dir, _model(gpus), cluster) if fleet_dir else None,
                   links={i: envelope.pcie_gbps(static[i].get("pcie_max_gen"), static[i].get("pcie_max_width"))
-                         for i in devices}, foreign=foreign)
+                         for i in devices}, foreign=foreign, host=host, gpus=len(devices))
     if evidence:
         say(f"judging {len(evidence)} figures and the health facts of {len(devices)} GPU(s)")
     verdicts = judge.all(evidence) + _too_few(plan) + _facts(devices, static, seen, evidence)
+    if backend == "fake":
+        _simulated(verdicts)
     node = NodeVerdict(host=cluster, verdicts=verdicts, gpus=gpus,
                        run_dirs=[c.run_dir for c in plan.children if c.run_dir], started=started,
-                       wall_s=round(time.monotonic() - t0, 1), backend=backend, argv=list(argv), strict=req.strict)
+                       wall_s=round(time.monotonic() - t0, 1), backend=backend, argv=list(argv), strict=req.strict,
+                       host_class=host, phases=[{"what": "start", "gpus": devices, "wall_s": round(start_s, 2),
+                                                 "run_dirs": [], "why": ""}, *drive.phases(plan)])
     _keep(node, plan)
     return node
+
+
+def _simulated(verdicts: list[Verdict]) -> None:
+    """The fake backend's GPUs are made up: every verdict says so first, in every format."""
+    for v in verdicts:
+        v.simulated = True
+        v.text = f"{SIMULATED}: {v.text}"
+
+
+def _host_class(plan: drive.Plan) -> str | None:
+    """The class of this host (its CPU model), as the check's first run recorded it."""
+    for c in plan.children:
+        if c.run_dir:
+            try:
+                meta = json.loads((Path(c.run_dir) / "run.json").read_text())
+            except (OSError, ValueError):
+                continue
+            return history.host_class(meta.get("fingerprint"))
+    return None
+
+
+def _envelope(req: Request, model: str | None, cluster: str, say) -> envelope.Envelope | None:
+    """The shipped envelope of the GPU model; with --expect history, this node's own history first."""
+    shipped = envelope.for_device(model, None)
+    if req.expect != HISTORY:
+        return shipped
+    own, why = history.own(Path(req.out) / cluster, cluster, model)
+    if own is None:
+        say(f"{why}: {'the shipped envelope' if shipped else 'the spec fallback and peers'} hold every figure")
+        return shipped
+    say(f"{own.source}: it holds {', '.join(own.entries)}")
+    return envelope.merged(own, shipped)
 
 
 def _model(gpus: list[dict[str, Any]]) -> str | None:
@@ -139,7 +183,7 @@ def _facts(devices: list[int], static: dict, seen: dict, evidence: list[checkset
 
 def _keep(node: NodeVerdict, plan: drive.Plan) -> None:
     """The verdict beside the per-GPU figures (or the first run that has a directory)."""
-    home = next((c.run_dir for c in plan.children if c.what == "devices" and c.run_dir), None) or \
+    home = next((c.run_dir for c in plan.children if c.what in ("devices", "single") and c.run_dir), None) or \
         next((c.run_dir for c in plan.children if c.run_dir), None)
     if home:
         write_text(Path(home) / VERDICT_FILE, to_json(node))
@@ -189,4 +233,5 @@ def read_all(root: Path) -> list[dict[str, Any]]:
     return [d for _, d in sorted(newest.values(), key=lambda x: x[1]["host"])]
 
 
-__all__ = ["Request", "run", "fleet_peers", "peer_figures", "read_all", "VERDICT_FILE"]
+__all__ = ["Request", "run", "fleet_peers", "peer_figures", "read_all", "VERDICT_FILE", "OUT", "HISTORY",
+           "CPU_REFUSAL"]

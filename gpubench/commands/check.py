@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from gpubench import outputs
-from gpubench.check import formats, gather
-from gpubench.check.node import Request, run
+from gpubench.check.model import HISTORY, OUT
 from gpubench.commands import EXIT_FAILED, EXIT_OK, add_device_args, default_cluster
-from gpubench.console import out_console
 from gpubench.errors import UsageError
 
 
@@ -19,12 +16,15 @@ def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="a node's health verdict: every GPU, link and copy path, in about a minute")
     add_device_args(p)
     p.add_argument("--devices", default="all", metavar="all|LIST", help="GPUs to check (default: all)")
-    p.add_argument("--out", default="results", metavar="DIR",
-                   help="results root for the check's run directories (default: ./results)")
+    p.add_argument("--out", default=OUT, metavar="DIR",
+                   help=f"where the check's run directories go, DIR/<cluster>/<run> (default: ./{OUT}, apart from "
+                        "your own runs' ./results)")
     p.add_argument("--cluster", default=None, metavar="LABEL", help="this node's label (default: host name)")
-    p.add_argument("--expect", default=None, metavar="FILE|none",
+    p.add_argument("--expect", default=None, metavar=f"FILE|none|{HISTORY}",
                    help="envelope to hold the figures against (default: the shipped one for the GPU model; none: "
-                        "the spec fallback and peers only); make one with gpubench expect")
+                        f"the spec fallback and peers only; {HISTORY}: this node's own earlier checks under "
+                        "--out, for every figure with 5 or more, the shipped one for the others); make one with "
+                        "gpubench expect")
     p.add_argument("--fleet", default=None, metavar="DIR",
                    help="other nodes' check runs: their GPUs' figures are peers too; with --gather, the verdicts "
                         "to gather")
@@ -47,6 +47,12 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    # The check's modules read tables (pandas) and draw them (rich): loaded when the command runs, not for --help
+    from gpubench import outputs
+    from gpubench.check import formats, gather
+    from gpubench.check.node import Request, run
+    from gpubench.console import out_console
+
     if args.gather:
         if not args.fleet:
             raise UsageError("--gather reads the verdicts under --fleet DIR: give the folder of the nodes' check runs")

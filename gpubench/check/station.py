@@ -1,0 +1,278 @@
+"""``python -m gpubench.check.station BACKEND GPU STATIONS``: gpubench check's measuring process on one GPU.
+
+The check starts one station per GPU, all at once (STATIONS of them), and each pays Python's, torch's and the device's start-up once;
+then the check hands them its measurements in turn (:mod:`gpubench.check.drive`). A station binds its threads to
+the CPUs near its GPU before anything else (:mod:`gpubench.check.affinity`) and says ``ready`` with what it found.
+Then it reads jobs, one JSON object a line on its standard input, and answers each with one JSON line on its
+standard output (the protocol's alone: whatever a library prints goes to standard error, the terminal):
+
+``{"do": "group", "rank": R, "world": N, "port": P|null, "timeout": S}``
+    join a group of stations (a torch.distributed world: NCCL/RCCL on GPUs, gloo otherwise, with gpubench's
+    control plane and watchdog, :class:`gpubench.ranks.group.Group`). Rank 0 is given no port: it hosts the
+    rendezvous store and answers ``store`` with its port, which the check passes to the others; every rank then
+    answers ``grouped``.
+``{"do": "run", "kind": K, "suites": [...], "filter": REGEX, "sizes": [...]|null, "out": DIR, "cluster": L, ...}``
+    measure the cases of ``suites`` that ``filter`` matches, at the quick grids' sizes, into an ordinary run
+    directory (:mod:`gpubench.runner`), and answer ``done`` with ``run_dir`` (rank 0's; null on the others), the
+    run's ``status`` and its ``failures``. Kinds: ``single`` (this GPU alone), ``fleet`` (every station of the
+    group at once, case by case in step: ``gpubench run --devices``), ``turns`` (the group's GPUs one at a time,
+    each case on each GPU in turn, so that no two share the host's memory and links while they measure, as
+    nvbandwidth measures each GPU), ``ranks`` (a collective suite over the group).
+``{"do": "ungroup"}``
+    leave the group (answer ``ungrouped``), so that the station can join another (the GPU pairs, round by round).
+
+A job that cannot be done is answered ``failed`` with ``why`` (and ``usage`` true where its input was at fault); the
+station goes on. End of input, or the check's process gone, ends the station.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from gpubench import runner
+from gpubench.backends import open_backend
+from gpubench.backends.base import Backend
+from gpubench.check import affinity
+from gpubench.errors import UsageError
+from gpubench.options import read as read_options
+from gpubench.ranks import ending
+from gpubench.ranks.env import RankEnv, share_host_cores
+from gpubench.ranks.group import Group
+from gpubench.registry import select
+from gpubench.request import Conduct, Placement, RunRequest, Selection
+
+Emit = Callable[..., None]
+# The fake device's calls take microseconds on its clock, but a collective over gloo takes about a millisecond of
+# real time: the engine, budgeting by the device's clock, would make thousands of calls per sample (a fake check's
+# comm run took 128 s). A collective on the fake device is modelled as a millisecond at least (the fake backend's
+# GPUBENCH_FAKE_CALL_S, which wins where set).
+FAKE_COLLECTIVE_S = 1e-3
+_PARENT_POLL_S = 1.0
+
+
+class _Recorded:
+    """A run of the check: run.json says so, with where its process was bound (``check`` in run.json)."""
+
+    record: dict[str, Any] = {}
+
+    def _meta(self) -> dict[str, Any]:
+        return {**super()._meta(), "check": dict(self.record)}
+
+
+class Single(_Recorded, runner.Single):
+    pass
+
+
+class Fleet(_Recorded, runner.Fleet):
+    pass
+
+
+class Ranks(_Recorded, runner.Ranks):
+    pass
+
+
+class Turns(Fleet):
+    """The group's GPUs one at a time: each case is measured on each GPU in turn (rank order), the others waiting
+    at the control plane, then every GPU's rows go to rank 0 as in a fleet run."""
+
+    def _run_case(self, suite, case, cfg, interrupted):
+        rows: list[dict[str, Any]] = []
+        for turn in range(self.group.world_size):
+            if turn == self.group.rank:
+                rows = runner.run_case(suite, case, self.backend, self.base, cfg, self.sampler,
+                                       tick=self.group.step, interrupted=interrupted,
+                                       ctx=self.p.contexts.get(suite.name))
+            self.group.gather_objects(turn)  # the next GPU starts when this one is done
+        return rows
+
+
+KINDS = {"single": Single, "fleet": Fleet, "turns": Turns, "ranks": Ranks}
+
+
+class Station:
+    """This process: its GPU, its binding, the group it is in (if any)."""
+
+    def __init__(self, backend_name: str, gpu: int, stations: int, emit: Emit):
+        self.emit = emit
+        share_host_cores(backend_name, stations)  # the fake and cpu backends compute on the host's cores: share them
+        self.backend = open_backend(backend_name, gpu)
+        self.gpu = gpu
+        self.binding = affinity.bind(_pci(self.backend))
+        self.group: Group | None = None
+        self.store: Any = None
+        self.comm_backend: Backend | None = None
+
+    def ready(self) -> None:
+        b = self.backend
+        reading = {}
+        try:
+            reader = b.telemetry()
+            reading = dict(reader.static() or {})
+            reader.close()
+        except Exception:  # noqa: BLE001 — identity columns are best effort, as the runner's
+            pass
+        gpu = {"index": self.gpu, "name": b.device_name(), "uuid": reading.get("uuid"),
+               "pci_bus_id": reading.get("pci_bus_id") or _pci(b)}
+        self.emit("ready", gpu=gpu, binding=self.binding, pid=os.getpid())
+
+    # --- jobs --------------------------------------------------------------------------------------------------
+    def do_group(self, job: dict[str, Any]) -> None:
+        import torch.distributed as dist  # heavy: loaded by the stations that form groups
+
+        rank, world, timeout = int(job["rank"]), int(job["world"]), float(job.get("timeout") or 120.0)
+        port = job.get("port")
+        if port is None:
+            self.store = dist.TCPStore("127.0.0.1", 0, world, True, timeout=dt.timedelta(seconds=timeout),
+                                       wait_for_workers=False)
+            port = self.store.port
+            self.emit("store", port=port)
+        os.environ["GPUBENCH_STORE_HOSTED"] = "1"  # a station hosts the store: the group is not rank 0's to host
+        renv = RankEnv("check", rank, world, rank, world, "127.0.0.1", int(port), 1)
+        gpu = self.backend.name in ("cuda", "hip")
+        self.group = Group(renv, "nccl" if gpu else "gloo", timeout, device=self.backend.torch_device if gpu else None)
+        self.emit("grouped", rank=rank)
+
+    def do_ungroup(self, job: dict[str, Any]) -> None:
+        if self.group is not None:
+            self.group.close()
+        # A store this station hosts stays up until the next group replaces it: the other ranks' heartbeats reach it
+        # until they have left too (a store gone for 3 s ends a rank: gpubench.ranks.group)
+        self.group = None
+        self.emit("ungrouped")
+
+    def do_run(self, job: dict[str, Any]) -> None:
+        _fake_death(self.backend.name)
+        kind = KINDS[job["kind"]]
+        if kind is not Single and self.group is None:
+            raise UsageError(f"a {job['kind']} run needs a group of stations: none was formed")
+        request = _request(job, self.backend.name, self.gpu)
+        backend = self._comm_backend() if kind is Ranks else self.backend
+        group = self.group if kind is not Single else None
+        plan = runner.plan(request.what.suites, backend, quick=True, sizes=request.what.sizes,
+                           case_filter=request.what.case_filter, options=request.what.options,
+                           group=group if kind is Ranks else None)
+        executor = kind(plan, backend, request, None, None, group)
+        executor.record = {"phase": job.get("what") or job["kind"], "order": _ORDER[job["kind"]],
+                           "binding": self.binding}
+        outcome = executor.run()
+        path = outcome.run_dir.path
+        self.emit("done", run_dir=str(path) if path is not None else None, status=outcome.status,
+                  failures=outcome.failures)
+
+    def _comm_backend(self) -> Backend:
+        """The device for collectives: this station's, but on the fake backend one whose calls take a collective's
+        real time (:data:`FAKE_COLLECTIVE_S`)."""
+        if self.backend.name != "fake" or os.environ.get("GPUBENCH_FAKE_CALL_S"):
+            return self.backend
+        if self.comm_backend is None:
+            from gpubench.backends.fake import FakeBackend
+
+            self.comm_backend = FakeBackend(self.gpu, durations=lambda w, i: FAKE_COLLECTIVE_S + w.bytes / 100e9)
+        return self.comm_backend
+
+
+def _fake_death(backend: str) -> None:
+    """GPUBENCH_FAKE_STATION_DIES=MARKER (the fake backend only, for tests of the check's second attempt): the first
+    station to take the file MARKER (it deletes it) dies at once, as a station whose GPU fell off the bus would."""
+    marker = os.environ.get("GPUBENCH_FAKE_STATION_DIES")
+    if backend != "fake" or not marker:
+        return
+    try:
+        os.unlink(marker)
+    except FileNotFoundError:
+        return
+    os._exit(9)
+
+
+_ORDER = {"single": "this GPU alone", "fleet": "every GPU at once, case by case in step",
+          "turns": "one GPU at a time", "ranks": "the group's GPUs together (collectives)"}
+
+
+def _pci(backend: Backend) -> str | None:
+    try:
+        return backend.pci_bus_id()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _request(job: dict[str, Any], backend: str, gpu: int) -> RunRequest:
+    """The run a job asks for, as ``gpubench run`` would have been asked it (run.json keeps that command line)."""
+    suites = tuple(select(",".join(job["suites"])))
+    sizes = tuple(int(s) for s in job["sizes"]) if job.get("sizes") else None
+    devices = job.get("devices")
+    argv = ["gpubench", "run", "--suite", ",".join(s.name for s in suites), "--quick", "--processes", "1",
+            "--filter", job["filter"], "--backend", backend, "--out", job["out"], "--cluster", job["cluster"]]
+    argv += ["--devices", devices] if devices and job["kind"] in ("fleet", "turns") else ["--device", str(gpu)]
+    argv += ["--sizes", ",".join(map(str, sizes))] if sizes else []
+    return RunRequest(
+        what=Selection(suites=suites, case_filter=job["filter"], sizes=sizes,
+                       options={s.name: read_options(s.options, {}) for s in suites}),
+        where=Placement(backend=backend, device=gpu, devices=devices if job["kind"] in ("fleet", "turns") else None),
+        how=Conduct(quick=True, telemetry=True, processes=1, out=job["out"], cluster=job["cluster"]),
+        argv=tuple(argv),
+    )
+
+
+def _first_line(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}".strip().splitlines()
+    return text[0][:500] if text else type(e).__name__
+
+
+def _orphan_watch(parent: int) -> None:
+    """End this process when the check that started it is gone (its parent changed), even mid-measurement."""
+    def watch() -> None:
+        while True:
+            time.sleep(_PARENT_POLL_S)
+            if os.getppid() != parent:  # its run, if one is open, is closed as interrupted with what it kept
+                ending.end("interrupted", "the gpubench check that started this measuring process is gone", 1)
+
+    threading.Thread(target=watch, name="gpubench-station-parent", daemon=True).start()
+
+
+def main(argv: list[str]) -> int:
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # prints of libraries go to standard error, never into the protocol
+    _orphan_watch(os.getppid())
+    ending.install()  # a SIGTERM (the check ending a station that would not stop) closes its run: interrupted
+
+    def emit(event: str, **fields: Any) -> None:
+        protocol.write(json.dumps({"event": event, **fields}) + "\n")
+
+    try:
+        station = Station(argv[0], int(argv[1]), int(argv[2]) if len(argv) > 2 else 1, emit)
+        station.ready()
+    except Exception as e:  # noqa: BLE001 — the check names it for this GPU
+        emit("failed", why=_first_line(e), usage=isinstance(e, UsageError))
+        return 1
+    handlers = {"group": station.do_group, "ungroup": station.do_ungroup, "run": station.do_run}
+    try:
+        _serve(handlers, emit)
+    except KeyboardInterrupt:  # the check was interrupted (it ends its stations): a run left open is closed
+        ending.end("interrupted", "interrupted (Ctrl-C)", 130)
+    return 0
+
+
+def _serve(handlers: dict[str, Callable[[dict[str, Any]], None]], emit: Emit) -> None:
+    """Each job of standard input, in turn, until its end."""
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            job = json.loads(line)
+            handlers[job["do"]](job)
+        except Exception as e:  # noqa: BLE001 — one job failed; the check decides what follows
+            if os.environ.get("GPUBENCH_DEBUG_STATION"):
+                traceback.print_exc()
+            emit("failed", why=_first_line(e), usage=isinstance(e, UsageError))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,240 @@
+"""The check's side of its stations (:mod:`gpubench.check.station`): start one per GPU, hand them jobs, read their
+answers, form their groups.
+
+A station is a world of its own: its environment is built through :func:`gpubench.ranks.env.standalone`, so that
+a check started under srun does not make it a rank of the step that started the check, and it runs in a session of
+its own, so that a Ctrl-C reaches the check alone, which ends its stations. Every wait is bounded: a station that
+ends, fails a job or says nothing for the allowed time raises :class:`StationError` naming its GPU and why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from gpubench.ranks.env import standalone
+from gpubench.ranks.python import module_command
+
+READY_TIMEOUT_S = 300.0  # start-up: Python, torch, a device context (seconds on a cold file cache)
+GROUP_TIMEOUT_S = 300.0  # a group's rendezvous and its library's communicator
+RUN_TIMEOUT_S = 900.0  # one measurement of every figure a job asks
+WATCHDOG_S = 120.0  # a group's ranks end when none of them moved for this long (gpubench.ranks.group)
+_POLL_S = 0.05
+
+
+class StationError(Exception):
+    """A station ended, failed a job or fell silent; ``usage``: the job's input was at fault (exit 2)."""
+
+    def __init__(self, why: str, usage: bool = False):
+        super().__init__(why)
+        self.why, self.usage = why, usage
+
+
+class Station:
+    """One measuring process on one GPU, as the check sees it."""
+
+    def __init__(self, backend: str, gpu: int, stations: int, env: dict[str, str] | None = None):
+        self.gpu = gpu
+        self.info: dict[str, Any] = {}  # its "ready" answer: the GPU's identity, the binding, the pid
+        self.proc = subprocess.Popen(
+            module_command("gpubench.check.station", backend, str(gpu), str(stations)),  # not a ./gpubench folder
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+            env={**standalone(os.environ), **(env or {})}, start_new_session=True)
+        self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        threading.Thread(target=self._read, name=f"gpubench-station-{gpu}", daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                self.events.put(event)
+        self.events.put(None)  # the process closed its output: it ended
+
+    def send(self, **job: Any) -> None:
+        try:
+            self.proc.stdin.write(json.dumps(job) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            raise StationError(self.gone()) from None
+
+    def gone(self) -> str:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return f"the measuring process on GPU {self.gpu} (pid {self.proc.pid}) stopped answering"
+        if code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        else:
+            how = f"ended with exit code {code}"
+        return f"the measuring process on GPU {self.gpu} (pid {self.proc.pid}) {how}"
+
+    def poll(self, timeout: float) -> dict[str, Any] | None:
+        """Its next answer within ``timeout`` (None if none came); a failure or its end raises."""
+        try:
+            event = self.events.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if event is None:
+            self.events.put(None)  # every later wait learns it too
+            raise StationError(self.gone())
+        if event.get("event") == "failed":
+            raise StationError(f"GPU {self.gpu}: {event.get('why') or 'failed'}", bool(event.get("usage")))
+        return event
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def hang_up(self) -> None:
+        """End of input: it leaves once its job is done."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
+    def close(self, grace_s: float = 5.0) -> None:
+        """End it: end of input first (it leaves between jobs), then SIGTERM, then SIGKILL."""
+        self.hang_up()
+        for stop, wait in ((None, grace_s), (self.proc.terminate, 3.0), (self.proc.kill, None)):
+            if stop is not None:
+                try:
+                    stop()
+                except OSError:
+                    pass
+            try:
+                self.proc.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+def wait_all(stations: Sequence[Station], event: str, timeout: float) -> dict[int, dict[str, Any]]:
+    """Each station's next ``event`` answer (by GPU), within ``timeout`` for them all; the first failure raises."""
+    got: dict[int, dict[str, Any]] = {}
+    end = time.monotonic() + timeout
+    while len(got) < len(stations):
+        for s in stations:
+            if s.gpu in got:
+                continue
+            answer = s.poll(_POLL_S)
+            if answer is not None and answer.get("event") == event:
+                got[s.gpu] = answer
+        if len(got) < len(stations) and time.monotonic() > end:
+            late = ", ".join(str(s.gpu) for s in stations if s.gpu not in got)
+            raise StationError(f"GPU {late}: no {event!r} within {timeout:.0f} s")
+    return got
+
+
+class Pool:
+    """The check's stations, one per GPU: started at once; one that was ended (a job failed where it took part)
+    is started again when next asked for."""
+
+    def __init__(self, backend: str, gpus: Iterable[int], env: dict[str, str] | None = None):
+        self.backend, self.env = backend, env
+        self.gpus = list(gpus)
+        self.stations: dict[int, Station] = {g: Station(backend, g, len(self.gpus), env) for g in self.gpus}
+        self.ready: dict[int, dict[str, Any]] = {}
+        self.failed: dict[int, StationError] = {}
+
+    def start(self) -> dict[int, dict[str, Any]]:
+        """Every station's ``ready`` answer (identity, binding), waited for together; a station that could not
+        start is kept in ``failed`` (a refusal of the input raises at once)."""
+        for g, s in self.stations.items():
+            try:
+                self.ready[g] = wait_all([s], "ready", READY_TIMEOUT_S)[g]
+            except StationError as e:
+                if e.usage:
+                    raise
+                self.failed[g] = e
+                s.close(0)
+        return self.ready
+
+    def get(self, gpus: Sequence[int]) -> list[Station]:
+        """The live stations of ``gpus``; one that ended is started again (its start-up paid once more), one that
+        never started raises why."""
+        out = []
+        for g in gpus:
+            if g in self.failed:
+                raise self.failed[g]
+            s = self.stations[g]
+            if not s.alive:
+                s = self.stations[g] = Station(self.backend, g, len(self.gpus), self.env)
+                self.ready[g] = wait_all([s], "ready", READY_TIMEOUT_S)[g]
+            out.append(s)
+        return out
+
+    def discard(self, stations: Iterable[Station]) -> None:
+        """End these stations (a job they shared failed: they may be waiting inside a collective)."""
+        for s in stations:
+            s.close(0)
+
+    def close(self) -> None:
+        """End every station: all told at once (end of input), then each waited for."""
+        for s in self.stations.values():
+            s.hang_up()
+        for s in self.stations.values():
+            s.close()
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, kind: Any, *exc: Any) -> bool:
+        if kind is not None and issubclass(kind, KeyboardInterrupt):
+            self.interrupt()
+        self.close()
+        return False
+
+    def interrupt(self) -> None:
+        """A Ctrl-C: each station stops its case (its run directory says interrupted, as a run's does) and ends."""
+        for s in self.stations.values():
+            if s.alive:
+                try:
+                    s.proc.send_signal(signal.SIGINT)
+                except OSError:
+                    pass
+            s.hang_up()
+
+
+def form(groups: Sequence[Sequence[Station]], watchdog_s: float = WATCHDOG_S) -> None:
+    """Each list of stations joins a group of its own (all groups at once): the first of each hosts the store."""
+    for members in groups:
+        members[0].send(do="group", rank=0, world=len(members), port=None, timeout=watchdog_s)
+    for members in groups:
+        port = wait_all(members[:1], "store", GROUP_TIMEOUT_S)[members[0].gpu]["port"]
+        for rank, s in enumerate(members[1:], 1):
+            s.send(do="group", rank=rank, world=len(members), port=port, timeout=watchdog_s)
+    wait_all([s for members in groups for s in members], "grouped", GROUP_TIMEOUT_S)
+
+
+def leave(groups: Sequence[Sequence[Station]]) -> None:
+    everyone = [s for members in groups for s in members]
+    for s in everyone:
+        s.send(do="ungroup")
+    wait_all(everyone, "ungrouped", GROUP_TIMEOUT_S)
+
+
+def run(groups: Sequence[Sequence[Station]], job: dict[str, Any]) -> list[dict[str, Any]]:
+    """``job`` on every station of every group at once; each group's first station's ``done`` answer (it holds
+    the run directory)."""
+    everyone = [s for members in groups for s in members]
+    for s in everyone:
+        s.send(do="run", **job)
+    done = wait_all(everyone, "done", RUN_TIMEOUT_S)
+    return [done[members[0].gpu] for members in groups]
+
+
+__all__ = ["Station", "Pool", "StationError", "wait_all", "form", "leave", "run", "READY_TIMEOUT_S",
+           "RUN_TIMEOUT_S", "WATCHDOG_S"]
