@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from gpubench import outputs
-from gpubench.compare import contention, fleet, fleet_formats, formats, report, thresholds
+from gpubench.compare import fleet, fleet_formats, formats, report, thresholds
 from gpubench.compare.fleet import DEFAULT_K
 from gpubench.compare.formats import FORMATS, SUFFIXES
 from gpubench.compare.load import DEFAULT_WINDOW, resolve
@@ -97,11 +97,12 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     th = thresholds.load(args.thresholds) if args.thresholds else thresholds.Thresholds()
     if args.threshold is not None:
         th.default = thresholds.check_fraction(args.threshold, "--threshold")
-    # build() applied what the runs' metadata knows (a shared GPU, a busy host, the rerun, the directory's memory)
-    # and recorded the verdict where the current run belongs to the baseline's directory.
+    # build() applied what the runs' metadata knows (a shared GPU, a busy host, the rerun, the directory's memory);
+    # record() keeps the verdict where the current run belongs to the baseline's directory.
     rep = report.build(args.paths[0], args.paths[1], window=args.baseline_window, thresholds=th, alpha=args.alpha,
-                       cross_cluster=args.cross_cluster, confirm=args.confirm, record=not args.no_record)
-    contention.describe(rep)
+                       cross_cluster=args.cross_cluster, confirm=args.confirm)
+    if not args.no_record:
+        rep = report.record(rep)
     _emit(args, formats.terminal_table(rep, all_rows=args.all_rows),
           lambda fmt: formats.render(rep, fmt, all_rows=args.all_rows))
     return rep.exit_code

@@ -11,12 +11,13 @@ A run also records how busy the host was: the share of its CPU time other proces
 (``contention.host``) and during each case (the ``host_load`` column). Figures the host sets (gpubench.levels:
 host-timed, host-bound, host buffers, and every figure of the CPU backend) measured on a busy host say as
 little about the code: :func:`busy_host` turns their WORSE or BETTER into UNKNOWN, naming the load.
-:func:`describe` gives the lines that lead the summary.
+:func:`describe` gives the lines that lead the summary (the report's ``contended``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -108,23 +109,30 @@ def busy_host(rows: pd.DataFrame, baseline_runs: Sequence[dict[str, Any]],
     return rows
 
 
-def describe(report: Any) -> list[str]:
-    """The lines that lead ``report``'s summary (``GPU shared during the current run: pid 4321 (python3)``,
-    ``host busy during the current run: ...``), kept as ``report.contended``; a host loaded on one side only is
-    listed among the setting differences too."""
+@dataclass(frozen=True)
+class Described:
+    """What a comparison says of the machines' state: the lines that lead its summary, and the host load where
+    it differs between the sides (one of the setting differences)."""
+
+    lines: list[str]
+    host_difference: str | None
+
+
+def describe(baseline_runs: Sequence[dict[str, Any]], current_runs: Sequence[dict[str, Any]]) -> Described:
+    """The lines that lead a comparison's summary (``GPU shared during the current run: pid 4321 (python3)``,
+    ``host busy during the current run: ...``), and ``host load: a → b`` where the host was loaded on one side
+    only (two loaded sides differ in no way a reader can act on)."""
     lines = []
-    for side in SIDES:
-        names = _names(getattr(report, side).runs)
+    for side, runs in (("baseline", baseline_runs), ("current", current_runs)):
+        names = _names(runs)
         if names:
             lines.append(f"GPU shared during the {side} run: {', '.join(names)}")
-    b, c = _host(report.baseline.runs), _host(report.current.runs)
+    b, c = _host(baseline_runs), _host(current_runs)
     for side, text in (("baseline", b), ("current", c)):
         if text:
             lines.append(f"host busy during the {side} run: {text}")
-    if bool(b) != bool(c):  # loaded on one side only: two loaded sides differ in no way a reader can act on
-        report.setting_differences.append(f"host load: {b or 'not loaded'} → {c or 'not loaded'}")
-    report.contended = lines
-    return lines
+    differ = f"host load: {b or 'not loaded'} → {c or 'not loaded'}" if bool(b) != bool(c) else None
+    return Described(lines, differ)
 
 
-__all__ = ["shared_gpu", "busy_host", "describe"]
+__all__ = ["shared_gpu", "busy_host", "describe", "Described"]

@@ -13,7 +13,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Group
@@ -22,6 +22,9 @@ from rich.text import Text
 
 from gpubench.compare.verdict import COMPARED, SAME, WORSE
 from gpubench.console import fmt_value, p_text, param_text, unit_text
+
+if TYPE_CHECKING:
+    from gpubench.compare.report import Report
 
 FORMATS = ("terminal", "markdown", "junit", "json")
 SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".xml": "junit", ".json": "json"}
@@ -103,20 +106,19 @@ def headers(cross_cluster: bool) -> list[str]:
     return h + ["threshold", "p", "basis", "note"]
 
 
-def context_lines(report: Any) -> list[str]:
+def context_lines(report: Report) -> list[str]:
     """What a reader needs beside the verdicts: notes on the inputs, what the directory's memory knows of the
     regressions, and the settings that differ."""
     lines = [f"note: {n}" for n in report.notes]
-    lines += [f"regression: {r.line()}" for r in getattr(report, "regressions", None) or []]
+    lines += [f"regression: {r.line()}" for r in report.regressions]
     if report.setting_differences:
         lines.append("settings differ: " + "; ".join(report.setting_differences))
     return lines
 
 
-def headline(report: Any) -> str:
+def headline(report: Report) -> str:
     """The first line of the human views: the counts, and a shared GPU when there was one."""
-    shared = list(getattr(report, "contended", None) or [])
-    return " — ".join([report.summary(), *shared])
+    return " — ".join([report.summary(), *report.contended])
 
 
 # Worst first in the human views (the rows' order may have changed in post-passes over the verdicts).
@@ -131,7 +133,7 @@ def _worse_by(r: dict) -> float:
     return -ch if r["better"] == "higher" else ch
 
 
-def shown_rows(report: Any, all_rows: bool = False) -> list[dict]:
+def shown_rows(report: Report, all_rows: bool = False) -> list[dict]:
     """The rows the human views list: every row with ``all_rows``, else those that are not SAME; worst first."""
     rows = report.rows.to_dict("records")
     if not all_rows:
@@ -186,7 +188,7 @@ def _collapse(rows: list[dict]) -> tuple[list[dict], list[str]]:
                   for n in sorted(common, key=lambda n: -len(notes[n]))]
 
 
-def _listing(report: Any, all_rows: bool) -> tuple[list[dict], list[str], list[str]]:
+def _listing(report: Report, all_rows: bool) -> tuple[list[dict], list[str], list[str]]:
     """(rows to list, their short case ids, the lines under the table: shared parameters, what is hidden)."""
     rows = shown_rows(report, all_rows)
     said: list[str] = []
@@ -208,7 +210,7 @@ def _listing(report: Any, all_rows: bool) -> tuple[list[dict], list[str], list[s
 _TERMINAL = ("verdict", "suite", "case", "metric", "baseline", "current", "change", "ratio", "p", "note")
 
 
-def terminal_table(report: Any, all_rows: bool = False) -> Group:
+def terminal_table(report: Report, all_rows: bool = False) -> Group:
     rows, short, foot = _listing(report, all_rows)
     head = headers(report.cross_cluster)
     keep = [i for i, h in enumerate(head) if h in _TERMINAL or h.endswith("% peak")]
@@ -245,7 +247,7 @@ def markdown_table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> list[s
     return lines
 
 
-def to_markdown(report: Any, all_rows: bool = False) -> str:
+def to_markdown(report: Report, all_rows: bool = False) -> str:
     worse = report.counts().get(WORSE, 0)
     lines = [f"### {'❌' if worse else '✅'} gpubench compare: {_md_cell(headline(report))}", "",
              f"- baseline: {_md_cell(report.baseline_text)}",
@@ -297,7 +299,7 @@ def junit_xml(suite_name: str, cases: Sequence[JunitCase], properties: dict[str,
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def to_junit(report: Any) -> str:
+def to_junit(report: Report) -> str:
     cases = []
     for r in report.rows.to_dict("records"):
         if r["status"] != COMPARED:
@@ -319,7 +321,7 @@ def _side(side: Any, system: dict, text: str) -> dict:
             "system": system, "description": text}
 
 
-def to_json(report: Any) -> str:
+def to_json(report: Report) -> str:
     doc = {
         "format": JSON_FORMAT,
         "version": JSON_VERSION,
@@ -333,18 +335,18 @@ def to_json(report: Any) -> str:
         "summary": report.counts(),
         "exit_code": report.exit_code,
         "notes": report.notes,
-        "contention": list(getattr(report, "contended", None) or []),
+        "contention": report.contended,
         "setting_differences": report.setting_differences,
         "regressions": [{"since": r.since, "nights": r.nights, "last_good": r.last_good, "figures": len(r.figures),
-                         "differences": r.differences} for r in getattr(report, "regressions", None) or []],
+                         "differences": r.differences} for r in report.regressions],
         "window": report.baseline.window_line(),
-        "recorded": getattr(report, "recorded", None),
+        "recorded": report.recorded,
         "rows": report.rows.to_dict("records"),
     }
     return json.dumps(jsonable(doc), indent=2) + "\n"
 
 
-def render(report: Any, fmt: str, all_rows: bool = False) -> str:
+def render(report: Report, fmt: str, all_rows: bool = False) -> str:
     if fmt == "markdown":
         return to_markdown(report, all_rows)
     return {"junit": to_junit, "json": to_json}[fmt](report)
