@@ -4,12 +4,14 @@ nothing is WORSE (fleet: no device flagged), 1 when something is, 2 (a UsageErro
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from gpubench import outputs
-from gpubench.compare import fleet, fleet_formats, formats, report, thresholds
+from gpubench.compare import fleet, report, thresholds
+from gpubench.compare import outputs as formats
 from gpubench.compare.fleet import DEFAULT_K
-from gpubench.compare.formats import FORMATS, SUFFIXES
 from gpubench.compare.load import DEFAULT_WINDOW, resolve
 from gpubench.compare.verdict import DEFAULT_ALPHA
 from gpubench.console import out_console
@@ -33,8 +35,9 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="default threshold for metrics the file does not name (default: 0.05, i.e. 5%%)")
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, metavar="P",
                    help=f"significance level of the rank test on the samples (default: {DEFAULT_ALPHA:g})")
-    p.add_argument("--format", choices=FORMATS, default=None, metavar="|".join(FORMATS),
-                   help="output format (default: terminal; for --out files, from their suffix .md/.xml/.json)")
+    p.add_argument("--format", choices=formats.names(), default=None, metavar="|".join(formats.names()),
+                   help=f"output format (default: {formats.DEFAULT}; an --out file takes the format its suffix "
+                        "names: .md, .xml, .json ...)")
     p.add_argument("--out", action="append", default=[], metavar="FILE",
                    help="write the output to FILE as well (the terminal still gets the table); repeatable")
     p.add_argument("--all", action="store_true", dest="all_rows",
@@ -59,24 +62,26 @@ def _out_formats(args) -> list[tuple[Path, str]]:
     outs = []
     for name in args.out:
         path = outputs.file(name)  # a folder, a missing or read-only place: exit 2, before anything is judged
-        fmt = args.format if args.format not in (None, "terminal") else SUFFIXES.get(path.suffix.lower())
+        fmt = args.format if args.format and not formats.is_console(args.format) else formats.for_suffix(path.suffix)
         if fmt is None:
-            raise UsageError(f"--out {name}: pass --format markdown|junit|json, or name the file .md, .xml or .json")
+            ends = formats.suffixes()
+            raise UsageError(f"--out {name}: pass --format {'|'.join(formats.files())}, or name the file "
+                             f"{', '.join(ends[:-1])} or {ends[-1]}")
         outs.append((path, fmt))
     return outs
 
 
-def _emit(args, renderable, render) -> None:
+def _emit(args, render: Callable[[str], Any]) -> None:
     """The --out files, then the terminal table (or, with --format and no --out, that format on stdout): a file
     that cannot be written is exit 2 before any verdict is shown, so that a CI gate never reads a full disk as a
     regression."""
     outs = _out_formats(args)
     for path, fmt in outs:
         outputs.write_text(path, render(fmt))
-    if args.format not in (None, "terminal") and not outs:
+    if args.format and not formats.is_console(args.format) and not outs:
         print(render(args.format), end="")
     else:
-        out_console().print(renderable)
+        out_console().print(render(formats.DEFAULT))
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
@@ -89,8 +94,10 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         if extra:
             raise UsageError(f"--fleet sets devices against each other, not against a baseline: drop "
                              f"{', '.join(extra)}")
+        for fmt in {f for _, f in _out_formats(args)} | ({args.format} if args.format else set()):
+            formats.fleet(fmt)  # a format without a fleet view: exit 2, before anything is loaded
         rep = fleet.analyze([_side(p) for p in args.paths], k=args.k)
-        _emit(args, fleet_formats.terminal(rep), lambda fmt: fleet_formats.render(rep, fmt))
+        _emit(args, lambda fmt: formats.fleet(fmt).fleet(rep))
         return rep.exit_code
     if len(args.paths) != 2:
         raise UsageError(f"compare takes BASELINE CURRENT (2 paths), not {len(args.paths)}; or pass --fleet RUN")
@@ -103,8 +110,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
                        cross_cluster=args.cross_cluster, confirm=args.confirm)
     if not args.no_record:
         rep = report.record(rep)
-    _emit(args, formats.terminal_table(rep, all_rows=args.all_rows),
-          lambda fmt: formats.render(rep, fmt, all_rows=args.all_rows))
+    _emit(args, lambda fmt: formats.get(fmt).compare(rep, args.all_rows))
     return rep.exit_code
 
 
