@@ -30,7 +30,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                         "runs")
     p.add_argument("--thresholds", default=None, metavar="FILE",
                    help="TOML of per-suite/per-metric thresholds ([default] threshold = 0.05, [comm] busbw = "
-                        "0.03), e.g. from gpubench calibrate")
+                        "0.03), e.g. from gpubench calibrate; with --fleet, how far from the fleet median a figure "
+                        "must be before it is flagged")
     p.add_argument("--threshold", type=float, default=None, metavar="FRACTION",
                    help="default threshold for metrics the file does not name (default: 0.05, i.e. 5%%)")
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, metavar="P",
@@ -53,7 +54,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="compare different systems (GPU model, count, driver): ratios and %% of spec peak")
     p.add_argument("--fleet", action="store_true",
                    help="flag devices (host, GPU) whose figures sit beyond k robust standard deviations (MAD) "
-                        "from the fleet median")
+                        "and beyond the threshold (5%% unless --threshold/--thresholds) from the fleet median")
     p.add_argument("--k", type=float, default=DEFAULT_K, metavar="K",
                    help=f"--fleet: flag beyond K (default: {DEFAULT_K:g})")
 
@@ -86,24 +87,23 @@ def _emit(args, render: Callable[[str], Any]) -> None:
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
     _out_formats(args)  # a bad --out fails before anything is loaded
+    th = thresholds.load(args.thresholds) if args.thresholds else thresholds.Thresholds()
+    if args.threshold is not None:
+        th.default = thresholds.check_fraction(args.threshold, "--threshold")
     if args.fleet:
-        given = {"--baseline-window": args.baseline_window is not None, "--thresholds": args.thresholds,
-                 "--confirm": args.confirm, "--no-record": args.no_record,
-                 "--threshold": args.threshold is not None, "--cross-cluster": args.cross_cluster}
+        given = {"--baseline-window": args.baseline_window is not None, "--confirm": args.confirm,
+                 "--no-record": args.no_record, "--cross-cluster": args.cross_cluster}
         extra = [flag for flag, on in given.items() if on]
         if extra:
             raise UsageError(f"--fleet sets devices against each other, not against a baseline: drop "
                              f"{', '.join(extra)}")
         for fmt in {f for _, f in _out_formats(args)} | ({args.format} if args.format else set()):
             formats.fleet(fmt)  # a format without a fleet view: exit 2, before anything is loaded
-        rep = fleet.analyze([_side(p) for p in args.paths], k=args.k)
+        rep = fleet.analyze([_side(p) for p in args.paths], k=args.k, thresholds=th)
         _emit(args, lambda fmt: formats.fleet(fmt).fleet(rep))
         return rep.exit_code
     if len(args.paths) != 2:
         raise UsageError(f"compare takes BASELINE CURRENT (2 paths), not {len(args.paths)}; or pass --fleet RUN")
-    th = thresholds.load(args.thresholds) if args.thresholds else thresholds.Thresholds()
-    if args.threshold is not None:
-        th.default = thresholds.check_fraction(args.threshold, "--threshold")
     # build() applied what the runs' metadata knows (a shared GPU, a busy host, the rerun, the directory's memory);
     # record() keeps the verdict where the current run belongs to the baseline's directory.
     rep = report.build(args.paths[0], args.paths[1], window=args.baseline_window, thresholds=th, alpha=args.alpha,
