@@ -16,6 +16,7 @@ little about the code: :func:`busy_host` turns their WORSE or BETTER into UNKNOW
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +54,12 @@ def _add(note: Any, text: str) -> str:
     return "; ".join(x for x in (str(note or ""), text) if x)
 
 
+def _blind(rows: pd.DataFrame, i: Any, why: str) -> None:
+    """Row ``i`` catches nothing tonight, for ``why``, unless it was blind already (the first reason stands)."""
+    if not math.isinf(float(rows.at[i, "catches"]) if rows.at[i, "catches"] is not None else math.nan):
+        rows.at[i, "catches"], rows.at[i, "catches_limit"] = math.inf, why
+
+
 def shared_gpu(rows: pd.DataFrame, baseline_runs: Sequence[dict[str, Any]],
                current_runs: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """``rows`` with each WORSE figure of a case measured on a shared GPU (either side) made UNKNOWN."""
@@ -61,11 +68,12 @@ def shared_gpu(rows: pd.DataFrame, baseline_runs: Sequence[dict[str, Any]],
         return rows
     rows = rows.copy()
     for i, r in rows.iterrows():
-        if r["status"] != COMPARED or r["verdict"] != WORSE:
-            continue
         key = (str(r["suite"]), str(r["case"]))
-        who = [f"{side} run shared the GPU with {shared[side][key]}" for side in SIDES if key in shared[side]]
-        if who:
+        if r["status"] != COMPARED or not any(key in shared[side] for side in SIDES):
+            continue
+        _blind(rows, i, "GPU shared")  # nothing is WORSE tonight
+        if r["verdict"] == WORSE:
+            who = [f"{side} run shared the GPU with {shared[side][key]}" for side in SIDES if key in shared[side]]
             rows.at[i, "verdict"] = UNKNOWN
             rows.at[i, "note"] = _add(r["note"], "; ".join(who) + ": not blamed on the code")
     return rows
@@ -94,7 +102,7 @@ def busy_host(rows: pd.DataFrame, baseline_runs: Sequence[dict[str, Any]],
     loaded = {side: _host(runs[side]) for side in SIDES}
     rows = rows.copy()
     for i, r in rows.iterrows():
-        if r["status"] != COMPARED or r["verdict"] not in (WORSE, BETTER) or not r.get("set_by_host"):
+        if r["status"] != COMPARED or not r.get("set_by_host"):
             continue
         why = []
         for side in SIDES:
@@ -103,7 +111,10 @@ def busy_host(rows: pd.DataFrame, baseline_runs: Sequence[dict[str, Any]],
                 why.append(f"the {side} run's host was busy ({loaded[side]})")
             elif finite(share) and float(share) >= LOADED_HOST:
                 why.append(f"the {side} case ran on a busy host ({host_text(float(share), _cpus(runs[side]) or 1)})")
-        if why:
+        if not why:
+            continue
+        _blind(rows, i, "host busy")  # nothing is WORSE tonight
+        if r["verdict"] in (WORSE, BETTER):
             rows.at[i, "verdict"] = UNKNOWN
             rows.at[i, "note"] = _add(r["note"], "; ".join(why) + f": {r['set_by_host']}, not judged")
     return rows

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gpubench.compare import sensitivity
 from gpubench.compare.verdict import COMPARED, SAME
 from gpubench.console import fmt_value, p_text, param_text, unit_text
 
@@ -84,7 +85,8 @@ def row_cells(r: dict, cross_cluster: bool) -> list[str]:
         ratio = _num(r["ratio"])
         cells += [f"{ratio:.3f}×" if math.isfinite(ratio) else "—", _peak(r["baseline_pct_peak"]),
                   _peak(r["current_pct_peak"])]
-    cells += [pct(r["threshold"]), p_text(p) if math.isfinite(p) else "—", _basis(r), str(r["note"] or "")]
+    cells += [pct(r["threshold"]), sensitivity.text(r.get("catches")), p_text(p) if math.isfinite(p) else "—",
+              _basis(r), str(r["note"] or "")]
     return cells
 
 
@@ -92,14 +94,16 @@ def headers(cross_cluster: bool) -> list[str]:
     h = ["verdict", "suite", "case", "metric", "baseline", "current", "change"]
     if cross_cluster:
         h += ["ratio", "baseline % peak", "current % peak"]
-    return h + ["threshold", "p", "basis", "note"]
+    return h + ["threshold", "catches", "p", "basis", "note"]
 
 
 def context_lines(report: Report) -> list[str]:
-    """What a reader needs beside the verdicts: notes on the inputs, what the directory's memory knows of the
-    regressions, and the settings that differ."""
+    """What a reader needs beside the verdicts: how small a change this comparison catches, notes on the inputs,
+    what the directory's memory knows of the regressions, and the settings that differ."""
     lines = [f"note: {n}" for n in report.notes]
     lines += [f"regression: {r.line()}" for r in report.regressions]
+    catches = sensitivity.line(report.rows.to_dict("records"))
+    lines += [catches] if catches else []
     if report.setting_differences:
         lines.append("settings differ: " + "; ".join(report.setting_differences))
     return lines

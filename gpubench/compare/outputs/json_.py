@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from gpubench.compare import sensitivity
 from gpubench.compare.formats import jsonable
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ def compare(report: Report, all_rows: bool = False) -> str:
         "alpha": report.alpha,
         "thresholds": report.thresholds.as_dict(),
         "summary": report.counts(),
+        "sensitivity": sensitivity.summary(report.rows.to_dict("records")),
         "exit_code": report.exit_code,
         "notes": report.notes,
         "contention": report.contended,
