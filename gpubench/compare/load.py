@@ -22,6 +22,7 @@ over the longer history as well.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from gpubench import results
 from gpubench.compare import cross, memory
 from gpubench.compare.pool import KEY, pool
 from gpubench.errors import UsageError
+from gpubench.levels import disturbed_by_load
 
 DEFAULT_WINDOW = 5  # baseline runs taken from a directory of runs when --baseline-window is not given
 SPREAD_HISTORY = 20  # runs, the window's included, that a host-set figure's run-to-run spread is taken over
@@ -55,6 +57,8 @@ class Side:
     windows: dict[tuple, list[str]] = field(default_factory=dict)
     regressions: dict[tuple, list[str]] = field(default_factory=dict)
     left_out: dict[str, list[str]] = field(default_factory=dict)  # reason -> run_ids
+    # Figures whose every run was left out for the machine's state (a busy host, a shared GPU): why, by run count.
+    unjudged: dict[tuple, dict[str, int]] = field(default_factory=dict)
 
     @property
     def run_ids(self) -> list[str]:
@@ -80,8 +84,12 @@ class Side:
         line = f"window: {len(ids)} run(s){span}: each figure's latest {self.asked_window} clean runs"
         order = [memory.SHARED, memory.BUSY, "regressed"]
         reasons = sorted(self.left_out, key=lambda k: (order.index(k) if k in order else len(order), k))
-        gone = [f"{len(self.left_out[k])} {k}" for k in reasons if self.left_out[k]]
+        gone = [f"{len(self.left_out[k])} {k}{_FOR.get(k, '')}" for k in reasons if self.left_out[k]]
         return line + (f"; left out: {', '.join(gone)}" if gone else "")
+
+
+# A busy host's run is left out for the figures the host sets only (gpubench.levels): the window line says so.
+_FOR = {memory.BUSY: " (for the figures the host sets)"}
 
 
 def is_run_dir(path: Path) -> bool:
@@ -234,6 +242,8 @@ class _Reading:
     unreadable: dict[str, str] = field(default_factory=dict)
     scanned: int = 0
     seen: dict[tuple, int] = field(default_factory=dict)  # figure -> how many runs had been read when last seen
+    # figure -> {why: runs}: runs that held it and were left out for the machine's state
+    blocked: dict[tuple, Counter] = field(default_factory=dict)
 
     @property
     def reach(self) -> int:
@@ -254,20 +264,27 @@ class _Reading:
                 for k in self.wanted)
 
     def take(self, entry: memory.Entry, ledger: memory.Ledger) -> None:
-        """Read one run (the next older one) and take its rows into the windows and histories they belong to."""
+        """Read one run (the next older one) and take its rows into the windows and histories they belong to. A
+        run on a shared GPU is no evidence for any of its figures; a run on a busy host none for the figures the
+        host sets (gpubench.levels), while those the GPU times stand."""
         if entry.reason:
             self.left.setdefault(entry.reason, []).append(entry.run_id)
-            return
         try:
             df = results.load(entry.path)
         except UsageError as e:  # a table cut short by a crash or a full disk: one bad night blocks no other
-            self.left.setdefault("unreadable", []).append(entry.run_id)
-            self.unreadable[entry.run_id] = str(e)
+            if not entry.reason:
+                self.left.setdefault("unreadable", []).append(entry.run_id)
+                self.unreadable[entry.run_id] = str(e)
             return
         df.attrs = {}  # its run.json is entry.meta; pandas would deep-copy it with every slice below
-        self.scanned += 1
         keys = list(zip(*(df[k].astype(str) for k in KEY))) if len(df) else []
-        place = {k: self._place(entry, k, ledger) for k in dict.fromkeys(keys)}
+        if entry.reason not in (None, memory.BUSY):
+            self._block(keys, entry.reason)
+            return
+        host = {k for k, r in zip(keys, df.to_dict("records")) if disturbed_by_load(r)} if entry.reason else set()
+        self._block(host, memory.BUSY)
+        self.scanned += 1
+        place = {k: self._place(entry, k, ledger) if k not in host else None for k in dict.fromkeys(keys)}
         mask = pd.Series([place[k] == "window" for k in keys], index=df.index, dtype=bool)
         hmask = pd.Series([place[k] == "history" for k in keys], index=df.index, dtype=bool)
         if mask.any():
@@ -280,6 +297,11 @@ class _Reading:
             self.left.setdefault("regressed", []).append(entry.run_id)
         if hmask.any():
             self.older.append(df[hmask])
+
+    def _block(self, keys: Iterable[tuple], why: str) -> None:
+        for k in dict.fromkeys(keys):
+            if self.wanted is None or k in self.wanted:
+                self.blocked.setdefault(k, Counter())[why] += 1
 
     def _place(self, entry: memory.Entry, k: tuple, ledger: memory.Ledger) -> str | None:
         """Where a figure's rows of this run go: "window", "history" or None (not taken from this run)."""
@@ -304,19 +326,24 @@ def _directory_side(p: Path, label: str, window: int, explicit: bool, ledger: me
     win, left, used = reading.win, reading.left, reading.used
     if reading.frames and not used:
         used = [e for e in ledger.entries if any(e.run_id in v for v in win.values())]
-    if not reading.frames:
+    unjudged = {k: dict(v) for k, v in reading.blocked.items() if not win.get(k)}
+    if not reading.frames and not unjudged:
         raise UsageError(f"{p} holds no run that is evidence of a normal level (left out: "
                          f"{', '.join(f'{len(v)} {k}' for k, v in left.items()) or 'none'}): give a run directory")
+    if not reading.frames:  # every run was left out for the machine's state: its figures are judged UNKNOWN
+        return Side(label, [], [], results.frame([]), asked_window=window, directory=p, ledger=ledger,
+                    left_out={k: sorted(v) for k, v in left.items() if v}, unjudged=unjudged)
     used.sort(key=lambda e: e.run_id)
     oldest = used[0].run_id
-    left = {k: sorted(i for i in v if i > oldest) for k, v in left.items()}
+    # runs left out before the oldest run used are no news; busy ones were read, for the figures the GPU times
+    left = {k: sorted(i for i in v if i > oldest or k == memory.BUSY) for k, v in left.items()}
     older = reading.older
     side = Side(label, [e.path for e in used], [e.meta for e in used],
                 pd.concat(list(reversed(reading.frames)), ignore_index=True), asked_window=window,
                 history=pd.concat(list(reversed(older)), ignore_index=True) if older else None, directory=p,
                 ledger=ledger, windows={k: sorted(v) for k, v in win.items()},
                 regressions={k: sorted(v) for k, v in reading.episode.items()},
-                left_out={k: v for k, v in left.items() if v})
+                left_out={k: v for k, v in left.items() if v}, unjudged=unjudged)
     if reading.unreadable:
         side.notes.append(f"{label}: left out {len(reading.unreadable)} run(s) that cannot be read: "
                           + "; ".join(f"{i} ({why})" for i, why in reading.unreadable.items()))
