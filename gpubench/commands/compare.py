@@ -8,13 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpubench import outputs
-from gpubench.compare import fleet, report, thresholds
+# The defaults and the formats' names load nothing heavy: `gpubench compare --help` reads them; what compares
+# (pandas, scipy) is imported where the command runs.
 from gpubench.compare import outputs as formats
-from gpubench.compare.fleet import DEFAULT_K
-from gpubench.compare.load import DEFAULT_WINDOW, resolve
-from gpubench.compare.verdict import DEFAULT_ALPHA
-from gpubench.console import out_console
+from gpubench.compare.defaults import DEFAULT_ALPHA, DEFAULT_K, DEFAULT_WINDOW
 from gpubench.errors import UsageError
 
 
@@ -60,6 +57,8 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def _out_formats(args) -> list[tuple[Path, str]]:
+    from gpubench import outputs
+
     outs = []
     for name in args.out:
         path = outputs.file(name)  # a folder, a missing or read-only place: exit 2, before anything is judged
@@ -76,6 +75,9 @@ def _emit(args, render: Callable[[str], Any]) -> None:
     """The --out files, then the terminal table (or, with --format and no --out, that format on stdout): a file
     that cannot be written is exit 2 before any verdict is shown, so that a CI gate never reads a full disk as a
     regression."""
+    from gpubench import outputs
+    from gpubench.console import out_console
+
     outs = _out_formats(args)
     for path, fmt in outs:
         outputs.write_text(path, render(fmt))
@@ -86,6 +88,8 @@ def _emit(args, render: Callable[[str], Any]) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    from gpubench.compare import fleet, report, thresholds
+
     _out_formats(args)  # a bad --out fails before anything is loaded
     th = thresholds.load(args.thresholds) if args.thresholds else thresholds.Thresholds()
     if args.threshold is not None:
@@ -115,4 +119,6 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _side(path: str):
+    from gpubench.compare.load import resolve
+
     return resolve(path)
