@@ -21,10 +21,12 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import pickle
 import selectors
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -34,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from gpubench.errors import UsageError
 from gpubench.ranks.python import module_command
 from gpubench.stats import finite, summarize
 
@@ -69,9 +72,11 @@ class WorkerError(Exception):
 class Workers:
     """The run's worker processes 1..N-1, started at once and measured one at a time."""
 
-    def __init__(self, spec: Spec, count: int, *, stop: Callable[[], bool] = lambda: False):
+    def __init__(self, spec: Spec, count: int, *, stop: Callable[[], bool] = lambda: False,
+                 pinning: Pinning | None = None):
         self.spec = spec
         self.stop = stop
+        self.pinning = pinning or NOT_PINNED  # where each worker measures (its start-up runs anywhere)
         self.dir = Path(tempfile.mkdtemp(prefix="gpubench-workers-"))
         (self.dir / "spec.pkl").write_bytes(pickle.dumps(spec))
         self.procs: dict[int, subprocess.Popen] = {}
@@ -83,7 +88,7 @@ class Workers:
             self.logs[k] = log
             try:
                 self.procs[k] = subprocess.Popen(
-                    module_command("gpubench.worker", str(self.dir), str(k)),
+                    module_command("gpubench.worker", str(self.dir), str(k)), env=_threads_env(self.pinning),
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1)
             except OSError as e:
                 self.failed[k] = f"could not start: {e}"
@@ -142,6 +147,8 @@ class Workers:
             raise WorkerError(self.failed[k])
         proc = self.procs[k]
         assert proc.stdin is not None
+        if self.pinning.cpus:  # every thread it has, and those it starts, on the measuring CPUs
+            pin_threads(proc.pid, self.pinning.cpus)
         try:
             proc.stdin.write(json.dumps({"own": sorted(own_pids), "cases": cases}) + "\n")
             proc.stdin.flush()
@@ -280,4 +287,128 @@ def derive(summarize_rows: Callable[[list[dict[str, Any]]], list[Any]],
     return out
 
 
-__all__ = ["DEFAULT_PROCESSES", "Spec", "Workers", "WorkerError", "scaled", "pool", "labels", "one_process", "derive"]
+# --- pinning: each measuring process on a core near its GPU --------------------------------------------------
+#
+# Host-timed launches moved 40-60 % between runs on one H100 and host<->device copies 18-30 % (2026-11-26,
+# issue 47): a process's level is set by where its threads and buffers landed. pyperf holds such figures to a
+# few percent by pinning its worker processes to CPUs and spreading samples over processes; here the measuring
+# processes run, while they measure the figures set per process, on CPUs of the GPU's own NUMA node (its host
+# buffers then land there too): ``node`` all of that node's CPUs this process may use, ``core`` one of them, the
+# same for every process (they measure one after the other), ``core:N`` CPU N, ``off`` wherever the OS puts them.
+# Which works is a measurement (tests/gpu/pinning.sh on one H100): GPUBENCH_PIN chooses, DEFAULT_PIN until then.
+PIN_ENV = "GPUBENCH_PIN"
+PIN_MODES = ("off", "node", "core")
+DEFAULT_PIN = "off"
+
+
+@dataclass(frozen=True)
+class Pinning:
+    """Where the processes that measure the figures set per process run (run.json's ``processes.pinning``)."""
+
+    mode: str  # off | node | core (core:N is core, its CPU chosen)
+    cpus: tuple[int, ...] = ()  # empty: not pinned
+    numa_node: int | None = None  # the GPU's NUMA node, where the host says
+    note: str = ""  # why these CPUs, or why none
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "cpus": list(self.cpus), "numa_node": self.numa_node, "note": self.note}
+
+
+NOT_PINNED = Pinning("off", note="not pinned")
+
+
+def choose_pinning(pci_bus_id: str | None, mode: str | None = None, *, sysfs: Path | None = None,
+                   allowed: set[int] | None = None) -> Pinning:
+    """The CPUs ``mode`` (default: the GPUBENCH_PIN variable, else :data:`DEFAULT_PIN`) asks for, near the GPU at
+    ``pci_bus_id``. A mode that cannot be met (no affinity on this OS, a CPU this process may not use) is a
+    UsageError: a run that says it was pinned must have been."""
+    from gpubench import topology  # Linux's /sys; read only where a run pins
+
+    mode = (mode if mode is not None else os.environ.get(PIN_ENV, DEFAULT_PIN)).strip() or DEFAULT_PIN
+    kind, _, number = mode.partition(":")
+    if kind not in PIN_MODES or (number and kind != "core") or (number and not number.isdigit()):
+        raise UsageError(f"{PIN_ENV}={mode}: give off, node, core or core:N (a CPU number)")
+    if kind == "off":
+        return Pinning("off", note=f"{PIN_ENV}={mode}" if mode != DEFAULT_PIN else "not pinned")
+    if not hasattr(os, "sched_setaffinity"):
+        raise UsageError(f"{PIN_ENV}={mode}: this OS cannot pin a process to CPUs; set {PIN_ENV}=off")
+    allowed = set(os.sched_getaffinity(0)) if allowed is None else allowed
+    where = {} if sysfs is None else {"sysfs": sysfs}
+    node = topology.pci_numa_node(pci_bus_id, **where)
+    near = topology.node_cpus(node, **where) & allowed if node is not None else set()
+    known = bool(near)
+    near = near or allowed
+    if number:
+        cpu = int(number)
+        if cpu not in allowed:
+            raise UsageError(f"{PIN_ENV}={mode}: CPU {cpu} is not one this process may use ({_cpulist(allowed)})")
+        return Pinning("core", (cpu,), node, f"CPU {cpu}, as asked" + ("" if cpu in near else ", off the GPU's node"))
+    unknown = "the GPU's NUMA node is unknown here"
+    if kind == "node":
+        return Pinning("node", tuple(sorted(near)), node, f"the CPUs of NUMA node {node}, the GPU's" if known
+                       else f"every CPU this run may use: {unknown}")
+    # One core: the highest-numbered near CPU, away from CPU 0, which takes most of the host's interrupts.
+    cpu = max(near)
+    return Pinning("core", (cpu,), node, f"CPU {cpu}, of NUMA node {node}, the GPU's" if known else f"CPU {cpu}: {unknown}")
+
+
+def _cpulist(cpus: set[int]) -> str:
+    return ",".join(str(c) for c in sorted(cpus))
+
+
+def pin_threads(pid: int, cpus: Sequence[int]) -> dict[int, set[int]]:
+    """Every thread of process ``pid`` onto ``cpus`` (a thread started later inherits its creator's CPUs); the
+    affinity each thread had, for :func:`unpin_threads`. Threads that end meanwhile are skipped."""
+    before: dict[int, set[int]] = {}
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        tids = [pid]
+    for tid in tids:
+        with contextlib.suppress(OSError):
+            before[tid] = set(os.sched_getaffinity(tid))
+            os.sched_setaffinity(tid, set(cpus))
+    return before
+
+
+def unpin_threads(before: dict[int, set[int]]) -> None:
+    for tid, cpus in before.items():
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(tid, cpus)
+
+
+# A process pinned to fewer CPUs than it has compute threads (torch's intra-op OpenMP pool, one per core) spins
+# them against each other: on the fake backend (CPU tensors) both workers pinned to one core of the 2-core VM
+# gave no answer in 180 s, stuck in a 64 KiB copy's warm-up, where with one compute thread they measured it
+# (2026-11-26). So a pinned process computes on no more threads than it has CPUs: workers are started so
+# (OMP_NUM_THREADS), the run's own process caps torch's pool while it is pinned.
+def _threads_env(pinning: Pinning) -> dict[str, str] | None:
+    if not pinning.cpus:
+        return None
+    asked = os.environ.get("OMP_NUM_THREADS", "")
+    n = min(len(pinning.cpus), int(asked)) if asked.isdigit() and int(asked) > 0 else len(pinning.cpus)
+    return {**os.environ, "OMP_NUM_THREADS": str(n)}
+
+
+@contextlib.contextmanager
+def pinned(pinning: Pinning, on: bool = True):
+    """This process's threads on ``pinning``'s CPUs for the block (where it names any and ``on``), torch's compute
+    threads no more than those CPUs, then both back."""
+    if not (on and pinning.cpus):
+        yield
+        return
+    torch = sys.modules.get("torch")  # loaded by the backend that measures; nothing to cap without it
+    threads = torch.get_num_threads() if torch is not None else 0
+    if threads > len(pinning.cpus):
+        torch.set_num_threads(len(pinning.cpus))
+    before = pin_threads(os.getpid(), pinning.cpus)
+    try:
+        yield
+    finally:
+        unpin_threads(before)
+        if threads > len(pinning.cpus):
+            torch.set_num_threads(threads)
+
+
+__all__ = ["DEFAULT_PROCESSES", "Spec", "Workers", "WorkerError", "scaled", "pool", "labels", "one_process", "derive",
+           "Pinning", "NOT_PINNED", "choose_pinning", "pinned", "pin_threads", "unpin_threads", "PIN_ENV", "DEFAULT_PIN"]

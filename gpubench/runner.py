@@ -480,8 +480,10 @@ class Single:
 
     def _run_case(self, suite: Suite, case: Case, cfg: engine.EngineConfig,
                   interrupted: Callable[[], bool] | None) -> list[dict[str, Any]]:
-        return run_case(suite, case, self.backend, self.base, cfg, self.sampler, self.group,
-                        interrupted=interrupted, ctx=self.p.contexts.get(suite.name))
+        # A case set per process is measured where every process measures it (gpubench.processes: pinning).
+        with proc.pinned(self.pinning, case.id in self.per_process.get(suite.name, ())):
+            return run_case(suite, case, self.backend, self.base, cfg, self.sampler, self.group,
+                            interrupted=interrupted, ctx=self.p.contexts.get(suite.name))
 
     def _share(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The rows the run directory gets for ``rows`` of this process."""
@@ -495,7 +497,9 @@ class Single:
         self.fingerprint = collect(self.backend.identity(), self.request.how.cluster, self.reader)
         self.sampler = self.reader if self.telemetry else None
         self.per_process = self._per_process()
-        meta, self.base = self._meta(), self._base()
+        self.base = self._base()
+        self.pinning = proc.choose_pinning(self.base.get("pci_bus_id")) if self.per_process else proc.NOT_PINNED
+        meta = self._meta()
         self._join(meta, self.base)
         self.rd = self._run_dir(meta)
         self.base["run_id"] = self._run_id(self.rd)
@@ -530,7 +534,8 @@ class Single:
             "suites": {s.name: {"version": s.version, "cases": len(self.p.cases[s.name])} for s in self.p.suites},
             "notes": list(self.p.notes),
             "telemetry": getattr(self.reader, "source", "none") if self.telemetry else "off",
-            "processes": {"asked": self._processes_asked(), "cases": self.per_process},
+            "processes": {"asked": self._processes_asked(), "cases": self.per_process,
+                          "pinning": self.pinning.as_dict()},
             "fingerprint": self.fingerprint,
         }
 
@@ -558,7 +563,8 @@ class Single:
                 if self.per_process:
                     self.workers = proc.Workers(_spec(self.p, self.backend, self.config, self.telemetry,
                                                       self.request.how.processes, self.per_process),
-                                                self.request.how.processes - 1, stop=lambda: stop.set)
+                                                self.request.how.processes - 1, stop=lambda: stop.set,
+                                                pinning=self.pinning)
                     self.watch.add_own(self.workers.pids)
                 status = self._suites(stop)
                 if self.workers is not None and not stop.set:

@@ -69,9 +69,42 @@ def test_a_quiet_fleet_exits_0(capsys, tmp_path):
 def test_k_sets_how_far_is_too_far(capsys, tmp_path):
     devices = [(h, i, 0.97 if (h, i) == ("node0", 1) else 1.0) for h, i, _ in EIGHT]
     run = fleet_run(tmp_path / "run", devices)
-    # 3 % from a median with no spread: 6 robust z at the 0.5 % floor of the spread
-    assert cli(capsys, "compare", "--fleet", run)[0] == 1
-    assert cli(capsys, "compare", "--fleet", run, "--k", "7")[0] == 0
+    # 3 % from a median with no spread: 6 robust z at the 0.5 % floor of the spread; a 2 % practical floor
+    assert cli(capsys, "compare", "--fleet", run, "--threshold", "0.02")[0] == 1
+    assert cli(capsys, "compare", "--fleet", run, "--threshold", "0.02", "--k", "7")[0] == 0
+
+
+# An idle 4 × H100 node (2026-11-26): GPU 2 read 2.2-2.4 % below the others, robust z 3.2-4.6.
+IDLE_NODE = [("node0", 0, 1.0), ("node0", 1, 1.002), ("node0", 2, 0.977), ("node0", 3, 0.999)]
+
+
+def test_a_gpu_a_few_percent_from_its_peers_is_not_flagged(capsys, tmp_path):
+    run = fleet_run(tmp_path / "run", IDLE_NODE)
+    code, out, err = cli(capsys, "compare", "--fleet", run, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    gpu2 = [r for r in doc["rows"] if r["device_key"] == "node0:2"]
+    assert all(abs(r["z"]) > 3 for r in gpu2)  # beyond the robust z, as on the node
+    assert all(not r["flagged"] and r["floor"] == 0.05 for r in gpu2)  # but within the 5 % floor
+    code, out, _ = cli(capsys, "compare", "--fleet", run)
+    assert code == 0 and "no device beyond 3 robust z and 5% from the fleet median" in " ".join(out.split())
+
+
+def test_a_gpu_10_percent_slower_is_flagged(capsys, tmp_path):
+    devices = [(h, i, 0.90 if i == 2 else f) for h, i, f in IDLE_NODE]
+    code, out, err = cli(capsys, "compare", "--fleet", fleet_run(tmp_path / "run", devices))
+    assert code == 1, err
+    assert "1 of 4 devices flagged: node0:2" in " ".join(out.split())
+
+
+def test_the_floor_comes_from_the_thresholds_file_per_suite_and_metric(capsys, tmp_path):
+    run = fleet_run(tmp_path / "run", IDLE_NODE)
+    toml = tmp_path / "th.toml"
+    toml.write_text("[elementwise]\nbandwidth = 0.02\n")
+    code, out, err = cli(capsys, "compare", "--fleet", run, "--thresholds", toml, "--format", "json")
+    assert code == 1, err
+    flagged = [r for r in json.loads(out)["rows"] if r["flagged"]]
+    assert {(r["device_key"], r["metric"]) for r in flagged} == {("node0:2", "bandwidth")}  # time keeps 5 %
 
 
 def test_one_device_exits_2(capsys, tmp_path):
@@ -111,6 +144,10 @@ def test_fleet_takes_no_baseline_options(capsys, tmp_path):
     run = fleet_run(tmp_path / "run", EIGHT)
     code, _, err = cli(capsys, "compare", "--fleet", run, "--baseline-window", "3")
     assert code == 2 and "drop --baseline-window" in one_line_error(err)
+    for flag in ("--confirm", "--cross-cluster"):
+        args = [flag, str(run)] if flag == "--confirm" else [flag]
+        code, _, err = cli(capsys, "compare", "--fleet", run, *args)
+        assert code == 2 and f"drop {flag}" in one_line_error(err)
 
 
 def test_robust_z():

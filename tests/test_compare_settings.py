@@ -105,3 +105,16 @@ def test_compare_shows_them_in_every_format_and_still_compares(capsys, tmp_path_
 
     code, out, _ = cli(capsys, "compare", a, a, "--format", "json")
     assert json.loads(out)["setting_differences"] == []
+
+
+def test_where_the_host_set_figures_were_measured_is_a_setting():
+    def pinned(mode, cpus):
+        return {**_meta(), "processes": {"pinning": {"mode": mode, "cpus": cpus, "numa_node": 1, "note": ""}}}
+
+    off, core = settings.of_side(_side(pinned("off", []))), settings.of_side(_side(pinned("core", [17])))
+    assert settings.differences(off, core) == ["pinning: off → core (CPU 17)"]
+    node = settings.of_side(_side(pinned("node", [16, 17, 18, 19])))
+    assert settings.differences(core, node) == ["pinning: core (CPU 17) → node (CPUs 16-19)"]
+    assert settings.pinning_text({"mode": "node", "cpus": [0, 2]}) == "node (CPUs 0,2)"
+    # an older run does not say: no difference is shown
+    assert settings.differences(settings.of_side(_side(_meta())), core) == []

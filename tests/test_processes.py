@@ -3,12 +3,16 @@ workers pool their samples into the run's rows, labelled, and one run then says 
 between processes, so that compare judges it against that spread (fake backend, real worker processes)."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from test_compare_helpers import cli
 
 from gpubench import processes, results
+from gpubench.errors import UsageError
 
 # One case set per process (a pinned host-to-device copy) and one not (a device-to-device copy), small.
 COPY = ["run", "--suite", "copy", "--backend", "fake", "--quick", "--sizes", "64K", "--filter",
@@ -100,7 +104,8 @@ def test_the_cpu_backend_starts_no_worker(capsys, tmp_path):
                        "--cluster", "t")
     assert code == 0 and "process 2 of 3" not in err
     (run,) = (tmp_path / "t").iterdir()
-    assert json.loads((run / "run.json").read_text())["processes"] == {"asked": 3, "cases": {}}
+    assert json.loads((run / "run.json").read_text())["processes"] == {
+        "asked": 3, "cases": {}, "pinning": {"mode": "off", "cpus": [], "numa_node": None, "note": "not pinned"}}
 
 
 def test_only_the_cases_the_run_measured_ok_are_measured_again(capsys, monkeypatch, tmp_path):
@@ -110,3 +115,73 @@ def test_only_the_cases_the_run_measured_ok_are_measured_again(capsys, monkeypat
     assert set(df.loc[df["status"] == "skipped", "copy_bytes"]) == {4 << 30}
     assert (df.loc[df["status"] == "ok", "processes"] == 3).all()
     assert "process 3 of 3: measured the 1 case(s) set per process" in err
+
+
+def fake_sysfs(root: Path) -> Path:
+    """A host of two NUMA nodes (CPUs 0-1 and 2-3) with one GPU on node 1."""
+    for node, cpus in ((0, "0-1"), (1, "2-3")):
+        (root / f"devices/system/node/node{node}").mkdir(parents=True)
+        (root / f"devices/system/node/node{node}/cpulist").write_text(cpus + "\n")
+    (root / "devices/system/node/has_cpu").write_text("0-1\n")
+    (root / "bus/pci/devices/0000:19:00.0").mkdir(parents=True)
+    (root / "bus/pci/devices/0000:19:00.0/numa_node").write_text("1\n")
+    return root
+
+
+def test_pinning_chooses_cpus_near_the_gpu(tmp_path, monkeypatch):
+    sysfs, every = fake_sysfs(tmp_path), {0, 1, 2, 3}
+    pin = processes.choose_pinning("00000000:19:00.0", "core", sysfs=sysfs, allowed=every)
+    assert (pin.mode, pin.cpus, pin.numa_node) == ("core", (3,), 1) and "NUMA node 1" in pin.note
+    assert processes.choose_pinning("00000000:19:00.0", "node", sysfs=sysfs, allowed=every).cpus == (2, 3)
+    assert processes.choose_pinning("00000000:19:00.0", "core:1", sysfs=sysfs, allowed=every).note == \
+        "CPU 1, as asked, off the GPU's node"
+    # a GPU whose node the host does not say: any CPU this process may use
+    assert processes.choose_pinning(None, "node", sysfs=sysfs, allowed={0, 1}).cpus == (0, 1)
+    assert processes.choose_pinning("00000000:19:00.0", "off", sysfs=sysfs, allowed=every).cpus == ()
+    monkeypatch.setenv(processes.PIN_ENV, "core")
+    assert processes.choose_pinning("00000000:19:00.0", sysfs=sysfs, allowed=every).cpus == (3,)
+    for bad in ("cores", "node:1", "core:x"):
+        with pytest.raises(UsageError, match=f"{processes.PIN_ENV}={bad}: give off, node, core or core:N"):
+            processes.choose_pinning(None, bad, sysfs=sysfs, allowed=every)
+    with pytest.raises(UsageError, match="CPU 9 is not one this process may use"):
+        processes.choose_pinning(None, "core:9", sysfs=sysfs, allowed=every)
+
+
+def _allowed(pid: int) -> str:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return next(ln.split(":", 1)[1].strip() for ln in status.splitlines() if ln.startswith("Cpus_allowed_list"))
+
+
+def test_pinning_moves_every_thread_of_a_process_and_back(tmp_path):
+    cpu = max(os.sched_getaffinity(0))
+    child = subprocess.Popen([sys.executable, "-c", "import threading, time; threading.Thread(target=time.sleep, "
+                              "args=(60,), daemon=True).start(); print(1, flush=True); time.sleep(60)"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "1"  # its second thread runs
+        before = processes.pin_threads(child.pid, [cpu])
+        assert len(before) >= 2
+        assert {_allowed(int(t)) for t in os.listdir(f"/proc/{child.pid}/task")} == {str(cpu)}
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+    mine = os.sched_getaffinity(0)
+    with processes.pinned(processes.Pinning("core", (cpu,))):
+        assert os.sched_getaffinity(0) == {cpu}
+    assert os.sched_getaffinity(0) == mine
+    with processes.pinned(processes.Pinning("core", (cpu,)), on=False):
+        assert os.sched_getaffinity(0) == mine
+
+
+def test_a_pinned_run_records_where_it_measured(capsys, monkeypatch, tmp_path):
+    cpu = max(os.sched_getaffinity(0))
+    monkeypatch.setenv(processes.PIN_ENV, f"core:{cpu}")
+    d, _, err = run(capsys, monkeypatch, tmp_path, levels="1,1.05,0.98")
+    pinning = json.loads((d / "run.json").read_text())["processes"]["pinning"]
+    assert pinning["mode"] == "core" and pinning["cpus"] == [cpu] and pinning["note"].startswith(f"CPU {cpu}")
+    h2d = results.load(d).query("direction == 'h2d' and metric == 'time'").iloc[0]
+    assert sorted(set(h2d["sample_process"])) == [0, 1, 2]  # every process measured, pinned
+    monkeypatch.setenv(processes.PIN_ENV, "sideways")
+    code, _, err = cli(capsys, *COPY, "--out", tmp_path / "bad", "--cluster", "t")
+    assert code == 2 and "GPUBENCH_PIN=sideways: give off, node, core or core:N" in err
+    assert not list((tmp_path / "bad").rglob("run.json"))  # no run written

@@ -12,8 +12,6 @@ import argparse
 import re
 from pathlib import Path
 
-from gpubench.compare import memory
-from gpubench.compare.load import is_run_dir, scan
 from gpubench.errors import UsageError
 
 
@@ -27,6 +25,8 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_of(path: Path) -> Path:
+    from gpubench.compare.load import is_run_dir, scan  # pandas: not for `gpubench accept --help`
+
     if not path.is_dir():
         raise UsageError(f"{path} is not a directory: give a run directory or a directory of runs (results/<cluster>)")
     if is_run_dir(path):
@@ -45,6 +45,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         pattern = re.compile(args.filter) if args.filter else None
     except re.error as e:
         raise UsageError(f"bad --filter {args.filter!r}: {e}") from e
+    from gpubench.compare import memory
+
     run = _run_of(Path(args.path))
     rec = memory.recorded(run)
     if rec is None:

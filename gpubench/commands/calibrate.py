@@ -5,12 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from rich.table import Table
-
-from gpubench.compare import calibrate
-from gpubench.compare.calibrate import DEFAULT_FLOOR, DEFAULT_MAX_THRESHOLD, DEFAULT_SAFETY
-from gpubench.compare.formats import pct
-from gpubench.console import out_console
+from gpubench.compare.defaults import DEFAULT_FLOOR, DEFAULT_MAX_THRESHOLD, DEFAULT_SAFETY
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +22,13 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    # imported here: `gpubench calibrate --help` needs none of them
+    from rich.table import Table
+
+    from gpubench.compare import calibrate
+    from gpubench.compare.formats import pct
+    from gpubench.console import out_console
+
     cal = calibrate.calibrate(calibrate.expand(args.paths), safety=args.safety, floor=args.floor,
                               max_threshold=args.max_threshold)
     out = calibrate.write(cal, args.out)

@@ -4,15 +4,14 @@ nothing is WORSE (fleet: no device flagged), 1 when something is, 2 (a UsageErro
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from gpubench import outputs
-from gpubench.compare import contention, fleet, fleet_formats, formats, report, thresholds
-from gpubench.compare.fleet import DEFAULT_K
-from gpubench.compare.formats import FORMATS, SUFFIXES
-from gpubench.compare.load import DEFAULT_WINDOW, resolve
-from gpubench.compare.verdict import DEFAULT_ALPHA
-from gpubench.console import out_console
+# The defaults and the formats' names load nothing heavy: `gpubench compare --help` reads them; what compares
+# (pandas, scipy) is imported where the command runs.
+from gpubench.compare import outputs as formats
+from gpubench.compare.defaults import DEFAULT_ALPHA, DEFAULT_K, DEFAULT_WINDOW
 from gpubench.errors import UsageError
 
 
@@ -28,13 +27,15 @@ def add(sub: argparse._SubParsersAction) -> None:
                         "runs")
     p.add_argument("--thresholds", default=None, metavar="FILE",
                    help="TOML of per-suite/per-metric thresholds ([default] threshold = 0.05, [comm] busbw = "
-                        "0.03), e.g. from gpubench calibrate")
+                        "0.03), e.g. from gpubench calibrate; with --fleet, how far from the fleet median a figure "
+                        "must be before it is flagged")
     p.add_argument("--threshold", type=float, default=None, metavar="FRACTION",
                    help="default threshold for metrics the file does not name (default: 0.05, i.e. 5%%)")
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, metavar="P",
                    help=f"significance level of the rank test on the samples (default: {DEFAULT_ALPHA:g})")
-    p.add_argument("--format", choices=FORMATS, default=None, metavar="|".join(FORMATS),
-                   help="output format (default: terminal; for --out files, from their suffix .md/.xml/.json)")
+    p.add_argument("--format", choices=formats.names(), default=None, metavar="|".join(formats.names()),
+                   help=f"output format (default: {formats.DEFAULT}; an --out file takes the format its suffix "
+                        "names: .md, .xml, .json ...)")
     p.add_argument("--out", action="append", default=[], metavar="FILE",
                    help="write the output to FILE as well (the terminal still gets the table); repeatable")
     p.add_argument("--all", action="store_true", dest="all_rows",
@@ -50,62 +51,74 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="compare different systems (GPU model, count, driver): ratios and %% of spec peak")
     p.add_argument("--fleet", action="store_true",
                    help="flag devices (host, GPU) whose figures sit beyond k robust standard deviations (MAD) "
-                        "from the fleet median")
+                        "and beyond the threshold (5%% unless --threshold/--thresholds) from the fleet median")
     p.add_argument("--k", type=float, default=DEFAULT_K, metavar="K",
                    help=f"--fleet: flag beyond K (default: {DEFAULT_K:g})")
 
 
 def _out_formats(args) -> list[tuple[Path, str]]:
+    from gpubench import outputs
+
     outs = []
     for name in args.out:
         path = outputs.file(name)  # a folder, a missing or read-only place: exit 2, before anything is judged
-        fmt = args.format if args.format not in (None, "terminal") else SUFFIXES.get(path.suffix.lower())
+        fmt = args.format if args.format and not formats.is_console(args.format) else formats.for_suffix(path.suffix)
         if fmt is None:
-            raise UsageError(f"--out {name}: pass --format markdown|junit|json, or name the file .md, .xml or .json")
+            ends = formats.suffixes()
+            raise UsageError(f"--out {name}: pass --format {'|'.join(formats.files())}, or name the file "
+                             f"{', '.join(ends[:-1])} or {ends[-1]}")
         outs.append((path, fmt))
     return outs
 
 
-def _emit(args, renderable, render) -> None:
+def _emit(args, render: Callable[[str], Any]) -> None:
     """The --out files, then the terminal table (or, with --format and no --out, that format on stdout): a file
     that cannot be written is exit 2 before any verdict is shown, so that a CI gate never reads a full disk as a
     regression."""
+    from gpubench import outputs
+    from gpubench.console import out_console
+
     outs = _out_formats(args)
     for path, fmt in outs:
         outputs.write_text(path, render(fmt))
-    if args.format not in (None, "terminal") and not outs:
+    if args.format and not formats.is_console(args.format) and not outs:
         print(render(args.format), end="")
     else:
-        out_console().print(renderable)
+        out_console().print(render(formats.DEFAULT))
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    from gpubench.compare import fleet, report, thresholds
+
     _out_formats(args)  # a bad --out fails before anything is loaded
+    th = thresholds.load(args.thresholds) if args.thresholds else thresholds.Thresholds()
+    if args.threshold is not None:
+        th.default = thresholds.check_fraction(args.threshold, "--threshold")
     if args.fleet:
-        given = {"--baseline-window": args.baseline_window is not None, "--thresholds": args.thresholds,
-                 "--confirm": args.confirm, "--no-record": args.no_record,
-                 "--threshold": args.threshold is not None, "--cross-cluster": args.cross_cluster}
+        given = {"--baseline-window": args.baseline_window is not None, "--confirm": args.confirm,
+                 "--no-record": args.no_record, "--cross-cluster": args.cross_cluster}
         extra = [flag for flag, on in given.items() if on]
         if extra:
             raise UsageError(f"--fleet sets devices against each other, not against a baseline: drop "
                              f"{', '.join(extra)}")
-        rep = fleet.analyze([_side(p) for p in args.paths], k=args.k)
-        _emit(args, fleet_formats.terminal(rep), lambda fmt: fleet_formats.render(rep, fmt))
+        for fmt in {f for _, f in _out_formats(args)} | ({args.format} if args.format else set()):
+            formats.fleet(fmt)  # a format without a fleet view: exit 2, before anything is loaded
+        rep = fleet.analyze([_side(p) for p in args.paths], k=args.k, thresholds=th)
+        _emit(args, lambda fmt: formats.fleet(fmt).fleet(rep))
         return rep.exit_code
     if len(args.paths) != 2:
         raise UsageError(f"compare takes BASELINE CURRENT (2 paths), not {len(args.paths)}; or pass --fleet RUN")
-    th = thresholds.load(args.thresholds) if args.thresholds else thresholds.Thresholds()
-    if args.threshold is not None:
-        th.default = thresholds.check_fraction(args.threshold, "--threshold")
-    # build() applied what the runs' metadata knows (a shared GPU, a busy host, the rerun, the directory's memory)
-    # and recorded the verdict where the current run belongs to the baseline's directory.
+    # build() applied what the runs' metadata knows (a shared GPU, a busy host, the rerun, the directory's memory);
+    # record() keeps the verdict where the current run belongs to the baseline's directory.
     rep = report.build(args.paths[0], args.paths[1], window=args.baseline_window, thresholds=th, alpha=args.alpha,
-                       cross_cluster=args.cross_cluster, confirm=args.confirm, record=not args.no_record)
-    contention.describe(rep)
-    _emit(args, formats.terminal_table(rep, all_rows=args.all_rows),
-          lambda fmt: formats.render(rep, fmt, all_rows=args.all_rows))
+                       cross_cluster=args.cross_cluster, confirm=args.confirm)
+    if not args.no_record:
+        rep = report.record(rep)
+    _emit(args, lambda fmt: formats.get(fmt).compare(rep, args.all_rows))
     return rep.exit_code
 
 
 def _side(path: str):
+    from gpubench.compare.load import resolve
+
     return resolve(path)

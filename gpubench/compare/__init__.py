@@ -1,13 +1,19 @@
 """``gpubench compare``: did anything change since the baseline, beyond noise? (docs/compare.md)
 
-- :mod:`.load` — which runs a path names (a run, a table, a directory of runs, a baseline window) and pooling;
-- :mod:`.verdict` — BETTER / WORSE / SAME / UNKNOWN per figure (runs as the unit of evidence; the rank test
-  and the spread of run medians are :mod:`gpubench.stats`'), and the post-passes that revise verdicts with run
-  metadata (``POST_PASSES``, ``apply_post_passes``);
+- :mod:`.load` — which runs a path names (a run, a table, a directory of runs, a baseline window);
+  :mod:`.pool` — a side's rows pooled into one row per figure (each run, or process, one piece of evidence);
+- :mod:`.verdict` — BETTER / WORSE / SAME / UNKNOWN per figure (runs as the unit of evidence; the rank test and
+  the spread of run medians are :mod:`gpubench.stats`');
+- :mod:`.passes` — what the runs' metadata knows, applied to the verdicts in one place: a shared GPU and a busy
+  host (:mod:`.contention`), a rerun (:mod:`.confirm`), the directory's memory of earlier verdicts and
+  acceptances (:mod:`.memory`);
+- :mod:`.settings` — software and settings that differ between the sides; :mod:`.cross` — system identity,
+  cross-cluster refusal, % of spec peak;
 - :mod:`.thresholds` — the TOML thresholds file; :mod:`.calibrate` writes one from runs of one machine;
-- :mod:`.cross` — system identity, cross-cluster refusal, % of spec peak;
-- :mod:`.report` — a comparison from two paths (and the report page's comparisons); :mod:`.formats` —
-  terminal, Markdown, JUnit, JSON;
-- :mod:`.fleet` and :mod:`.fleet_formats` — devices far from the fleet median;
-- :mod:`.commands` — the CLI's compare and calibrate.
+- :mod:`.report` — a comparison from two paths (and the report page's comparisons);
+- :mod:`.formats` — what every output shows; :mod:`.outputs` — the output formats, one module each (a new
+  format is one file there);
+- :mod:`.fleet` — devices far from the fleet median.
+
+The command line's compare, calibrate and accept are :mod:`gpubench.commands`'.
 """

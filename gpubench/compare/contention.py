@@ -11,12 +11,14 @@ A run also records how busy the host was: the share of its CPU time other proces
 (``contention.host``) and during each case (the ``host_load`` column). Figures the host sets (gpubench.levels:
 host-timed, host-bound, host buffers, and every figure of the CPU backend) measured on a busy host say as
 little about the code: :func:`busy_host` turns their WORSE or BETTER into UNKNOWN, naming the load.
-:func:`describe` gives the lines that lead the summary.
+:func:`describe` gives the lines that lead the summary (the report's ``contended``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -52,6 +54,12 @@ def _add(note: Any, text: str) -> str:
     return "; ".join(x for x in (str(note or ""), text) if x)
 
 
+def _blind(rows: pd.DataFrame, i: Any, why: str) -> None:
+    """Row ``i`` catches nothing tonight, for ``why``, unless it was blind already (the first reason stands)."""
+    if not math.isinf(float(rows.at[i, "catches"]) if rows.at[i, "catches"] is not None else math.nan):
+        rows.at[i, "catches"], rows.at[i, "catches_limit"] = math.inf, why
+
+
 def shared_gpu(rows: pd.DataFrame, baseline_runs: Sequence[dict[str, Any]],
                current_runs: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """``rows`` with each WORSE figure of a case measured on a shared GPU (either side) made UNKNOWN."""
@@ -60,11 +68,12 @@ def shared_gpu(rows: pd.DataFrame, baseline_runs: Sequence[dict[str, Any]],
         return rows
     rows = rows.copy()
     for i, r in rows.iterrows():
-        if r["status"] != COMPARED or r["verdict"] != WORSE:
-            continue
         key = (str(r["suite"]), str(r["case"]))
-        who = [f"{side} run shared the GPU with {shared[side][key]}" for side in SIDES if key in shared[side]]
-        if who:
+        if r["status"] != COMPARED or not any(key in shared[side] for side in SIDES):
+            continue
+        _blind(rows, i, "GPU shared")  # nothing is WORSE tonight
+        if r["verdict"] == WORSE:
+            who = [f"{side} run shared the GPU with {shared[side][key]}" for side in SIDES if key in shared[side]]
             rows.at[i, "verdict"] = UNKNOWN
             rows.at[i, "note"] = _add(r["note"], "; ".join(who) + ": not blamed on the code")
     return rows
@@ -93,7 +102,7 @@ def busy_host(rows: pd.DataFrame, baseline_runs: Sequence[dict[str, Any]],
     loaded = {side: _host(runs[side]) for side in SIDES}
     rows = rows.copy()
     for i, r in rows.iterrows():
-        if r["status"] != COMPARED or r["verdict"] not in (WORSE, BETTER) or not r.get("set_by_host"):
+        if r["status"] != COMPARED or not r.get("set_by_host"):
             continue
         why = []
         for side in SIDES:
@@ -102,29 +111,39 @@ def busy_host(rows: pd.DataFrame, baseline_runs: Sequence[dict[str, Any]],
                 why.append(f"the {side} run's host was busy ({loaded[side]})")
             elif finite(share) and float(share) >= LOADED_HOST:
                 why.append(f"the {side} case ran on a busy host ({host_text(float(share), _cpus(runs[side]) or 1)})")
-        if why:
+        if not why:
+            continue
+        _blind(rows, i, "host busy")  # nothing is WORSE tonight
+        if r["verdict"] in (WORSE, BETTER):
             rows.at[i, "verdict"] = UNKNOWN
             rows.at[i, "note"] = _add(r["note"], "; ".join(why) + f": {r['set_by_host']}, not judged")
     return rows
 
 
-def describe(report: Any) -> list[str]:
-    """The lines that lead ``report``'s summary (``GPU shared during the current run: pid 4321 (python3)``,
-    ``host busy during the current run: ...``), kept as ``report.contended``; a host loaded on one side only is
-    listed among the setting differences too."""
+@dataclass(frozen=True)
+class Described:
+    """What a comparison says of the machines' state: the lines that lead its summary, and the host load where
+    it differs between the sides (one of the setting differences)."""
+
+    lines: list[str]
+    host_difference: str | None
+
+
+def describe(baseline_runs: Sequence[dict[str, Any]], current_runs: Sequence[dict[str, Any]]) -> Described:
+    """The lines that lead a comparison's summary (``GPU shared during the current run: pid 4321 (python3)``,
+    ``host busy during the current run: ...``), and ``host load: a → b`` where the host was loaded on one side
+    only (two loaded sides differ in no way a reader can act on)."""
     lines = []
-    for side in SIDES:
-        names = _names(getattr(report, side).runs)
+    for side, runs in (("baseline", baseline_runs), ("current", current_runs)):
+        names = _names(runs)
         if names:
             lines.append(f"GPU shared during the {side} run: {', '.join(names)}")
-    b, c = _host(report.baseline.runs), _host(report.current.runs)
+    b, c = _host(baseline_runs), _host(current_runs)
     for side, text in (("baseline", b), ("current", c)):
         if text:
             lines.append(f"host busy during the {side} run: {text}")
-    if bool(b) != bool(c):  # loaded on one side only: two loaded sides differ in no way a reader can act on
-        report.setting_differences.append(f"host load: {b or 'not loaded'} → {c or 'not loaded'}")
-    report.contended = lines
-    return lines
+    differ = f"host load: {b or 'not loaded'} → {c or 'not loaded'}" if bool(b) != bool(c) else None
+    return Described(lines, differ)
 
 
-__all__ = ["shared_gpu", "busy_host", "describe"]
+__all__ = ["shared_gpu", "busy_host", "describe", "Described"]

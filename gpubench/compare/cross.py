@@ -70,21 +70,34 @@ def describe(system: dict[str, Any], side: Any) -> str:
     return ", ".join(parts)
 
 
+def roof_of(row: dict[str, Any]) -> str | None:
+    """The roof a row's figure is held against. Rows carry it (their ``roof`` column; empty where their suite
+    declares none); only rows written before rows carried one (no ``roof`` column at all) ask their suite
+    (``Suite.roof``, through the registry), which imports every suite and torch with them: seconds that a
+    comparison of rows that carry it never pays."""
+    value = row.get("roof")
+    if isinstance(value, str):
+        return value
+    if "roof" in row:
+        return None
+    return registry.roof(row)
+
+
 def spec_peak(row: dict[str, Any]) -> float | None:
     """The spec peak a row's figure is measured against, in the row's unit; None where there is none.
 
-    Chosen by the roof the row is held against (its ``roof`` column, or its suite's ``Suite.roof``): throughput
-    held against the tensor roof, the dense TFLOP/s of the row's dtype; bandwidth of a row that streams device
-    memory (held against the memory or the vector roof), the memory bandwidth.
+    Chosen by the roof the row is held against (:func:`roof_of`): throughput held against the tensor roof, the
+    dense TFLOP/s of the row's dtype; bandwidth of a row that streams device memory (held against the memory or
+    the vector roof), the memory bandwidth.
     """
     device = row.get("device")
     if not isinstance(device, str):
         return None
     metric, unit = row.get("metric"), row.get("unit")
-    if metric == "throughput" and unit == "TFLOP/s" and registry.roof(row) == "tensor":
+    if metric == "throughput" and unit == "TFLOP/s" and roof_of(row) == "tensor":
         found = peaks.peak_tflops(device, str(row.get("dtype")))
         return found[0] if found else None
-    if metric == "bandwidth" and unit == "GB/s" and registry.roof(row) in ("memory", "vector"):
+    if metric == "bandwidth" and unit == "GB/s" and roof_of(row) in ("memory", "vector"):
         peak = peaks.lookup(device)
         return peak.memory_gbps if peak else None
     return None
@@ -97,4 +110,4 @@ def pct_of_peak(row: dict[str, Any], value: float) -> float | None:
     return 100.0 * value / peak
 
 
-__all__ = ["SYSTEM_KEYS", "system_of", "system_of_meta", "differences", "describe", "spec_peak", "pct_of_peak"]
+__all__ = ["SYSTEM_KEYS", "system_of", "system_of_meta", "differences", "describe", "spec_peak", "pct_of_peak", "roof_of"]

@@ -6,29 +6,36 @@ median of its samples, pooled where it has several rows) is set against the flee
     z = (figure − fleet median) / spread,   spread = max(1.4826 · MAD, 0.5 % of |fleet median|)
 
 where MAD is the median absolute deviation of the devices' figures (1.4826 · MAD estimates the standard
-deviation of normal data, so k reads as "standard deviations"). A figure with |z| > k (default 3) is flagged.
-The floor on the spread keeps a fleet of identical figures from flagging a difference in the last digit. Both
-directions are flagged: a device far faster than its peers is as suspect as a slow one (a wrong measurement,
-another SKU); the ``direction`` column says which.
+deviation of normal data, so k reads as "standard deviations"). A figure is flagged when it is beyond both
+|z| > k (default 3) and a practical floor: |figure / fleet median − 1| at least the figure's threshold (default
+5 %; per suite, metric and case from a thresholds file, gpubench.compare.thresholds). GPUs of one model differ by
+a few percent, and on a node whose GPUs read a tight spread a robust z alone flags them: on an idle 4 × H100
+node (2026-11-26) GPU 2 read bf16 GEMM 2.2-2.4 % below the others, robust z 3.2-4.6, in 2 runs of 3. DCGM's diag
+holds a GPU to a fraction of a reference and gpu-fryer to a 10 % band around its peers; the floor is that band.
+The floor on the spread keeps a fleet of identical figures from a z of infinity. Both directions are flagged: a
+device far faster than its peers is as suspect as a slow one (a wrong measurement, another SKU); the
+``direction`` column says which.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from gpubench.compare.defaults import DEFAULT_K
 from gpubench.compare.load import KEY, Side
+from gpubench.compare.thresholds import Thresholds
 from gpubench.errors import UsageError
 
 MIN_SPREAD = 0.005  # fraction of |median|
-DEFAULT_K = 3.0
 COLUMNS = ("flagged", "host", "device_index", "device", "suite", "case", "metric", "unit", "better", "value",
-           "fleet_median", "deviation", "worse_by", "z", "direction", "devices")
+           "fleet_median", "deviation", "worse_by", "z", "direction", "devices", "floor")
+_PRECISION = 9  # deviations meet the floor at this precision (0.95 × x / x − 1 is not exactly −0.05)
 
 
 def _device_key(df: pd.DataFrame) -> pd.Series:
@@ -56,6 +63,7 @@ class FleetReport:
     rows: pd.DataFrame  # one row per (device, figure), COLUMNS, worst first
     devices: pd.DataFrame  # one row per device, worst first
     k: float
+    thresholds: Thresholds = field(default_factory=Thresholds)
 
     @property
     def exit_code(self) -> int:
@@ -63,16 +71,26 @@ class FleetReport:
 
     def title(self) -> str:
         labels = ", ".join(s.label for s in self.sides)
-        return f"gpubench fleet — {len(self.devices)} devices in {labels}; flagged beyond {self.k:g} robust z"
+        return (f"gpubench fleet — {len(self.devices)} devices in {labels}; flagged beyond {self.k:g} robust z and "
+                f"{self.floor_text()} from the fleet median")
+
+    def floor_text(self) -> str:
+        """The practical floor in words: ``5%``, or ``5% (or the threshold th.toml names)``."""
+        th = self.thresholds
+        own = th.suites or th.cases
+        return f"{100 * th.default:g}%" + (f" (or the threshold {th.source} names)" if own else "")
 
     def summary(self) -> str:
         flagged = self.devices[self.devices["flagged"] > 0]
         if flagged.empty:
-            return f"no device beyond {self.k:g} robust z on any of {self.rows.groupby(list(KEY)).ngroups} figures"
+            return (f"no device beyond {self.k:g} robust z and {self.floor_text()} from the fleet median on any of "
+                    f"{self.rows.groupby(list(KEY)).ngroups} figures")
         return f"{len(flagged)} of {len(self.devices)} devices flagged: " + ", ".join(flagged["device_key"])
 
 
-def analyze(sides: Sequence[Side], k: float = DEFAULT_K) -> FleetReport:
+def analyze(sides: Sequence[Side], k: float = DEFAULT_K, thresholds: Thresholds | None = None) -> FleetReport:
+    """Each device's figures against the fleet's (module docstring); ``thresholds`` give each figure's floor."""
+    thresholds = thresholds or Thresholds()
     if not k > 0:
         raise UsageError(f"--k {k}: give a positive number of robust standard deviations, such as 3")
     raw = pd.concat([s.raw for s in sides], ignore_index=True)
@@ -99,11 +117,13 @@ def analyze(sides: Sequence[Side], k: float = DEFAULT_K) -> FleetReport:
         if len(per_device) < 2:
             continue
         median, z = robust_z(np.array([v for _, _, v in per_device]))
+        floor = thresholds.for_row(str(key[0]), str(key[2]), str(key[1]))
         for (dev, r, value), zi in zip(per_device, z):
             deviation = value / median - 1 if median else math.nan
             worse = (zi < 0) if r["better"] == "higher" else (zi > 0)
+            far = math.isfinite(deviation) and round(abs(deviation), _PRECISION) >= floor
             out.append({
-                "flagged": bool(abs(zi) > k), "host": dev.rsplit(":", 1)[0], "device_index": int(dev.rsplit(":", 1)[1]),
+                "flagged": bool(abs(zi) > k and far), "floor": floor, "host": dev.rsplit(":", 1)[0], "device_index": int(dev.rsplit(":", 1)[1]),
                 "device": r.get("device"), "suite": key[0], "case": key[1], "metric": key[2], "unit": r.get("unit"),
                 "better": r.get("better"), "value": value, "fleet_median": median, "deviation": deviation,
                 "worse_by": -deviation if r["better"] == "higher" else deviation,
@@ -116,7 +136,7 @@ def analyze(sides: Sequence[Side], k: float = DEFAULT_K) -> FleetReport:
     rows["_abs"] = rows["z"].abs()
     rows = rows.sort_values(["flagged", "_abs"], ascending=[False, False], kind="mergesort").drop(columns="_abs")
     rows = rows.reset_index(drop=True)
-    return FleetReport(list(sides), rows, _devices(rows), k)
+    return FleetReport(list(sides), rows, _devices(rows), k, thresholds)
 
 
 def _devices(rows: pd.DataFrame) -> pd.DataFrame:

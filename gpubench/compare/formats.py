@@ -1,5 +1,6 @@
-"""compare's outputs: a terminal table, Markdown (a CI job summary), JUnit XML (one testcase per compared
-figure, a failure for each WORSE) and JSON (everything, for tools). docs/compare.md describes each.
+"""What every output of compare shows: a row's cells and the headers over them, which rows the human views list
+and how, and the pieces the formats share (JSON values, Markdown tables, JUnit XML). The formats themselves are
+one module each in :mod:`gpubench.compare.outputs`; docs/compare.md describes each.
 
 The terminal and Markdown views are for people: they lead with one line of counts, list only the figures that
 are not SAME, worst first, and shorten case ids (the parameters every listed row shares are said once under
@@ -7,27 +8,19 @@ the table). ``--all`` lists every figure; JUnit and JSON always hold them all.""
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich import box
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
-
-from gpubench.compare.verdict import COMPARED, SAME, WORSE
+from gpubench.compare import sensitivity
+from gpubench.compare.verdict import COMPARED, SAME
 from gpubench.console import fmt_value, p_text, param_text, unit_text
 
-FORMATS = ("terminal", "markdown", "junit", "json")
-SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".xml": "junit", ".json": "json"}
-JSON_FORMAT = "gpubench-compare"
-JSON_VERSION = 1
-_STYLE = {"WORSE": "bold red", "BETTER": "green", "SAME": "", "UNKNOWN": "yellow"}
+if TYPE_CHECKING:
+    from gpubench.compare.report import Report
 
 
 def jsonable(x: Any) -> Any:
@@ -92,7 +85,8 @@ def row_cells(r: dict, cross_cluster: bool) -> list[str]:
         ratio = _num(r["ratio"])
         cells += [f"{ratio:.3f}×" if math.isfinite(ratio) else "—", _peak(r["baseline_pct_peak"]),
                   _peak(r["current_pct_peak"])]
-    cells += [pct(r["threshold"]), p_text(p) if math.isfinite(p) else "—", _basis(r), str(r["note"] or "")]
+    cells += [pct(r["threshold"]), sensitivity.text(r.get("catches")), p_text(p) if math.isfinite(p) else "—",
+              _basis(r), str(r["note"] or "")]
     return cells
 
 
@@ -100,23 +94,24 @@ def headers(cross_cluster: bool) -> list[str]:
     h = ["verdict", "suite", "case", "metric", "baseline", "current", "change"]
     if cross_cluster:
         h += ["ratio", "baseline % peak", "current % peak"]
-    return h + ["threshold", "p", "basis", "note"]
+    return h + ["threshold", "catches", "p", "basis", "note"]
 
 
-def context_lines(report: Any) -> list[str]:
-    """What a reader needs beside the verdicts: notes on the inputs, what the directory's memory knows of the
-    regressions, and the settings that differ."""
+def context_lines(report: Report) -> list[str]:
+    """What a reader needs beside the verdicts: how small a change this comparison catches, notes on the inputs,
+    what the directory's memory knows of the regressions, and the settings that differ."""
     lines = [f"note: {n}" for n in report.notes]
-    lines += [f"regression: {r.line()}" for r in getattr(report, "regressions", None) or []]
+    lines += [f"regression: {r.line()}" for r in report.regressions]
+    catches = sensitivity.line(report.rows.to_dict("records"))
+    lines += [catches] if catches else []
     if report.setting_differences:
         lines.append("settings differ: " + "; ".join(report.setting_differences))
     return lines
 
 
-def headline(report: Any) -> str:
+def headline(report: Report) -> str:
     """The first line of the human views: the counts, and a shared GPU when there was one."""
-    shared = list(getattr(report, "contended", None) or [])
-    return " — ".join([report.summary(), *shared])
+    return " — ".join([report.summary(), *report.contended])
 
 
 # Worst first in the human views (the rows' order may have changed in post-passes over the verdicts).
@@ -131,7 +126,7 @@ def _worse_by(r: dict) -> float:
     return -ch if r["better"] == "higher" else ch
 
 
-def shown_rows(report: Any, all_rows: bool = False) -> list[dict]:
+def shown_rows(report: Report, all_rows: bool = False) -> list[dict]:
     """The rows the human views list: every row with ``all_rows``, else those that are not SAME; worst first."""
     rows = report.rows.to_dict("records")
     if not all_rows:
@@ -186,7 +181,7 @@ def _collapse(rows: list[dict]) -> tuple[list[dict], list[str]]:
                   for n in sorted(common, key=lambda n: -len(notes[n]))]
 
 
-def _listing(report: Any, all_rows: bool) -> tuple[list[dict], list[str], list[str]]:
+def listing(report: Report, all_rows: bool) -> tuple[list[dict], list[str], list[str]]:
     """(rows to list, their short case ids, the lines under the table: shared parameters, what is hidden)."""
     rows = shown_rows(report, all_rows)
     said: list[str] = []
@@ -204,71 +199,14 @@ def _listing(report: Any, all_rows: bool) -> tuple[list[dict], list[str], list[s
     return rows, short, foot
 
 
-# The terminal leaves out what is in the Markdown and JSON: the threshold and the test's basis.
-_TERMINAL = ("verdict", "suite", "case", "metric", "baseline", "current", "change", "ratio", "p", "note")
-
-
-def terminal_table(report: Any, all_rows: bool = False) -> Group:
-    rows, short, foot = _listing(report, all_rows)
-    head = headers(report.cross_cluster)
-    keep = [i for i, h in enumerate(head) if h in _TERMINAL or h.endswith("% peak")]
-    table = Table(box=box.SIMPLE_HEAD, title_justify="left", show_edge=False, pad_edge=False)
-    width = max([len(c) for c in short] + [4])
-    for i in keep:
-        h = head[i]
-        justify = "right" if h in ("baseline", "current", "change", "ratio", "p") else "left"
-        # A case id is never cut (it would name another case); shortened, it fits on a line or two.
-        table.add_column(h, justify=justify, overflow="fold", min_width=min(width, 64) if h == "case" else None,
-                         max_width=60 if h == "note" else None)
-    for r, case in zip(rows, short):
-        cells = row_cells(r, report.cross_cluster)
-        cells[2] = case
-        style = _STYLE.get(cells[0], "dim")
-        table.add_row(*(cells[i] for i in keep), style=style or None)
-    # Text, not markup: a "[" in a value is no markup.
-    parts: list[Any] = [Text(headline(report), style="bold"),
-                        Text(report.title())]  # what was compared (and, across clusters, what differs)
-    parts.append(table if rows else Text("no figure to list"))
-    tail = [*foot, *context_lines(report)]
-    if tail:
-        parts.append(Text("\n".join(tail)))
-    return Group(*parts)
-
-
-def _md_cell(text: str) -> str:
+def md_cell(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
 def markdown_table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(_md_cell(h) for h in head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+    lines = ["| " + " | ".join(md_cell(h) for h in head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
     return lines
-
-
-def to_markdown(report: Any, all_rows: bool = False) -> str:
-    worse = report.counts().get(WORSE, 0)
-    lines = [f"### {'❌' if worse else '✅'} gpubench compare: {_md_cell(headline(report))}", "",
-             f"- baseline: {_md_cell(report.baseline_text)}",
-             f"- current: {_md_cell(report.current_text)}",
-             f"- WORSE needs a change of at least the threshold, beyond the spread of the baseline's run medians "
-             f"(with a window of runs), and a Mann-Whitney p ≤ {report.alpha:g}"]
-    lines += [f"- {_md_cell(line)}" for line in context_lines(report)]
-    if report.system_differences:
-        lines.append(f"- different systems: {_md_cell('; '.join(report.system_differences))}")
-    lines.append("")
-    rows, short, foot = _listing(report, all_rows)
-    if rows:
-        cells = []
-        for r, case in zip(rows, short):
-            c = row_cells(r, report.cross_cluster)
-            c[2] = case
-            cells.append(c)
-        lines += markdown_table(headers(report.cross_cluster), cells)
-        lines.append("")
-    else:
-        lines += ["No figure moved by its threshold or more.", ""]
-    lines += [f"_{_md_cell(f)}_" for f in foot]
-    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 @dataclass
@@ -297,58 +235,29 @@ def junit_xml(suite_name: str, cases: Sequence[JunitCase], properties: dict[str,
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def to_junit(report: Any) -> str:
-    cases = []
-    for r in report.rows.to_dict("records"):
-        if r["status"] != COMPARED:
-            continue
-        cells = dict(zip(headers(report.cross_cluster), row_cells(r, report.cross_cluster)))
-        detail = (f"{r['verdict']}: {cells['baseline']} → {cells['current']} ({cells['change']}), threshold "
-                  f"{cells['threshold']}, p {cells['p']}, {cells['basis']}" + (f"; {r['note']}" if r["note"] else ""))
-        failure = (f"{r['metric']} {cells['change']} (threshold {cells['threshold']}, p {cells['p']})"
-                   if r["verdict"] == WORSE else None)
-        cases.append(JunitCase(f"gpubench.{r['suite']}", f"{r['case']} {r['metric']}", failure, detail))
-    props = {"title": report.title(), "summary": headline(report), "alpha": f"{report.alpha:g}"}
-    if report.setting_differences:
-        props["setting_differences"] = "; ".join(report.setting_differences)
-    return junit_xml("gpubench compare", cases, props)
+# The fleet view's cells (gpubench.compare.fleet): a device's line and a flagged figure's.
+FLEET_FLAGGED_SHOWN = 50  # the terminal lists this many flagged figures; the other formats list all of them
+FLEET_DEVICE_HEADERS = ["device", "model", "figures", "flagged", "median gap (+ worse)", "worst deviation", "worst z",
+                  "worst figure"]
+FLEET_ROW_HEADERS = ["device", "suite", "case", "metric", "value", "fleet median", "deviation", "z", "direction"]
 
 
-def _side(side: Any, system: dict, text: str) -> dict:
-    return {"label": side.label, "paths": [str(p) for p in side.paths], "run_ids": side.run_ids,
-            "system": system, "description": text}
+def fleet_z(x: Any) -> str:
+    return f"{x:+.1f}" if math.isfinite(x) else ("+inf" if x > 0 else "-inf")
 
 
-def to_json(report: Any) -> str:
-    doc = {
-        "format": JSON_FORMAT,
-        "version": JSON_VERSION,
-        "title": report.title(),
-        "cross_cluster": report.cross_cluster,
-        "system_differences": report.system_differences,
-        "baseline": _side(report.baseline, report.baseline_system, report.baseline_text),
-        "current": _side(report.current, report.current_system, report.current_text),
-        "alpha": report.alpha,
-        "thresholds": report.thresholds.as_dict(),
-        "summary": report.counts(),
-        "exit_code": report.exit_code,
-        "notes": report.notes,
-        "contention": list(getattr(report, "contended", None) or []),
-        "setting_differences": report.setting_differences,
-        "regressions": [{"since": r.since, "nights": r.nights, "last_good": r.last_good, "figures": len(r.figures),
-                         "differences": r.differences} for r in getattr(report, "regressions", None) or []],
-        "window": report.baseline.window_line(),
-        "recorded": getattr(report, "recorded", None),
-        "rows": report.rows.to_dict("records"),
-    }
-    return json.dumps(jsonable(doc), indent=2) + "\n"
+def fleet_device_cells(d: dict) -> list[str]:
+    return [d["device_key"], str(d["device"] or "—"), str(d["figures"]), str(d["flagged"]),
+            pct(d["median_worse_by"], signed=True), pct(d["worst_deviation"], signed=True), fleet_z(d["worst_z"]),
+            d["worst_figure"]]
 
 
-def render(report: Any, fmt: str, all_rows: bool = False) -> str:
-    if fmt == "markdown":
-        return to_markdown(report, all_rows)
-    return {"junit": to_junit, "json": to_json}[fmt](report)
+def fleet_row_cells(r: dict) -> list[str]:
+    unit = unit_text(r["unit"]) if r["unit"] else ""
+    return [r["device_key"], str(r["suite"]), str(r["case"]), str(r["metric"]), f"{fmt_value(r['value'])} {unit}",
+            f"{fmt_value(r['fleet_median'])} {unit}", pct(r["deviation"], signed=True), fleet_z(r["z"]), r["direction"]]
 
 
-__all__ = ["FORMATS", "SUFFIXES", "terminal_table", "headline", "shown_rows", "short_cases", "to_markdown", "to_junit", "to_json", "render", "jsonable",
-           "markdown_table", "junit_xml", "JunitCase"]
+__all__ = ["row_cells", "headers", "context_lines", "headline", "shown_rows", "human_case", "short_cases", "listing",
+           "jsonable", "pct", "md_cell", "markdown_table", "junit_xml", "JunitCase", "fleet_device_cells",
+           "fleet_row_cells", "fleet_z", "FLEET_DEVICE_HEADERS", "FLEET_ROW_HEADERS", "FLEET_FLAGGED_SHOWN"]

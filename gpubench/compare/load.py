@@ -11,41 +11,33 @@ A path is
 - or a small text file naming a run directory (the ``baseline`` pointer of ci/nightly.sh), relative to the
   file's own directory.
 
-Pooling joins all rows of one (suite, case, metric) on a side: their samples are concatenated and the figure
-is the median of them all. That is how a run with rows from several devices is compared as one
-(``gpubench compare --fleet`` looks at its devices one by one instead). A window of runs is pooled too, but
-each run stays one piece of evidence: ``run_values`` keeps each run's own median (one process's samples share
-its level, so the runs, not the samples, say how far a figure moves when nothing changed) and ``run_n`` the
-fewest samples any of its runs has. A figure measured in several processes of a run (``sample_process``,
-gpubench.processes) gives one such value per process: its processes are evidence of the same kind, and one
-run of it alone already says how far it moves. ``history_values`` adds the run medians of older runs of the directory
-(up to :data:`SPREAD_HISTORY` runs in all): figures set by the host drift through quiet stretches longer than
-a window (a pageable 1 GiB copy on an H100 host, nothing changed: 115-155 ms over nine runs in seven
-minutes, 2026-11-25), so their spread is
-taken over the longer history as well.
+A side's rows are pooled into one row per figure by :mod:`gpubench.compare.pool` (``Side.pooled``): each run of
+a window stays one piece of evidence (``run_values``, or one value per process of a figure measured in several).
+``history_values`` adds the run medians of older runs of the directory (up to :data:`SPREAD_HISTORY` runs in
+all): figures set by the host drift through quiet stretches longer than a window (a pageable 1 GiB copy on an
+H100 host, nothing changed: 115-155 ms over nine runs in seven minutes, 2026-11-25), so their spread is taken
+over the longer history as well.
 """
 
 from __future__ import annotations
 
-import math
 import os
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from gpubench import results
 from gpubench.compare import cross, memory
-from gpubench.processes import labels
+from gpubench.compare.defaults import DEFAULT_WINDOW
+from gpubench.compare.pool import KEY, pool
 from gpubench.rundir import status_of
 from gpubench.errors import UsageError
-from gpubench.stats import summarize
+from gpubench.levels import disturbed_by_load
 
-KEY = ("suite", "case", "metric")
-DEFAULT_WINDOW = 5  # baseline runs taken from a directory of runs when --baseline-window is not given
 SPREAD_HISTORY = 20  # runs, the window's included, that a host-set figure's run-to-run spread is taken over
 _POINTER_MAX_BYTES = 4096  # a pointer file holds one path; anything larger is not one
 
@@ -66,6 +58,8 @@ class Side:
     windows: dict[tuple, list[str]] = field(default_factory=dict)
     regressions: dict[tuple, list[str]] = field(default_factory=dict)
     left_out: dict[str, list[str]] = field(default_factory=dict)  # reason -> run_ids
+    # Figures whose every run was left out for the machine's state (a busy host, a shared GPU): why, by run count.
+    unjudged: dict[tuple, dict[str, int]] = field(default_factory=dict)
 
     @property
     def run_ids(self) -> list[str]:
@@ -91,8 +85,12 @@ class Side:
         line = f"window: {len(ids)} run(s){span}: each figure's latest {self.asked_window} clean runs"
         order = [memory.SHARED, memory.BUSY, "regressed"]
         reasons = sorted(self.left_out, key=lambda k: (order.index(k) if k in order else len(order), k))
-        gone = [f"{len(self.left_out[k])} {k}" for k in reasons if self.left_out[k]]
+        gone = [f"{len(self.left_out[k])} {k}{_FOR.get(k, '')}" for k in reasons if self.left_out[k]]
         return line + (f"; left out: {', '.join(gone)}" if gone else "")
+
+
+# A busy host's run is left out for the figures the host sets only (gpubench.levels): the window line says so.
+_FOR = {memory.BUSY: " (for the figures the host sets)"}
 
 
 def is_run_dir(path: Path) -> bool:
@@ -245,6 +243,8 @@ class _Reading:
     unreadable: dict[str, str] = field(default_factory=dict)
     scanned: int = 0
     seen: dict[tuple, int] = field(default_factory=dict)  # figure -> how many runs had been read when last seen
+    # figure -> {why: runs}: runs that held it and were left out for the machine's state
+    blocked: dict[tuple, Counter] = field(default_factory=dict)
 
     @property
     def reach(self) -> int:
@@ -265,19 +265,27 @@ class _Reading:
                 for k in self.wanted)
 
     def take(self, entry: memory.Entry, ledger: memory.Ledger) -> None:
-        """Read one run (the next older one) and take its rows into the windows and histories they belong to."""
+        """Read one run (the next older one) and take its rows into the windows and histories they belong to. A
+        run on a shared GPU is no evidence for any of its figures; a run on a busy host none for the figures the
+        host sets (gpubench.levels), while those the GPU times stand."""
         if entry.reason:
             self.left.setdefault(entry.reason, []).append(entry.run_id)
-            return
         try:
             df = results.load(entry.path)
         except UsageError as e:  # a table cut short by a crash or a full disk: one bad night blocks no other
-            self.left.setdefault("unreadable", []).append(entry.run_id)
-            self.unreadable[entry.run_id] = str(e)
+            if not entry.reason:
+                self.left.setdefault("unreadable", []).append(entry.run_id)
+                self.unreadable[entry.run_id] = str(e)
             return
-        self.scanned += 1
+        df.attrs = {}  # its run.json is entry.meta; pandas would deep-copy it with every slice below
         keys = list(zip(*(df[k].astype(str) for k in KEY))) if len(df) else []
-        place = {k: self._place(entry, k, ledger) for k in dict.fromkeys(keys)}
+        if entry.reason not in (None, memory.BUSY):
+            self._block(keys, entry.reason)
+            return
+        host = {k for k, r in zip(keys, df.to_dict("records")) if disturbed_by_load(r)} if entry.reason else set()
+        self._block(host, memory.BUSY)
+        self.scanned += 1
+        place = {k: self._place(entry, k, ledger) if k not in host else None for k in dict.fromkeys(keys)}
         mask = pd.Series([place[k] == "window" for k in keys], index=df.index, dtype=bool)
         hmask = pd.Series([place[k] == "history" for k in keys], index=df.index, dtype=bool)
         if mask.any():
@@ -290,6 +298,11 @@ class _Reading:
             self.left.setdefault("regressed", []).append(entry.run_id)
         if hmask.any():
             self.older.append(df[hmask])
+
+    def _block(self, keys: Iterable[tuple], why: str) -> None:
+        for k in dict.fromkeys(keys):
+            if self.wanted is None or k in self.wanted:
+                self.blocked.setdefault(k, Counter())[why] += 1
 
     def _place(self, entry: memory.Entry, k: tuple, ledger: memory.Ledger) -> str | None:
         """Where a figure's rows of this run go: "window", "history" or None (not taken from this run)."""
@@ -314,19 +327,24 @@ def _directory_side(p: Path, label: str, window: int, explicit: bool, ledger: me
     win, left, used = reading.win, reading.left, reading.used
     if reading.frames and not used:
         used = [e for e in ledger.entries if any(e.run_id in v for v in win.values())]
-    if not reading.frames:
+    unjudged = {k: dict(v) for k, v in reading.blocked.items() if not win.get(k)}
+    if not reading.frames and not unjudged:
         raise UsageError(f"{p} holds no run that is evidence of a normal level (left out: "
                          f"{', '.join(f'{len(v)} {k}' for k, v in left.items()) or 'none'}): give a run directory")
+    if not reading.frames:  # every run was left out for the machine's state: its figures are judged UNKNOWN
+        return Side(label, [], [], results.frame([]), asked_window=window, directory=p, ledger=ledger,
+                    left_out={k: sorted(v) for k, v in left.items() if v}, unjudged=unjudged)
     used.sort(key=lambda e: e.run_id)
     oldest = used[0].run_id
-    left = {k: sorted(i for i in v if i > oldest) for k, v in left.items()}
+    # runs left out before the oldest run used are no news; busy ones were read, for the figures the GPU times
+    left = {k: sorted(i for i in v if i > oldest or k == memory.BUSY) for k, v in left.items()}
     older = reading.older
     side = Side(label, [e.path for e in used], [e.meta for e in used],
                 pd.concat(list(reversed(reading.frames)), ignore_index=True), asked_window=window,
                 history=pd.concat(list(reversed(older)), ignore_index=True) if older else None, directory=p,
                 ledger=ledger, windows={k: sorted(v) for k, v in win.items()},
                 regressions={k: sorted(v) for k, v in reading.episode.items()},
-                left_out={k: v for k, v in left.items() if v})
+                left_out={k: v for k, v in left.items() if v}, unjudged=unjudged)
     if reading.unreadable:
         side.notes.append(f"{label}: left out {len(reading.unreadable)} run(s) that cannot be read: "
                           + "; ".join(f"{i} ({why})" for i, why in reading.unreadable.items()))
@@ -339,102 +357,6 @@ def _directory_side(p: Path, label: str, window: int, explicit: bool, ledger: me
 def _has_number(df: pd.DataFrame) -> bool:
     """Whether any row holds a finite value (rows of figures a run has no number for do not)."""
     return bool(pd.to_numeric(df["value"], errors="coerce").notna().any()) if "value" in df.columns else False
-
-
-def _finite(x: Any) -> bool:
-    try:
-        return x is not None and math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
-
-
-def pool(raw: pd.DataFrame, history: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per (suite, case, metric): see the module docstring. Rows keep the columns of the latest row
-    of their figure; value, the stats and samples are recomputed from the pooled ok rows. ``history``: rows
-    of older runs, for ``history_values`` only."""
-    if raw.empty:
-        return raw.copy()
-    older = _older_runs(history)
-    df = raw.reset_index(drop=True)
-    df["_order"] = np.arange(len(df))  # later runs come later in raw
-    out = []
-    for _, rows in df.groupby(list(KEY), sort=False, dropna=False):
-        rows = rows.sort_values("_order")
-        ok = rows[rows["status"] == "ok"]
-        if ok.empty:
-            out.append({**rows.iloc[-1].to_dict(), "pooled": 0})
-            continue
-        # A window spanning a suite version change pools only the latest version's rows.
-        ok = ok[ok["suite_version"] == ok["suite_version"].iloc[-1]]
-        row = ok.iloc[-1].to_dict()
-        samples = [float(s) for ss in ok["samples"] for s in (ss if ss is not None else [])]
-        row["run_values"], row["run_n"] = _per_run(ok)
-        row["run_count"] = runs_of(ok)
-        past = older.get(tuple(row[k] for k in KEY))
-        if past is not None:
-            past = past[past["suite_version"] == row["suite_version"]]
-        row["history_values"] = (_per_run(past)[0] if past is not None and len(past) else []) + row["run_values"]
-        if len(ok) > 1:
-            st = summarize(samples)
-            values = [float(v) for v in ok["value"] if _finite(v)]
-            row.update({k: st[k] for k in ("mean", "min", "max", "stdev", "iqr", "cv")})
-            row["value"] = st["median"] if samples else (float(np.median(values)) if values else math.nan)
-            row["n"] = st["n"]
-            row["samples"] = samples
-        row["pooled"] = len(ok)
-        out.append(row)
-    return pd.DataFrame(out).drop(columns=["_order"])
-
-
-def _older_runs(history: pd.DataFrame | None) -> dict[tuple, pd.DataFrame]:
-    """The ok rows of older runs by figure, oldest first."""
-    if history is None or history.empty:
-        return {}
-    ok = history[history["status"] == "ok"]
-    return {key: g for key, g in ok.groupby(list(KEY), sort=False, dropna=False)}
-
-
-def _per_run(ok: pd.DataFrame) -> tuple[list[float], int]:
-    """Each run's median of a figure (rows of several devices of one run: their median), oldest first, and the
-    fewest samples a run has. A run that measured the figure in several processes gives each process's median
-    instead: they are evidence of the same kind (gpubench.processes)."""
-    runs = ok["run_id"] if "run_id" in ok.columns else pd.Series(["?"] * len(ok), index=ok.index)
-    values, fewest = [], None
-    for _, g in ok.groupby(runs.fillna("?").astype(str), sort=False):
-        per_process = _by_process(g)
-        if per_process:
-            for samples in per_process:
-                values.append(float(np.median(samples)))
-                fewest = len(samples) if fewest is None else min(fewest, len(samples))
-            continue
-        samples = [float(s) for ss in g["samples"] for s in (ss if ss is not None else [])]
-        finite = [float(v) for v in g["value"] if _finite(v)]
-        if len(g) == 1 and finite:
-            values.append(finite[0])
-        elif samples:
-            values.append(float(np.median(samples)))
-        elif finite:
-            values.append(float(np.median(finite)))
-        n = len(samples)
-        fewest = n if fewest is None else min(fewest, n)
-    return values, int(fewest or 0)
-
-
-def _by_process(g: pd.DataFrame) -> list[list[float]]:
-    """The samples of one run's rows of a figure split by the process that took them; empty where they all came
-    from one process."""
-    if "sample_process" not in g.columns:
-        return []
-    split: dict[int, list[float]] = {}
-    for row in g[["samples", "sample_process"]].to_dict("records"):
-        for v, k in zip(row["samples"] or [], labels(row)):
-            split.setdefault(int(k), []).append(float(v))
-    return [split[k] for k in sorted(split)] if len(split) > 1 else []
-
-
-def runs_of(ok: pd.DataFrame) -> int:
-    """How many runs a figure's pooled rows come from."""
-    return int(ok["run_id"].nunique()) if "run_id" in ok.columns and len(ok) else len(ok)
 
 
 __all__ = ["KEY", "DEFAULT_WINDOW", "MAX_SCAN", "Side", "resolve", "pool", "run_candidates", "scan", "is_run_dir"]

@@ -1,5 +1,8 @@
 """What the runs' metadata knows, applied to compare's verdict rows in one place, in this order:
 
+0. no clean baseline (:func:`without_baseline`): a figure whose every run in the baseline directory was left out
+   for the machine's state (a busy host for a figure the host sets, a shared GPU) is UNKNOWN, saying so, instead
+   of a figure of the current run alone: the machine's state never makes compare refuse (exit 2);
 1. a shared GPU (:func:`gpubench.compare.contention.shared_gpu`): a WORSE measured beside another process is
    UNKNOWN;
 2. a busy host (:func:`gpubench.compare.contention.busy_host`): a WORSE or BETTER of a figure the host sets,
@@ -12,12 +15,13 @@
 5. acceptances of the current run itself (:func:`accepted_here`): a WORSE someone accepted on this run reads
    UNKNOWN, naming who, when and why.
 
-Each pass may only turn a verdict into UNKNOWN, with a note saying why (it knows less than the samples, never
-more), or add notes; the rows come back worst first.
+Each pass may only turn a verdict (or, step 0, a figure of one side) into UNKNOWN, with a note saying why (it
+knows less than the samples, never more), or add notes; the rows come back worst first.
 """
 
 from __future__ import annotations
 
+import math
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,7 +32,8 @@ import pandas as pd
 from gpubench.compare import confirm, contention, memory, settings
 from gpubench.compare.load import KEY, Side
 from gpubench.compare.thresholds import Thresholds
-from gpubench.compare.verdict import BETTER, COMPARED, SAME, WORSE, compare_frames, worst_first
+from gpubench.compare.verdict import (BETTER, COMPARED, ONLY_CURRENT, SAME, UNKNOWN, WORSE, compare_frames,
+                                      worst_first)
 
 
 @dataclass
@@ -68,7 +73,7 @@ class Passed:
 def apply(rows: pd.DataFrame, base: Side, cur: Side, *, rerun: Side | None = None,
           thresholds: Thresholds | None = None, alpha: float = 0.01, cross_cluster: bool = False) -> Passed:
     """Every pass over ``rows`` (compare_frames' verdicts of ``base`` against ``cur``)."""
-    rows = metadata(rows, base.runs, cur.runs)
+    rows = metadata(without_baseline(rows, base), base.runs, cur.runs)
     if rerun is not None:
         again = compare_frames(base.pooled(), rerun.pooled(), thresholds or Thresholds(), alpha,
                                cross_cluster=cross_cluster, window=base.is_window)
@@ -76,6 +81,26 @@ def apply(rows: pd.DataFrame, base: Side, cur: Side, *, rerun: Side | None = Non
     rows, regressions = remember(rows, base, cur)
     worse = rows[(rows["status"] == COMPARED) & (rows["verdict"] == WORSE)].to_dict("records") if len(rows) else []
     return Passed(worst_first(accepted_here(rows, cur)), regressions, worse)
+
+
+_WHY = {memory.BUSY: "on a busy host (the host sets this figure)", memory.SHARED: "on a shared GPU"}
+
+
+def without_baseline(rows: pd.DataFrame, base: Side) -> pd.DataFrame:
+    """Step 0: a figure of the current run only, whose runs in the baseline directory were all left out for the
+    machine's state, is UNKNOWN with the reason (and catches nothing)."""
+    if not base.unjudged or rows.empty:
+        return rows
+    rows = rows.copy()
+    for i, r in rows.iterrows():
+        why = base.unjudged.get(tuple(str(r[k]) for k in KEY))
+        if r["status"] != ONLY_CURRENT or not why:
+            continue
+        runs = ", ".join(f"{n} run(s) {_WHY.get(k, k)}" for k, n in why.items())
+        rows.at[i, "status"], rows.at[i, "verdict"] = COMPARED, UNKNOWN
+        rows.at[i, "note"] = f"no clean baseline: the directory's runs of it were left out ({runs})"
+        rows.at[i, "catches"], rows.at[i, "catches_limit"] = math.inf, "no clean baseline"
+    return rows
 
 
 def _meta_of(side: Side, run_id: str) -> dict[str, Any] | None:
@@ -143,4 +168,4 @@ def accepted_here(rows: pd.DataFrame, cur: Side) -> pd.DataFrame:
     return rows
 
 
-__all__ = ["apply", "metadata", "remember", "accepted_here", "Regression", "Passed"]
+__all__ = ["apply", "without_baseline", "metadata", "remember", "accepted_here", "Regression", "Passed"]

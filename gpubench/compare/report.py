@@ -3,6 +3,7 @@ the comparisons ``gpubench report`` shows for a list of runs (:func:`against_ear
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.compare import cross, memory, passes, settings
+from gpubench.compare import contention, cross, memory, passes, settings
 from gpubench.compare.load import KEY, Side, resolve
 from gpubench.compare.thresholds import Thresholds
 from gpubench.compare.verdict import COMPARED, DEFAULT_ALPHA, MIN_RUNS, WORSE, compare_frames
@@ -36,7 +37,13 @@ class Report:
     # What the directory's memory knows of tonight's WORSE figures (gpubench.compare.passes.remember).
     regressions: list[passes.Regression] = field(default_factory=list)
     rerun: str | None = None  # the rerun that confirmed WORSE figures, as given or as recorded for the run
-    recorded: str | None = None  # where this verdict was recorded (gpubench.compare.memory), if it was
+    # The lines that lead the summary: a GPU shared or a host busy during a side's run (compare.contention).
+    contended: list[str] = field(default_factory=list)
+    # The current run's directory where its verdict belongs to the baseline directory's memory (the nightly
+    # gate), and the rows that verdict keeps: what record() writes.
+    gate: Path | None = None
+    worse: list[dict[str, Any]] = field(default_factory=list)
+    recorded: str | None = None  # where record() wrote this verdict (gpubench.compare.memory), if it did
 
     @property
     def system_differences(self) -> list[str]:
@@ -78,14 +85,14 @@ class Report:
 
 def build(baseline: str | os.PathLike, current: str | os.PathLike, *, window: int | None = None,
           thresholds: Thresholds | None = None, alpha: float = DEFAULT_ALPHA, cross_cluster: bool = False,
-          confirm: str | os.PathLike | None = None, record: bool = True) -> Report:
+          confirm: str | os.PathLike | None = None) -> Report:
     """Load both sides, check they are one system (unless ``cross_cluster``), judge every shared figure, and
     apply what the runs' metadata knows (gpubench.compare.passes). ``confirm``: a rerun of the WORSE cases.
 
-    Where the current run is a run of the baseline's directory (the nightly gate: ``compare DIR RUN``), the
-    verdict is ``record``-ed in the run's directory (gpubench.compare.memory), and a rerun recorded there before
-    confirms this comparison too. Raises UsageError (exit 2) for inputs that cannot be compared, or a verdict
-    that cannot be recorded; WORSE rows are the caller's exit 1.
+    Where the current run is a run of the baseline's directory (the nightly gate: ``compare DIR RUN``), a rerun
+    recorded there before confirms this comparison too, and :func:`record` keeps the verdict in the run's
+    directory (gpubench.compare.memory). Raises UsageError (exit 2) for inputs that cannot be compared; WORSE
+    rows are the caller's exit 1.
     """
     if window is not None and window < 1:
         raise UsageError(f"--baseline-window {window}: give 1 or more runs")
@@ -116,14 +123,24 @@ def build(baseline: str | os.PathLike, current: str | os.PathLike, *, window: in
     if rerun_path and not confirm:
         notes.append(f"confirmed with the rerun recorded for this run: {rerun_path}")
     done = passes.apply(rows, base, cur, rerun=rerun, thresholds=thresholds, alpha=alpha, cross_cluster=bool(diff))
+    state = contention.describe(base.runs, cur.runs)
+    differ = settings.differences(settings.of_side(base), settings.of_side(cur))
     report = Report(base, cur, b_sys, c_sys, cross_cluster, thresholds, alpha, done.rows,
-                    [*notes, *base.notes, *cur.notes], settings.differences(settings.of_side(base),
-                                                                          settings.of_side(cur)),
-                    regressions=done.regressions, rerun=rerun_path)
+                    [*notes, *base.notes, *cur.notes], [*differ, *filter(None, [state.host_difference])],
+                    regressions=done.regressions, rerun=rerun_path, contended=state.lines, gate=gate,
+                    worse=done.worse)
     _check_comparable(report, baseline, current)
-    if record and gate is not None:
-        report.recorded = str(_record(report, gate, done.worse, rerun_path))
     return report
+
+
+def record(report: Report) -> Report:
+    """``report`` as recorded: where it judged a run of the baseline's directory (the nightly gate), its verdict
+    is written into that run's directory, so that later nights leave its regressions out of their baseline
+    (gpubench.compare.memory); the same report, with ``recorded`` saying where. A verdict that cannot be written
+    is a UsageError (exit 2)."""
+    if report.gate is None:
+        return report
+    return dataclasses.replace(report, recorded=str(_record(report, report.gate)))
 
 
 def _gate_run(base: Side, cur: Side) -> Path | None:
@@ -149,11 +166,11 @@ def _recorded_rerun(run: Path) -> str | None:
     return str(path) if path.is_dir() else None
 
 
-def _record(report: Report, run: Path, worse: list[dict[str, Any]], rerun: str | None) -> Path:
-    base = report.baseline
+def _record(report: Report, run: Path) -> Path:
+    base, rerun = report.baseline, report.rerun
     rel = os.path.relpath(rerun, run) if rerun else None
     try:
-        return memory.record(run, rows=worse, summary=report.counts(), exit_code=report.exit_code,
+        return memory.record(run, rows=report.worse, summary=report.counts(), exit_code=report.exit_code,
                              baseline={"label": base.label, "runs": base.run_ids, "left_out": base.left_out},
                              rerun=rel)
     except OSError as e:
@@ -205,4 +222,4 @@ def against_earlier(runs: list[Any]) -> list[CompareTable]:
     return out
 
 
-__all__ = ["Report", "build", "CompareTable", "against_earlier", "EXIT_OK", "EXIT_WORSE"]
+__all__ = ["Report", "build", "record", "CompareTable", "against_earlier", "EXIT_OK", "EXIT_WORSE"]

@@ -25,8 +25,10 @@ from gpubench.fingerprint import NOT_SETTINGS
 # Identity facts that are software, in the order they are shown (runtime_version is the CUDA/HIP runtime), and
 # the run's own options ("run options": its command line, less where it wrote and which cases it picked).
 OPTIONS = "run options"
+# Where the processes that measure the figures set per process ran (run.json's processes.pinning; GPUBENCH_PIN).
+PINNING = "pinning"
 SOFTWARE_KEYS = ("gpubench", "tool", "tool_version", "collective_lib", "nccl", "torch", "triton", "runtime_version",
-                 "python", "os", OPTIONS)
+                 "python", "os", OPTIONS, PINNING)
 # Command-line options of `gpubench run` that say where a run went or which of its cases ran, not how: a
 # nightly's confirmation rerun (--filter) measures its cases as the night did.
 _NOT_HOW = ("--out", "--cluster", "--filter")
@@ -52,6 +54,20 @@ def run_options(argv: Any) -> str | None:
             continue
         out.append(w)
     return " ".join(out)
+
+
+def pinning_text(pinning: Any) -> str | None:
+    """``core (CPU 17)``, ``node (CPUs 16-31)``, ``off``; None where run.json does not say (older runs)."""
+    if not isinstance(pinning, dict) or not pinning.get("mode"):
+        return None
+    cpus = sorted(int(c) for c in pinning.get("cpus") or [])
+    if not cpus:
+        return str(pinning["mode"])
+    span = str(cpus[0]) if len(cpus) == 1 else (f"{cpus[0]}-{cpus[-1]}" if cpus == list(range(cpus[0], cpus[-1] + 1))
+                                                else ",".join(map(str, cpus)))
+    return f"{pinning['mode']} (CPU{'s' if len(cpus) > 1 else ''} {span})"
+
+
 UNSET = "unset"
 MIXED = "mixed"
 # Row columns that say how a figure was measured (the comm suite's options), in the order they are shown.
@@ -65,6 +81,7 @@ def _of_run(meta: dict[str, Any]) -> tuple[dict[str, str], dict[str, str] | None
     volatile = fp.get("volatile") or {}
     facts = {k: meta.get("gpubench_version") if k == "gpubench" else identity.get(k) for k in SOFTWARE_KEYS}
     facts[OPTIONS] = run_options(meta.get("argv"))
+    facts[PINNING] = pinning_text((meta.get("processes") or {}).get("pinning"))
     if not volatile.get("imported") and not facts["tool"]:
         facts["tool"] = "gpubench"  # measured by gpubench itself, against an import's nccl-tests
     software = {k: str(v) for k, v in facts.items() if v not in (None, "")}
@@ -131,4 +148,4 @@ def differences(baseline: Settings, current: Settings) -> list[str]:
     return out + cross.differences(baseline.method, current.method)
 
 
-__all__ = ["SOFTWARE_KEYS", "METHOD_COLUMNS", "Settings", "of_side", "differences", "run_options"]
+__all__ = ["pinning_text", "SOFTWARE_KEYS", "METHOD_COLUMNS", "Settings", "of_side", "differences", "run_options"]

@@ -26,10 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpubench.compare.defaults import DEFAULT_THRESHOLD
 from gpubench.errors import UsageError
 from gpubench.tomlfile import loads
 
-DEFAULT_THRESHOLD = 0.05
 SUITE_DEFAULT = "threshold"  # the key a suite's table uses for all its metrics
 NOT_GATED = "not gated"  # a case metric's value starting with this: too noisy to gate
 

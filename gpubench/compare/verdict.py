@@ -38,7 +38,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpubench.compare import sensitivity
 from gpubench.compare.cross import pct_of_peak, spec_peak
+from gpubench.compare.defaults import DEFAULT_ALPHA
 from gpubench.compare.load import KEY
 from gpubench.compare.thresholds import Thresholds
 from gpubench.console import p_text
@@ -49,7 +51,6 @@ WORSE, BETTER, SAME, UNKNOWN = "WORSE", "BETTER", "SAME", "UNKNOWN"
 INCOMPARABLE = "incomparable"
 # status: whether a figure was compared, and if not, why
 COMPARED, ONLY_BASELINE, ONLY_CURRENT, NOT_OK = "compared", "only-baseline", "only-current", "not-ok"
-DEFAULT_ALPHA = 0.01
 MIN_RUNS = 3  # baseline runs of a figure before its run-to-run spread is known at all
 # Changes are compared with thresholds at this precision, so that a 5 % shift meets a 5 % threshold despite
 # binary rounding (0.95 × x / x − 1 is not exactly −0.05).
@@ -70,6 +71,9 @@ COLUMNS = (
     # added with the gate's memory: why the host sets the figure ("" it does not), each side's host load during
     # the case, and for a regression the run it has been WORSE since and for how many nights
     "set_by_host", "host_load_baseline", "host_load_current", "since", "nights",
+    # added with the sensitivity: the smallest change this comparison would call WORSE (inf: none, blind) and what
+    # sets it (gpubench.compare.sensitivity)
+    "catches", "catches_limit",
 )
 # Worst first: regressions, then what could not be decided or compared, then the rest.
 _ORDER = {WORSE: 0, UNKNOWN: 1, NOT_OK: 2, INCOMPARABLE: 3, ONLY_BASELINE: 4, ONLY_CURRENT: 5, SAME: 6, BETTER: 7}
@@ -117,12 +121,22 @@ def judge(
     n_base_run = len(baseline) if per_run_n is None else per_run_n
     if len(baseline) < 2 or len(current) < 2:
         out["basis"] = "threshold-only"
+    # Runs, not processes, decide whether there is evidence enough: one run's few processes can all land in
+    # one mode of a figure whose levels are two (an H100's event round trip, 2026-11-25: 19.6-19.9 µs in one
+    # run's three processes, 18.1-28.8 in the next run's). Once there are runs enough, every process of them is
+    # one more value of the spread.
+    n_runs = run_count if run_count is not None and 0 < run_count <= k else k
+    out["catches"], out["catches_limit"] = catches(
+        threshold, alpha, runs=runs, n_runs=n_runs, moves=moves, window=window, history_runs=history_runs,
+        basis=out["basis"], baseline=baseline, n_current=len(current), n_base_run=n_base_run)
     if not (math.isfinite(b) and math.isfinite(c)) or b == 0:
-        return {**out, "verdict": UNKNOWN, "note": "no figure to compare" if b != 0 else "baseline is 0"}
+        return {**out, "verdict": UNKNOWN, "note": "no figure to compare" if b != 0 else "baseline is 0",
+                "catches": math.inf, "catches_limit": "no figure"}
     out["ratio"] = c / b
     out["change"] = change = c / b - 1.0
     if better not in ("higher", "lower"):
-        return {**out, "verdict": UNKNOWN, "note": f"direction unknown (better={better!r})"}
+        return {**out, "verdict": UNKNOWN, "note": f"direction unknown (better={better!r})", "catches": math.inf,
+                "catches_limit": "no direction"}
     if out["basis"] == "samples":
         out["p_value"] = mann_whitney(current, baseline)[1]
     worse_by = -change if better == "higher" else change  # > 0: a regression
@@ -131,15 +145,40 @@ def judge(
         return {**out, "verdict": SAME, "note": note}
     direction = WORSE if worse_by > 0 else BETTER
     n_text = f"n={len(baseline)} vs {len(current)}"
-    # Runs, not processes, decide whether there is evidence enough: one run's few processes can all land in
-    # one mode of a figure whose levels are two (an H100's event round trip, 2026-11-25: 19.6-19.9 µs in one
-    # run's three processes, 18.1-28.8 in the next run's). Once there are runs enough, every process of them is
-    # one more value of the spread.
-    runs = run_count if run_count is not None and 0 < run_count <= k else k
-    if k >= MIN_RUNS and runs >= MIN_RUNS:
+    if k >= MIN_RUNS and n_runs >= MIN_RUNS:
         return _on_runs(out, direction, alpha, k=k, run_count=run_count, moves=moves, history_runs=history_runs,
                         n_current=len(current), n_base_run=n_base_run, n_text=n_text)
-    return _short_of_runs(out, direction, alpha, k=k, runs=runs, moves=moves, window=window, n_text=n_text)
+    return _short_of_runs(out, direction, alpha, k=k, runs=n_runs, moves=moves, window=window, n_text=n_text)
+
+
+def catches(threshold: float, alpha: float, *, runs: Sequence[float], n_runs: int, moves: str, window: bool,
+            history_runs: Sequence[float], basis: str, baseline: Sequence[float], n_current: int,
+            n_base_run: int) -> tuple[float, str]:
+    """The smallest change :func:`judge` would call WORSE with this evidence, and what sets it
+    (gpubench.compare.sensitivity): the rule of :func:`_on_runs` and :func:`_short_of_runs`, read backwards."""
+    if not math.isfinite(threshold):
+        return sensitivity.blind("not judged")
+    k = len(runs)
+    base_cv = float(np.std(baseline, ddof=1) / abs(np.mean(baseline))) if len(baseline) > 1 and np.mean(baseline) \
+        else math.nan
+    if k >= MIN_RUNS and n_runs >= MIN_RUNS:
+        margins = [(spread_factor(k) * run_spread(runs), sensitivity.SPREAD)]
+        history = [float(v) for v in history_runs if _finite(v)]
+        if moves and len(history) > k:
+            margins.append((spread_factor(len(history)) * run_spread(history), sensitivity.HISTORY))
+        if not (basis != "samples" or min(n_current, n_base_run) < 2 or best_p(n_current, max(1, n_base_run)) > alpha):
+            margins.append((sensitivity.sample_mde(base_cv, len(baseline), n_current, alpha), sensitivity.SAMPLES))
+        return sensitivity.smallest(threshold, margins)
+    if window:
+        return sensitivity.blind(f"window still filling ({max(n_runs, 1)} of {MIN_RUNS} runs)")
+    if moves:
+        return sensitivity.blind(f"set by the host, too few runs ({max(n_runs, 1)} of {MIN_RUNS})")
+    if basis == "threshold-only":
+        return threshold, sensitivity.THRESHOLD
+    if best_p(n_current, len(baseline)) > alpha:
+        return sensitivity.blind(f"too few samples (p ≥ {best_p(n_current, len(baseline)):.2g})")
+    return sensitivity.smallest(threshold, [(sensitivity.sample_mde(base_cv, len(baseline), n_current, alpha),
+                                             sensitivity.SAMPLES)])
 
 
 def _on_runs(out: dict[str, Any], direction: str, alpha: float, *, k: int, run_count: int | None, moves: str,
@@ -295,9 +334,12 @@ def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, thresholds: Thresholds
             differ = _differing_settings(b, c)
             not_gated = thresholds.not_gated(suite, metric, case)
             if differ:
-                row.update(verdict=UNKNOWN, note=f"not one figure ({'; '.join(differ)}): not judged")
-            elif not_gated and row["verdict"] in (WORSE, BETTER):
-                row.update(verdict=UNKNOWN, note=f"not gated ({not_gated})")
+                row.update(verdict=UNKNOWN, note=f"not one figure ({'; '.join(differ)}): not judged",
+                           catches=math.inf, catches_limit="not one figure")
+            elif not_gated:
+                row.update(catches=math.inf, catches_limit="not gated")
+                if row["verdict"] in (WORSE, BETTER):
+                    row.update(verdict=UNKNOWN, note=f"not gated ({not_gated})")
         if b is not None and row["baseline"] is not None:
             row["baseline_pct_peak"] = pct_of_peak(b, row["baseline"])
         if c is not None and row["current"] is not None:
@@ -353,6 +395,6 @@ def _worse_by(change: Any, better: Any) -> float:
     return -ch if better == "higher" else ch
 
 
-__all__ = ["judge", "compare_frames", "moves_between_runs", "spread_factor",
+__all__ = ["judge", "catches", "compare_frames", "moves_between_runs", "spread_factor",
            "MIN_RUNS", "worst_first", "COLUMNS", "WORSE", "BETTER", "SAME", "UNKNOWN", "INCOMPARABLE",
            "COMPARED", "ONLY_BASELINE", "ONLY_CURRENT", "NOT_OK", "DEFAULT_ALPHA"]

@@ -1,0 +1,135 @@
+"""How small a change compare would call WORSE today, per figure: its minimum detectable effect.
+
+A gate that cannot see a 30 % slowdown of a figure passes it unseen, night after night, and its green says
+nothing; so every comparison states, for each figure, the smallest change it would call WORSE with the evidence it
+has (``catches``), and counts the figures it cannot judge at a useful level (blind: more than :data:`BLIND`) and
+why. The smallest such change follows compare's own rule (gpubench.compare.verdict):
+
+- at least the figure's threshold;
+- with a window of runs, beyond the window's run spread times its factor (for a figure the host sets, also beyond
+  its longer history's): ``factor(k) · (max − min) / median`` of k run (or process) medians;
+- where the rank test decides, also the change the samples can show at ``alpha`` with power 0.8: the minimum
+  detectable effect of a two-sample test, ``(z₁₋α/₂ + z₀.₈) · cv · √(1/n_baseline + 1/n_current)``, × 1.076 for a
+  rank test on data of any shape (its asymptotic relative efficiency against the t test is at least 0.864,
+  Hodges and Lehmann 1956: √(1/0.864) = 1.076), with the pooled baseline's coefficient of variation, which holds
+  the spread between runs as well as within them; where the samples are too few for the test ever to reach
+  alpha, nothing is WORSE on them (infinite);
+- never, where the figure is not judged: a window still filling, a figure the host sets without 3 baseline runs,
+  a case not gated, a host busy or a GPU shared during the comparison.
+
+The goals (issue 47) are :data:`GOAL_GPU` for figures the GPU times and :data:`GOAL_HOST` for those the host sets
+(gpubench.levels).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from statistics import NormalDist
+from typing import Any
+
+BLIND = 0.25  # a figure that catches only changes larger than this is not judged at a useful level
+GOAL_GPU, GOAL_HOST = 0.05, 0.15  # what the quick set should catch: figures the GPU times, those the host sets
+POWER = 0.8
+_RANK_TEST = math.sqrt(1 / 0.864)  # a rank test needs at most 1/0.864 as many samples as the t test
+
+# The limits, as the rows' ``catches_limit`` says them
+THRESHOLD, SPREAD, HISTORY, SAMPLES = "threshold", "run-to-run spread", "history spread", "samples"
+
+
+def sample_mde(cv: float, n_baseline: int, n_current: int, alpha: float) -> float:
+    """The change a rank test on these samples shows at ``alpha`` (two-sided) with power :data:`POWER`."""
+    if not (math.isfinite(cv) and n_baseline > 0 and n_current > 0):
+        return math.nan
+    z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(POWER)
+    return z * _RANK_TEST * abs(cv) * math.sqrt(1 / n_baseline + 1 / n_current)
+
+
+def smallest(threshold: float, margins: Iterable[tuple[float, str]]) -> tuple[float, str]:
+    """(the smallest change called WORSE, what limits it): the threshold, or the largest of ``margins`` above it."""
+    best, why = threshold, THRESHOLD
+    for value, name in margins:
+        if math.isfinite(value) and value > best:
+            best, why = value, name
+        elif not math.isnan(value) and math.isinf(value):
+            return math.inf, name
+    return best, why
+
+
+def blind(why: str) -> tuple[float, str]:
+    """Nothing is WORSE, whatever the change: ``why``."""
+    return math.inf, why
+
+
+def text(catches: Any) -> str:
+    """``≥ 4.2%``, ``blind``, or ``—`` where the figure was not compared."""
+    try:
+        v = float(catches)
+    except (TypeError, ValueError):
+        return "—"
+    if math.isnan(v):
+        return "—"
+    return "blind" if v > BLIND else f"≥ {100 * v:.1f}%"
+
+
+def _is_host(row: dict[str, Any]) -> bool:
+    return bool(row.get("set_by_host"))
+
+
+def summary(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Counts over compared figures: how many meet the goal of their kind (GPU-timed, host-set), the worst of each
+    kind, and the blind ones by why."""
+    out: dict[str, Any] = {"figures": 0, "blind": 0, "why_blind": {}}
+    why: Counter[str] = Counter()
+    for kind, goal in (("gpu", GOAL_GPU), ("host", GOAL_HOST)):
+        out[kind] = {"figures": 0, "within_goal": 0, "goal": goal, "worst": None}
+    for r in rows:
+        v = _num(r.get("catches"))
+        if math.isnan(v):
+            continue
+        kind = out["host" if _is_host(r) else "gpu"]
+        out["figures"] += 1
+        kind["figures"] += 1
+        kind["within_goal"] += int(v <= kind["goal"] + 1e-12)
+        kind["worst"] = v if kind["worst"] is None else max(kind["worst"], v)
+        if v > BLIND:
+            out["blind"] += 1
+            why[_reason(str(r.get("catches_limit") or ""))] += 1
+    out["why_blind"] = dict(why.most_common())
+    return out
+
+
+def _reason(limit: str) -> str:
+    """A limit without its figures (``window still filling (1 run)`` → ``window still filling``)."""
+    return limit.split(" (")[0]
+
+
+def line(rows: Iterable[dict[str, Any]]) -> str | None:
+    """``catches: 120 of 125 GPU-timed figures ≥ 5% or less (worst 7.1%); 10 of 22 host-set ≤ 15% (worst blind);
+    blind (> 25%): 9 (7 run-to-run spread, 2 window still filling)``; None where nothing was compared."""
+    s = summary(rows)
+    if not s["figures"]:
+        return None
+    parts = []
+    for kind, name in (("gpu", "GPU-timed"), ("host", "host-set")):
+        k = s[kind]
+        if k["figures"]:
+            parts.append(f"{k['within_goal']} of {k['figures']} {name} figure(s) to {100 * k['goal']:g}% or less "
+                         f"(worst {text(k['worst']).replace('≥ ', '')})")
+    head = "catches: " + "; ".join(parts)
+    if s["blind"]:
+        why = ", ".join(f"{n} {w}" for w, n in s["why_blind"].items())
+        head += f"; blind (> {100 * BLIND:g}%): {s['blind']} ({why})"
+    return head
+
+
+def _num(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+__all__ = ["BLIND", "GOAL_GPU", "GOAL_HOST", "sample_mde", "smallest", "blind", "text", "summary", "line",
+           "THRESHOLD", "SPREAD", "HISTORY", "SAMPLES"]
