@@ -11,17 +11,21 @@ import numbers
 import os
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.markup import escape
 from rich.table import Table
 
 from gpubench.contention import LOADED_HOST
-from gpubench.levels import disturbed_by_load
 from gpubench.units import format_bytes
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from rich.progress import Progress
+
+# pandas (the summary tables), numpy (gpubench.levels) and rich's live progress bar are imported where they are
+# used: gpubench list and compare's formats import this module for its number formats and consoles alone.
 
 _STATUS_STYLE = {"ok": "green", "invalid": "bold red", "error": "red", "skipped": "yellow"}
 
@@ -81,6 +85,8 @@ def _headline(rows: list[dict]) -> str:
 def _beside(r: Any) -> str:
     """``shared: pid 607 (python3)``, ``host busy: 95%``: who else used the machine while an ok row's case was
     measured (its GPU, or a host busy enough to move a figure the host sets), or ""."""
+    from gpubench.levels import disturbed_by_load
+
     row = dict(r)
     said = []
     if isinstance(row.get("contended"), str) and row["contended"]:
@@ -111,6 +117,9 @@ class RunProgress:
     def start(self, total: int) -> None:
         self._total = total
         if self.live:
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
+
             self._progress = Progress(
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),
@@ -261,6 +270,8 @@ def _set(flag: Any) -> bool:
 
 def _gpu_labels(rows: pd.DataFrame) -> pd.Series:
     """``index`` of each row's device, ``host:index`` when the rows come from several hosts."""
+    import pandas as pd
+
     idx = pd.to_numeric(rows["device_index"], errors="coerce").fillna(0).astype(int).astype(str)
     hosts = rows["host"].fillna("?").astype(str)
     return hosts + ":" + idx if hosts.nunique() > 1 else idx

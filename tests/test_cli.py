@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gpubench import registry, results, rundir
+from gpubench import declared, registry, results, rundir
 from gpubench.cli import main
 from gpubench.suite import TIME, Case, Check, Derived, Suite, Workload
 
@@ -74,6 +74,8 @@ def scripted(monkeypatch):
         return {**real(), "scripted": Scripted}
 
     monkeypatch.setattr(registry, "all_suites", with_scripted)
+    # The command line reads the suites' declarations before it imports them: this process's registry has one more.
+    monkeypatch.setattr(declared, "suites", lambda: [declared.of(cls) for cls in with_scripted().values()])
     Scripted.script = {}
     Scripted.sent = None
     return Scripted

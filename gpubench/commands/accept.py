@@ -12,13 +12,10 @@ import argparse
 import re
 from pathlib import Path
 
-from gpubench.compare import memory
-from gpubench.compare.load import is_run_dir, scan
 from gpubench.errors import UsageError
 
 
-def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("accept", help="accept the WORSE figures of a judged run as the new normal, with a reason")
+def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", metavar="RUN|DIR", help="a run directory judged by compare, or a directory of runs "
                                                    "(results/<cluster>: its latest complete run)")
     p.add_argument("--reason", required=True, metavar="TEXT", help="why this level is the new normal (recorded)")
@@ -27,6 +24,8 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_of(path: Path) -> Path:
+    from gpubench.compare.load import is_run_dir, scan  # pandas: not for --help
+
     if not path.is_dir():
         raise UsageError(f"{path} is not a directory: give a run directory or a directory of runs (results/<cluster>)")
     if is_run_dir(path):
@@ -38,6 +37,8 @@ def _run_of(path: Path) -> Path:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    from gpubench.compare import memory
+
     reason = (args.reason or "").strip()
     if not reason:
         raise UsageError("--reason is empty: say why this level is the new normal (it is recorded with the run)")

@@ -5,16 +5,10 @@ from __future__ import annotations
 
 import argparse
 
-from rich.table import Table
-
-from gpubench.compare import calibrate
-from gpubench.compare.calibrate import DEFAULT_FLOOR, DEFAULT_MAX_THRESHOLD, DEFAULT_SAFETY
-from gpubench.compare.formats import pct
-from gpubench.console import out_console
+from gpubench.compare.defaults import DEFAULT_FLOOR, DEFAULT_MAX_THRESHOLD, DEFAULT_SAFETY
 
 
-def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("calibrate", help="thresholds for compare from the spread of several runs of one machine")
+def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="RUN_DIR_OR_DIRS",
                    help="2 or more run directories of the same build on one machine, or directories of runs")
     p.add_argument("--out", required=True, metavar="FILE.toml", help="thresholds file to write")
@@ -27,6 +21,12 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    from rich.table import Table  # these import pandas: not for --help
+
+    from gpubench.compare import calibrate
+    from gpubench.compare.formats import pct
+    from gpubench.console import out_console
+
     cal = calibrate.calibrate(calibrate.expand(args.paths), safety=args.safety, floor=args.floor,
                               max_threshold=args.max_threshold)
     out = calibrate.write(cal, args.out)

@@ -7,16 +7,11 @@ from __future__ import annotations
 
 import argparse
 
-from gpubench import outputs
-from gpubench.check import formats, gather
-from gpubench.check.node import Request, run
 from gpubench.commands import EXIT_FAILED, EXIT_OK, add_device_args, default_cluster
-from gpubench.console import out_console
 from gpubench.errors import UsageError
 
 
-def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check", help="a node's health verdict: every GPU, link and copy path, in about a minute")
+def add(p: argparse.ArgumentParser) -> None:
     add_device_args(p)
     p.add_argument("--devices", default="all", metavar="all|LIST", help="GPUs to check (default: all)")
     p.add_argument("--out", default="results", metavar="DIR",
@@ -47,6 +42,11 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    from gpubench import outputs  # these import pandas: not for --help
+    from gpubench.check import formats, gather
+    from gpubench.check.node import Request, run
+    from gpubench.console import out_console
+
     if args.gather:
         if not args.fleet:
             raise UsageError("--gather reads the verdicts under --fleet DIR: give the folder of the nodes' check runs")

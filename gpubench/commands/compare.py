@@ -6,19 +6,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gpubench import outputs
-from gpubench.compare import contention, fleet, fleet_formats, formats, report, thresholds
-from gpubench.compare.fleet import DEFAULT_K
-from gpubench.compare.formats import FORMATS, SUFFIXES
-from gpubench.compare.load import DEFAULT_WINDOW, resolve
-from gpubench.compare.verdict import DEFAULT_ALPHA
-from gpubench.console import out_console
+from gpubench.compare.defaults import DEFAULT_ALPHA, DEFAULT_K, DEFAULT_WINDOW, FORMATS, SUFFIXES
 from gpubench.errors import UsageError
 
 
-def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="compare a run with a baseline: BETTER/WORSE/SAME per figure; exit 1 if "
-                                       "anything is WORSE")
+def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="BASELINE CURRENT: each a run directory, a .parquet table or a directory of runs "
                         "(results/<cluster>: its latest run); with --fleet, the run(s) of the fleet")
@@ -56,6 +48,8 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def _out_formats(args) -> list[tuple[Path, str]]:
+    from gpubench import outputs  # pandas (as every import of compare's below): not for --help
+
     outs = []
     for name in args.out:
         path = outputs.file(name)  # a folder, a missing or read-only place: exit 2, before anything is judged
@@ -70,6 +64,9 @@ def _emit(args, renderable, render) -> None:
     """The --out files, then the terminal table (or, with --format and no --out, that format on stdout): a file
     that cannot be written is exit 2 before any verdict is shown, so that a CI gate never reads a full disk as a
     regression."""
+    from gpubench import outputs
+    from gpubench.console import out_console
+
     outs = _out_formats(args)
     for path, fmt in outs:
         outputs.write_text(path, render(fmt))
@@ -80,7 +77,6 @@ def _emit(args, renderable, render) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    _out_formats(args)  # a bad --out fails before anything is loaded
     if args.fleet:
         given = {"--baseline-window": args.baseline_window is not None, "--thresholds": args.thresholds,
                  "--confirm": args.confirm, "--no-record": args.no_record,
@@ -89,11 +85,16 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         if extra:
             raise UsageError(f"--fleet sets devices against each other, not against a baseline: drop "
                              f"{', '.join(extra)}")
+    elif len(args.paths) != 2:
+        raise UsageError(f"compare takes BASELINE CURRENT (2 paths), not {len(args.paths)}; or pass --fleet RUN")
+    # What reads the runs imports pandas: after the checks of the command line alone, which answer at once.
+    from gpubench.compare import contention, fleet, fleet_formats, formats, report, thresholds
+
+    _out_formats(args)  # a bad --out fails before anything is loaded
+    if args.fleet:
         rep = fleet.analyze([_side(p) for p in args.paths], k=args.k)
         _emit(args, fleet_formats.terminal(rep), lambda fmt: fleet_formats.render(rep, fmt))
         return rep.exit_code
-    if len(args.paths) != 2:
-        raise UsageError(f"compare takes BASELINE CURRENT (2 paths), not {len(args.paths)}; or pass --fleet RUN")
     th = thresholds.load(args.thresholds) if args.thresholds else thresholds.Thresholds()
     if args.threshold is not None:
         th.default = thresholds.check_fraction(args.threshold, "--threshold")
@@ -108,4 +109,6 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _side(path: str):
+    from gpubench.compare.load import resolve
+
     return resolve(path)

@@ -9,17 +9,11 @@ import json
 import re
 from pathlib import Path
 
-from gpubench import __version__, results
-from gpubench.check import envelope
-from gpubench.check.judge import shared_with
-from gpubench.check.node import VERDICT_FILE
-from gpubench.console import fmt_value, out_console
+from gpubench import __version__
 from gpubench.errors import UsageError
-from gpubench.levels import set_by_host
 
 
-def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("expect", help="an envelope for gpubench check from healthy nodes' check runs")
+def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="CHECK_RUN_OR_DIR",
                    help="check run directories (each holds check.json), or folders of them")
     p.add_argument("--out", required=True, metavar="FILE.toml", help="envelope file to write")
@@ -28,6 +22,8 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def _verdicts(paths: list[str]) -> list[tuple[Path, dict]]:
+    from gpubench.check.node import VERDICT_FILE  # the check's modules import pandas: not for --help
+
     found = []
     for p in map(Path, paths):
         if not p.exists():
@@ -41,6 +37,10 @@ def _verdicts(paths: list[str]) -> list[tuple[Path, dict]]:
 
 def _figures(found) -> tuple[dict[str, list[float]], dict[str, tuple[str, str, bool]], set[str], list[str]]:
     """Per check key: the healthy figures, (unit, better, host-set); the GPU models; the runs' start times."""
+    from gpubench import results
+    from gpubench.check.judge import shared_with
+    from gpubench.levels import set_by_host
+
     values: dict[str, list[float]] = {}
     kinds: dict[str, tuple[str, str, bool]] = {}
     models, dates, frames = set(), [], {}
@@ -80,6 +80,9 @@ def _row(df, v):
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    from gpubench.check import envelope
+    from gpubench.console import fmt_value, out_console
+
     found = _verdicts(args.paths)
     values, kinds, models, dates = _figures(found)
     if len(models) != 1:

@@ -22,13 +22,10 @@ import pandas as pd
 from gpubench import outputs
 from gpubench.compare import cross
 from gpubench.compare.load import KEY, Side, is_run_dir, resolve, run_candidates
+from gpubench.compare.defaults import DEFAULT_FLOOR, DEFAULT_MAX_THRESHOLD, DEFAULT_SAFETY
 from gpubench.compare.thresholds import DEFAULT_THRESHOLD, NOT_GATED, Thresholds, dumps
 from gpubench.errors import UsageError
 from gpubench.stats import run_spread
-
-DEFAULT_SAFETY = 2.0
-DEFAULT_FLOOR = 0.01
-DEFAULT_MAX_THRESHOLD = 0.25
 
 
 @dataclass

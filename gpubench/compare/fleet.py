@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpubench.compare.defaults import DEFAULT_K
 from gpubench.compare.load import KEY, Side
 from gpubench.errors import UsageError
 
 MIN_SPREAD = 0.005  # fraction of |median|
-DEFAULT_K = 3.0
 COLUMNS = ("flagged", "host", "device_index", "device", "suite", "case", "metric", "unit", "better", "value",
            "fleet_median", "deviation", "worse_by", "z", "direction", "devices")
 

@@ -20,11 +20,10 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from gpubench.compare.defaults import FORMATS, SUFFIXES
 from gpubench.compare.verdict import COMPARED, SAME, WORSE
 from gpubench.console import fmt_value, p_text, param_text, unit_text
 
-FORMATS = ("terminal", "markdown", "junit", "json")
-SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".xml": "junit", ".json": "json"}
 JSON_FORMAT = "gpubench-compare"
 JSON_VERSION = 1
 _STYLE = {"WORSE": "bold red", "BETTER": "green", "SAME": "", "UNKNOWN": "yellow"}

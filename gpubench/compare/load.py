@@ -39,13 +39,13 @@ import pandas as pd
 
 from gpubench import results
 from gpubench.compare import cross, memory
+from gpubench.compare.defaults import DEFAULT_WINDOW
 from gpubench.processes import labels
 from gpubench.rundir import status_of
 from gpubench.errors import UsageError
 from gpubench.stats import summarize
 
 KEY = ("suite", "case", "metric")
-DEFAULT_WINDOW = 5  # baseline runs taken from a directory of runs when --baseline-window is not given
 SPREAD_HISTORY = 20  # runs, the window's included, that a host-set figure's run-to-run spread is taken over
 _POINTER_MAX_BYTES = 4096  # a pointer file holds one path; anything larger is not one
 

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from gpubench.compare.cross import pct_of_peak, spec_peak
+from gpubench.compare.defaults import DEFAULT_ALPHA
 from gpubench.compare.load import KEY
 from gpubench.compare.thresholds import Thresholds
 from gpubench.console import p_text
@@ -49,7 +50,6 @@ WORSE, BETTER, SAME, UNKNOWN = "WORSE", "BETTER", "SAME", "UNKNOWN"
 INCOMPARABLE = "incomparable"
 # status: whether a figure was compared, and if not, why
 COMPARED, ONLY_BASELINE, ONLY_CURRENT, NOT_OK = "compared", "only-baseline", "only-current", "not-ok"
-DEFAULT_ALPHA = 0.01
 MIN_RUNS = 3  # baseline runs of a figure before its run-to-run spread is known at all
 # Changes are compared with thresholds at this precision, so that a 5 % shift meets a 5 % threshold despite
 # binary rounding (0.95 × x / x − 1 is not exactly −0.05).
