@@ -8,9 +8,11 @@ on stderr saying what to do); 130 interrupted (what was measured is kept).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from gpubench import __version__
@@ -92,15 +94,41 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     quiet_torch_logs()  # a rank's C++ warnings: before the suites import torch
+    made = None
     try:
         args = parse(argv)
+        made = _unmade(getattr(args, "out", None))
         return importlib.import_module(COMMANDS[args.command][0]).main(args, ["gpubench", *argv])
     except UsageError as e:
+        _remove_empty(made)  # bad input leaves nothing behind, not even the --out folder it was checked with
         print(f"gpubench: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("gpubench: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _unmade(out: Any) -> Path | None:
+    """The topmost folder of an ``--out`` path that does not exist yet (the command may make it), else None."""
+    if not isinstance(out, str) or not out:
+        return None
+    path, top = Path(out).absolute(), None
+    while not path.exists() and path != path.parent:
+        path, top = path.parent, path
+    return top
+
+
+def _remove_empty(top: Path | None) -> None:
+    """``top`` and the folders in it, deepest first, where they hold nothing (a folder another process wrote into
+    meanwhile stays: rmdir removes only empty ones)."""
+    if top is None or not top.is_dir() or top.is_symlink():
+        return
+    for folder in sorted((p for p in top.rglob("*") if p.is_dir() and not p.is_symlink()),
+                         key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+    with contextlib.suppress(OSError):
+        top.rmdir()
 
 
 if __name__ == "__main__":

@@ -110,12 +110,15 @@ class RunProgress:
         # a CPU run of gemm skips dozens of GPU-only cases for one reason, which the summary says once too.
         self._reasons: set[str] = set()
         self._unsaid = 0
-        # Skips are held back while no case has run: a run of nothing but cases too large for this machine ends
-        # in one line (gpubench.commands.run), and these would only repeat it.
-        self._held: list[str] | None = []
+        # Skips, and the notes given before the first case (the plan's, a busy host's), are held back while no case
+        # has run: a run of nothing but cases too large for this machine ends in one line (gpubench.commands.run),
+        # and these would only repeat it or speak of a host for input that is refused.
+        self._held: list[tuple[str, bool]] | None = []  # (line, a note)
+        self._started = False
 
     def start(self, total: int) -> None:
         self._total = total
+        self._started = True
         if self.live:
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                        TimeRemainingColumn)
@@ -144,7 +147,7 @@ class RunProgress:
         if said:
             line = f"[{self._done}/{self._total}] {suite.name} {case_text(case.params)}: {_headline(rows)}"
             if skipped and self._held is not None:
-                self._held.append(line)
+                self._held.append((line, False))
             else:
                 self._release()
                 self._say(line)
@@ -152,12 +155,15 @@ class RunProgress:
             self._progress.update(self._task, advance=1, description=f"{suite.name}")
 
     def note(self, text: str) -> None:
-        self.console.print(text, markup=False)
+        if self._held is not None and not self._started:
+            self._held.append((text, True))
+        else:
+            self.console.print(text, markup=False)
 
     def _release(self) -> None:
         held, self._held = self._held or [], None
-        for line in held:
-            self._say(line)
+        for line, note in held:
+            self.console.print(line, markup=False) if note else self._say(line)
 
     def _say(self, line: str) -> None:
         if self._progress is not None:
@@ -166,7 +172,7 @@ class RunProgress:
             print(line, file=sys.stderr, flush=True)
 
     def discard(self) -> None:
-        """Forget the skips held back (the run's one line says what they would have said)."""
+        """Forget the skips and notes held back (the run's one line says what they would have said)."""
         self._held, self._unsaid = None, 0
 
     def stop(self) -> None:

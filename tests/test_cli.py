@@ -140,6 +140,30 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(capsys, tmp_path, argv,
     assert not out.exists()
 
 
+def test_a_run_refused_for_memory_is_one_line_and_leaves_no_folder(capsys, tmp_path, monkeypatch):
+    # Every case is too large: the refusal comes once they were tried. Nothing is said of the host before it (a
+    # busy one here), and no --out folder is left after it; one that was there stays (issue 50, items 3 and 6).
+    monkeypatch.setenv("GPUBENCH_FAKE_HOST_BUSY", "0.9")
+    argv = ["run", "--suite", "elementwise", "--backend", "fake", "--sizes", "4T", "--dtype", "fp32", "--out"]
+    code, _, err = run(capsys, *argv, str(tmp_path / "new" / "results"))
+    assert code == 2 and "nothing asked for fits here" in one_line_error(err)
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "mine").mkdir()
+    code, _, err = run(capsys, *argv, str(tmp_path / "mine"))
+    assert code == 2 and "nothing asked for fits here" in one_line_error(err)
+    assert [p.name for p in tmp_path.iterdir()] == ["mine"]
+
+
+def test_a_report_of_no_run_leaves_no_folder(capsys, tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(tmp_path)  # the default --out is ./gpubench-report
+    for out in ([], ["--out", str(tmp_path / "page")]):
+        code, _, err = run(capsys, "report", str(empty), *out)
+        assert code == 2 and "is not a run directory" in one_line_error(err)
+        assert [p.name for p in tmp_path.iterdir()] == ["empty"]
+
+
 def test_unavailable_backend_says_why(capsys, tmp_path):
     import torch
 
