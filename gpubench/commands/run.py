@@ -22,7 +22,7 @@ from gpubench.commands import (
     add_device_args,
     default_cluster,
 )
-from gpubench.contention import closing
+from gpubench.contention import MEASURED_KEYS, closing, measured
 from gpubench.errors import UsageError
 from gpubench.memory import TOO_BIG
 from gpubench.options import read
@@ -240,9 +240,8 @@ def _summary(outcome: runner.Outcome, suites: Sequence[Suite]) -> int:
         console.print(table)
     for line in outcome.notes:  # what a suite did not measure, or measured otherwise than asked: a line each
         console.print(line, markup=False, highlight=False, soft_wrap=True)
-    measured = outcome.frame
-    measured = measured[measured["stop"] != "derived"] if len(measured) else measured
-    for line in closing(outcome.contention, int(measured["case"].nunique()) if len(measured) else 0):
+    cases = measured(outcome.frame.reindex(columns=MEASURED_KEYS).to_dict("records"))
+    for line in closing(outcome.contention, cases):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"run directory: {outcome.run_dir.path}", markup=False, highlight=False)
     if outcome.error:  # the ranks could no longer agree: a peer was lost (it is named), what was kept is above
