@@ -25,14 +25,16 @@ def add(p: argparse.ArgumentParser) -> None:
 
 def _run_of(path: Path) -> Path:
     from gpubench.compare.load import is_run_dir, scan  # pandas: not for --help
+    from gpubench.results import no_complete_run
 
     if not path.is_dir():
         raise UsageError(f"{path} is not a directory: give a run directory or a directory of runs (results/<cluster>)")
     if is_run_dir(path):
         return path
-    runs = [p for _, p, _, status in scan(path) if status == "complete"]
+    found = scan(path)
+    runs = [p for _, p, _, status in found if status == "complete"]
     if not runs:
-        raise UsageError(f"{path} holds no complete run: give a run directory judged by gpubench compare")
+        raise UsageError(no_complete_run(path, found))
     return runs[-1]
 
 
