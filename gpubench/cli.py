@@ -8,8 +8,10 @@ on stderr saying what to do); 130 interrupted (what was measured is kept).
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -108,6 +110,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def entry() -> None:
+    """The ``gpubench`` command and ``python -m gpubench``: :func:`main`, then out of the process at once.
+
+    With torch loaded, tearing the interpreter down (its thousands of modules and objects) takes seconds on a busy
+    machine: 2-14 s after the last line on the 2-core VM (docs/measurements.md), most of what a Ctrl-C waited for.
+    None of it is gpubench's: tables are written after each case, the exit handlers (temporary folders, child
+    processes) run here, the output is flushed. The process then ends with main's status."""
+    code = main()
+    if "torch" not in sys.modules:
+        raise SystemExit(code)
+    atexit._run_exitfuncs()  # what atexit would have run at the interpreter's exit
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
 def _unmade(out: Any) -> Path | None:
     """The topmost folder of an ``--out`` path that does not exist yet (the command may make it), else None."""
     if not isinstance(out, str) or not out:
@@ -132,4 +151,4 @@ def _remove_empty(top: Path | None) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()

@@ -209,6 +209,30 @@ def test_ctrl_c_abandons_the_case_in_progress_and_keeps_those_before(capsys, tmp
     assert f"interrupted; scripted i=1 was abandoned; 1 case was saved in {rd}" in " ".join(out.split())
 
 
+def test_the_command_ends_without_tearing_torch_down(tmp_path):
+    # With torch loaded the interpreter's teardown took 2-14 s after a run's last line on a busy 2-core VM, most of
+    # a Ctrl-C's wait (issue 50, item 8): the command's exit handlers run and its output is flushed, the teardown
+    # is skipped, the status is main's.
+    import subprocess
+    import sys
+
+    probe = (
+        "import atexit, sys\n"
+        "import torch\n"
+        "class Late:\n"
+        "    def __del__(self): print('torn down', flush=True)\n"
+        "late = Late()  # a module global: released only when the interpreter is torn down\n"
+        "atexit.register(lambda: print('exit handler ran'))\n"
+        "sys.argv = ['gpubench', 'frobnicate']\n"
+        "print('output', end='')  # not flushed yet\n"
+        "from gpubench.cli import entry\n"
+        "entry()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "invalid choice: 'frobnicate'" in proc.stderr
+    assert proc.stdout == "outputexit handler ran\n", proc.stdout
+
+
 def test_ctrl_c_in_the_middle_of_a_long_case_acts_within_a_batch(capsys, tmp_path, scripted, monkeypatch):
     # Case 1's calls take 0.3 s each (10 ms on the fake clock: one call a batch); measured to the end it would
     # take ~10 s more. A Ctrl-C a second in leaves it at the next batch.

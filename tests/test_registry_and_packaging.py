@@ -91,4 +91,4 @@ def test_wheel_carries_the_builtin_suites(tmp_path):
     assert "gpubench/suites/elementwise.py" in names
     assert "gpubench/kernels/stream_triton.py" in names
     entry = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "gpubench = gpubench.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+    assert "gpubench = gpubench.cli:entry" in zipfile.ZipFile(wheel).read(entry).decode()
