@@ -88,9 +88,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     from gpubench.registry import all_suites, check_names
 
     check_names(args.suite, [d.name for d in known])
-    classes = list(all_suites().values())
-    declared.remember(classes)
-    return build_parser(command, classes).parse_args(argv)
+    return build_parser(command, all_suites().values()).parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

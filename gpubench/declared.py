@@ -2,8 +2,8 @@
 
 A suite's module imports torch, and through the library pandas and matplotlib: seconds on a busy machine. The
 command line needs only the declarations for ``gpubench list``, ``gpubench run --help`` and a mistyped ``--suite``,
-so it reads them from a cache that any command importing the suites writes (the first such command after an
-install or an edit pays the import once). The cache is keyed on every source file of gpubench and of the built-in
+so it reads them from a cache that the first such command after an install or an edit writes (it pays the
+import once). The cache is keyed on every source file of gpubench and of the built-in
 suites (path, size, modification time), on the suite plugins' entry points and on the interpreter, so an edit or an
 install is never answered from an old copy; where it cannot be written (a read-only home) the suites are imported
 each time, as before.
