@@ -11,17 +11,21 @@ import numbers
 import os
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.markup import escape
 from rich.table import Table
 
 from gpubench.contention import LOADED_HOST
-from gpubench.levels import disturbed_by_load
 from gpubench.units import format_bytes
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from rich.progress import Progress
+
+# pandas (the summary tables), numpy (gpubench.levels) and rich's live progress bar are imported where they are
+# used: gpubench list and compare's formats import this module for its number formats and consoles alone.
 
 _STATUS_STYLE = {"ok": "green", "invalid": "bold red", "error": "red", "skipped": "yellow"}
 
@@ -81,6 +85,8 @@ def _headline(rows: list[dict]) -> str:
 def _beside(r: Any) -> str:
     """``shared: pid 607 (python3)``, ``host busy: 95%``: who else used the machine while an ok row's case was
     measured (its GPU, or a host busy enough to move a figure the host sets), or ""."""
+    from gpubench.levels import disturbed_by_load
+
     row = dict(r)
     said = []
     if isinstance(row.get("contended"), str) and row["contended"]:
@@ -104,13 +110,19 @@ class RunProgress:
         # a CPU run of gemm skips dozens of GPU-only cases for one reason, which the summary says once too.
         self._reasons: set[str] = set()
         self._unsaid = 0
-        # Skips are held back while no case has run: a run of nothing but cases too large for this machine ends
-        # in one line (gpubench.commands.run), and these would only repeat it.
-        self._held: list[str] | None = []
+        # Skips, and the notes given before the first case (the plan's, a busy host's), are held back while no case
+        # has run: a run of nothing but cases too large for this machine ends in one line (gpubench.commands.run),
+        # and these would only repeat it or speak of a host for input that is refused.
+        self._held: list[tuple[str, bool]] | None = []  # (line, a note)
+        self._started = False
 
     def start(self, total: int) -> None:
         self._total = total
+        self._started = True
         if self.live:
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
+
             self._progress = Progress(
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),
@@ -135,7 +147,7 @@ class RunProgress:
         if said:
             line = f"[{self._done}/{self._total}] {suite.name} {case_text(case.params)}: {_headline(rows)}"
             if skipped and self._held is not None:
-                self._held.append(line)
+                self._held.append((line, False))
             else:
                 self._release()
                 self._say(line)
@@ -143,12 +155,15 @@ class RunProgress:
             self._progress.update(self._task, advance=1, description=f"{suite.name}")
 
     def note(self, text: str) -> None:
-        self.console.print(text, markup=False)
+        if self._held is not None and not self._started:
+            self._held.append((text, True))
+        else:
+            self.console.print(text, markup=False)
 
     def _release(self) -> None:
         held, self._held = self._held or [], None
-        for line in held:
-            self._say(line)
+        for line, note in held:
+            self.console.print(line, markup=False) if note else self._say(line)
 
     def _say(self, line: str) -> None:
         if self._progress is not None:
@@ -157,7 +172,7 @@ class RunProgress:
             print(line, file=sys.stderr, flush=True)
 
     def discard(self) -> None:
-        """Forget the skips held back (the run's one line says what they would have said)."""
+        """Forget the skips and notes held back (the run's one line says what they would have said)."""
         self._held, self._unsaid = None, 0
 
     def stop(self) -> None:
@@ -261,6 +276,8 @@ def _set(flag: Any) -> bool:
 
 def _gpu_labels(rows: pd.DataFrame) -> pd.Series:
     """``index`` of each row's device, ``host:index`` when the rows come from several hosts."""
+    import pandas as pd
+
     idx = pd.to_numeric(rows["device_index"], errors="coerce").fillna(0).astype(int).astype(str)
     hosts = rows["host"].fillna("?").astype(str)
     return hosts + ":" + idx if hosts.nunique() > 1 else idx

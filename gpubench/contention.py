@@ -15,7 +15,8 @@ Host: the share of the host's CPU time that processes outside the run used while
 the whole run. At :data:`LOADED_HOST` or more the host was busy: figures the host sets (gpubench.levels) were
 measured on a machine that was not the hardware's alone. /proc/stat counts what every process used, those of
 other containers and the hypervisor's steal included; our own threads are left out, so a CPU run that keeps
-every core busy by itself is not "loaded". The heaviest other process over the run is named from /proc.
+every core busy by itself is not "loaded". The heaviest other process over the run is named from /proc (with the
+children it reaped), where it used a fair share of what the others used; else the line says none could be named.
 
 Readings are best effort: where the library cannot tell (no NVML, no /proc) the value is None, "unknown",
 never "not contended".
@@ -24,9 +25,10 @@ never "not contended".
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,27 +138,52 @@ def _descendants(roots: Iterable[int], table: dict[int, tuple[int, float, str]])
     return out
 
 
+def _usage(proc: Path) -> dict[int, tuple[int, float, float, str]]:
+    """{pid: (ppid, its own CPU ticks (utime+stime), those of the children it reaped (cutime+cstime), comm)}."""
+    out = {}
+    for d in proc.iterdir() if proc.is_dir() else ():
+        stat = _stat(d.name, proc) if d.name.isdigit() else None
+        if stat is None:
+            continue
+        name, fields = stat
+        try:
+            kids = sum(float(x) for x in fields[13:15]) if len(fields) > 14 else 0.0
+            out[int(d.name)] = (int(fields[1]), float(fields[11]) + float(fields[12]), kids, name)
+        except (IndexError, ValueError):
+            continue
+    return out
+
+
 class Heaviest:
-    """The heaviest process outside the run over its duration (CPU time from /proc at the start and the end)."""
+    """The heaviest process outside the run over its duration (CPU time from /proc at the start and the end): its
+    own time and that of the children it reaped meanwhile, so that work done in processes that come and go (a
+    build's compilers, a test runner's subprocesses) is counted in the one that waits for them."""
 
     def __init__(self, own: set[int], proc: Path = PROC):
         self.own, self.proc = own, proc  # read at the end: the watch adds its workers to the same set
         self.t0 = time.monotonic()
-        self.start = _cpu_times(proc)
+        self.start = _usage(proc)
 
-    def name(self) -> str | None:
-        end = _cpu_times(self.proc)
-        ours = _descendants(self.own, end)
+    def top(self) -> tuple[str, float] | None:
+        """(``pid 4321 (make) 180% CPU``, the CPUs it kept busy: 1.8), or None where none used any."""
+        end = _usage(self.proc)
+        ours = _descendants(self.own, {pid: (ppid, own, name) for pid, (ppid, own, _, name) in end.items()})
         wall = max(time.monotonic() - self.t0, 1e-3)
         tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-        heaviest, most = None, 0.0
-        for pid, (_, cpu, name) in end.items():
+        best: tuple[str, float] | None = None
+        for pid, (_, own, kids, name) in end.items():
             if pid in ours:
                 continue
-            used = (cpu - self.start.get(pid, (0, 0.0, ""))[1]) / tick / wall
-            if used > most:
-                heaviest, most = f"pid {pid} ({name}) {100 * used:.0f}% CPU", used
-        return heaviest
+            _, own0, kids0, _ = self.start.get(pid, (0, 0.0, 0.0, ""))
+            mine, reaped = (own - own0) / tick / wall, max(0.0, kids - kids0) / tick / wall
+            if mine + reaped > (best[1] if best else 0.0):
+                children = " with its children" if reaped > mine else ""
+                best = (f"pid {pid} ({name}) {100 * (mine + reaped):.0f}% CPU{children}", mine + reaped)
+        return best
+
+    def name(self) -> str | None:
+        top = self.top()
+        return top[0] if top else None
 
 
 @dataclass
@@ -286,6 +313,7 @@ class Watch:
             gpu_names.append(f"device {self.busy_before:.0f}% busy before the run")
         contended = ", ".join(gpu_names) if (self.known or self._idle_busy) else None
         share = self.host_load(self._run_mark, self._cpu.mark())
+        heaviest = self._heaviest.top()
         try:
             load1 = os.getloadavg()[0]
         except OSError:
@@ -298,7 +326,8 @@ class Watch:
             "cases": self.cases,
             "host": {"others_share": share, "cpus": self._cpus(), "load1": load1,
                      "loaded": None if share is None else share >= LOADED_HOST,
-                     "heaviest": self._heaviest.name(), "loaded_cases": self.loaded_cases},
+                     "heaviest": heaviest[0] if heaviest else None,
+                     "heaviest_cpus": heaviest[1] if heaviest else None, "loaded_cases": self.loaded_cases},
         }
 
 
@@ -317,12 +346,17 @@ def host_text(share: float, cpus: int) -> str:
     return f"other processes used {100 * share:.0f}% of {cpus} CPU{'s' if cpus != 1 else ''}"
 
 
+# The heaviest process is named where it used at least this share of what the others used: one that used 1 % of a
+# CPU on a host others kept 79 % busy is not what made it busy; one of 1.8 CPUs among 9 busy ones is a part of it.
+NAMED_SHARE = 0.1
+
+
 def host_line(host: dict[str, Any] | None) -> str | None:
     """``other processes used 95% of 16 CPUs (heaviest: pid 99 (stress) 180% CPU)`` for a loaded host; None
     otherwise. Runs before 2026-11-25 recorded the load average instead of the share: ``load 7.9 of 16 CPUs``."""
     if not host or not host.get("loaded"):
         return None
-    heavy = f" (heaviest: {host['heaviest']})" if host.get("heaviest") else ""
+    heavy = _heaviest_text(host)
     if host.get("others_share") is not None:
         return f"{host_text(float(host['others_share']), int(host.get('cpus') or 1))}{heavy}"
     if host.get("load1") is not None:
@@ -330,15 +364,52 @@ def host_line(host: dict[str, Any] | None) -> str | None:
     return f"busy{heavy}"
 
 
-def closing(summary: dict[str, Any], cases: int) -> list[str]:
-    """The run's last lines when it was shared or loaded (none otherwise), from run.json's ``contention``."""
+def _heaviest_text(host: dict[str, Any]) -> str:
+    """`` (heaviest: pid 99 (stress) 180% CPU)`` where that process used a fair share of what the others used, else
+    that none could be named (the load was in processes too short-lived for /proc to show at the end, in other
+    containers, or the hypervisor's). A run.json without ``heaviest_cpus`` (before 2026-11-26) has it in the text."""
+    if "heaviest" not in host:
+        return ""  # an older run.json, which did not look
+    name, used = host.get("heaviest"), host.get("heaviest_cpus")
+    if name and used is None:
+        found = re.search(r"(\d+)% CPU", str(name))
+        used = int(found.group(1)) / 100 if found else None
+    share, cpus = host.get("others_share"), host.get("cpus")
+    others = float(share) * int(cpus or 1) if share is not None else None
+    if name and (used is None or others is None or used >= NAMED_SHARE * others):
+        return f" (heaviest: {name})"
+    seen = f": the busiest seen here, {name}" if name else ""
+    return f" (no process could be named{seen})"
+
+
+MEASURED_KEYS = ["suite", "case", "status", "stop"]  # the columns :func:`measured` reads
+
+
+def measured(rows: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:
+    """The cases each suite measured (suite → case ids): ok and timed, neither skipped (a GPU-only case on a CPU, a
+    Ctrl-C) nor failed, nor a figure derived from others."""
+    out: dict[str, set[str]] = {}
+    for r in rows:
+        if r.get("status") == "ok" and r.get("stop") != "derived":
+            out.setdefault(str(r.get("suite")), set()).add(str(r.get("case")))
+    return out
+
+
+def _among(cases: dict[str, list[str]] | None, measured: Mapping[str, set[str]]) -> int:
+    return sum(len(set(ids) & measured.get(suite, set())) for suite, ids in (cases or {}).items())
+
+
+def closing(summary: dict[str, Any], measured: Mapping[str, set[str]]) -> list[str]:
+    """The run's last lines when it was shared or loaded (none otherwise), from run.json's ``contention``; the cases
+    counted are those ``measured`` (:func:`measured` of the run's rows): a skipped case was beside nothing."""
     lines = []
-    shared = sum(len(v) for v in (summary.get("cases") or {}).values())
+    cases = sum(len(ids) for ids in measured.values())
+    shared = _among(summary.get("cases"), measured)
     if summary.get("contended"):
         lines.append(f"GPU shared during this run: {summary['contended']} ({shared} of {cases} cases measured "
                      "beside it: their status says so; compare does not blame the code for them)")
     host = summary.get("host") or {}
-    loaded = sum(len(v) for v in (host.get("loaded_cases") or {}).values())
+    loaded = _among(host.get("loaded_cases"), measured)
     line = host_line(host)
     if line:
         lines.append(f"host busy during this run: {line}; {loaded} of {cases} cases measured while others used "
@@ -350,5 +421,5 @@ def closing(summary: dict[str, Any], cases: int) -> list[str]:
     return lines
 
 
-__all__ = ["Watch", "HostCpu", "Heaviest", "process_name", "host_line", "host_text", "closing", "BUSY_IDLE_PCT",
-           "LOADED_HOST"]
+__all__ = ["Watch", "HostCpu", "Heaviest", "process_name", "host_line", "host_text", "closing", "measured", "MEASURED_KEYS",
+           "BUSY_IDLE_PCT", "LOADED_HOST", "NAMED_SHARE"]

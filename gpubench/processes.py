@@ -38,9 +38,8 @@ import numpy as np
 
 from gpubench.errors import UsageError
 from gpubench.ranks.python import module_command
+from gpubench.request import DEFAULT_PROCESSES  # noqa: F401 — where run's --help reads it without numpy
 from gpubench.stats import finite, summarize
-
-DEFAULT_PROCESSES = 3
 READY_TIMEOUT_S = 300.0  # a worker's start-up: imports and a device context (seconds on a cold file cache)
 CASE_TIMEOUT_S = 120.0  # a worker's allowance per case, on top of a minute: a stalled device ends it
 _POLL_S = 0.05

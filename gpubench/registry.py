@@ -8,7 +8,7 @@ import importlib
 import inspect
 import pkgutil
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -91,14 +91,21 @@ def point_label(row: Mapping[str, Any]) -> str:
     return cls.point_label(row) if cls else str(row.get("suite"))
 
 
-def select(names: str | list[str]) -> list[Suite]:
-    """``"a,b"`` → instances of suites a and b; an unknown name is a UsageError listing the known ones."""
+def check_names(names: str | list[str], known: Iterable[str]) -> list[str]:
+    """``"a,b"`` → ``["a", "b"]``; none given, or a name not in ``known``, is a UsageError listing the known ones."""
     if isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
     if not names:
         raise UsageError("no suite given: pass --suite NAME (see gpubench list)")
-    known = all_suites()
+    known = list(known)
     unknown = [n for n in names if n not in known]
     if unknown:
         raise UsageError(f"unknown suite {', '.join(map(repr, unknown))}: choose from {', '.join(known)} (gpubench list)")
+    return names
+
+
+def select(names: str | list[str]) -> list[Suite]:
+    """``"a,b"`` → instances of suites a and b; an unknown name is a UsageError listing the known ones."""
+    known = all_suites()
+    names = check_names(names, known)
     return [known[n]() for n in dict.fromkeys(names)]

@@ -57,6 +57,11 @@ class Placement:
         return self.devices is not None
 
 
+# --processes when not given: the figures the host sets are measured in this process and two fresh ones
+# (gpubench.processes).
+DEFAULT_PROCESSES = 3
+
+
 @dataclass(frozen=True)
 class Conduct:
     """How: budgets, telemetry, processes per figure, and where the run directory goes."""

@@ -303,6 +303,26 @@ def read_run_meta(run_dir: str | os.PathLike) -> dict[str, Any]:
     return meta
 
 
+def no_complete_run(directory: str | os.PathLike, runs: Sequence[tuple[str, Path, Any, str]], shown: int = 3) -> str:
+    """Why ``directory`` offered no complete run, each of its ``runs`` (run_id, path, run.json, status: as a scan of
+    it lists them) named with what to do: a run.json that cannot be read says why, as it does pointed at alone."""
+    said = []
+    for _, path, _, status in runs:
+        if status == "unreadable":
+            try:
+                read_run_meta(path)
+                said.append(f"{path}'s {RUN_FILE} could not be read")
+            except UsageError as e:
+                said.append(str(e))
+        else:
+            said.append(f"{Path(path).name} is {status}, not complete (its tables may be partial)")
+    if not said:
+        return (f"{directory} holds no complete run directory: give a run directory or a directory of runs written "
+                "by gpubench run")
+    more = f"; {len(said) - shown} more runs are not complete either" if len(said) > shown else ""
+    return f"{directory} holds no complete run directory: {'; '.join(said[:shown])}{more}"
+
+
 def load(path: str | os.PathLike) -> pd.DataFrame:
     """A run directory (all its suite tables, ``run.json`` in ``attrs["run"]``) or one table file."""
     path = Path(path)

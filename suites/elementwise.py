@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from gpubench import engine, fills, peaks
+from gpubench import engine, fills, peaks, roofline
 from gpubench.backends.base import Backend
 from gpubench.console import fmt_value
 from gpubench.errors import UsageError
@@ -367,10 +367,11 @@ def _chart(runs: list[Run], out: Path) -> list[Chart]:
                    hatch=_IMPL_HATCH[impls.index(impl) % len(_IMPL_HATCH)], edgecolor="white",
                    label=join(name[id(r)], impl))
         for i, r, rows in have:
-            # the best bandwidth the run sustained, whichever op gave it (the roofline's memory roof too)
-            best = r.ok("elementwise", "bandwidth")["value"].max()
-            ax.axhline(best, color=color(i), lw=1.2, label=f"measured roof {fmt_value(best)} GB/s (best op)"
-                       + (f" ({name[id(r)]})" if name[id(r)] else ""))
+            # the roofline's memory roof: the best bandwidth of this dtype, from figures that spread little (none)
+            best = roofline.memory_roofs(r.df).get(dtype)
+            if best is not None:
+                ax.axhline(best, color=color(i), lw=1.2, label=f"measured roof {fmt_value(best)} GB/s (best op)"
+                           + (f" ({name[id(r)]})" if name[id(r)] else ""))
         for dev in sorted({d for _, r, _ in have if (d := _device(r, "elementwise"))}):
             spec = peaks.lookup(dev)
             if spec and spec.memory_gbps:

@@ -1,7 +1,22 @@
+import os
+
 import pytest
 
 from gpubench.backends.fake import FakeBackend
 from gpubench.suite import Check, Method, Workload
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_cache(tmp_path_factory):
+    """The suites' declarations (gpubench.declared) are cached in a folder of this session, not the user's: the
+    commands the tests start read and write that one too."""
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gpubench import registry, results, rundir
+from gpubench import declared, registry, results, rundir
 from gpubench.cli import main
 from gpubench.suite import TIME, Case, Check, Derived, Suite, Workload
 
@@ -74,6 +74,8 @@ def scripted(monkeypatch):
         return {**real(), "scripted": Scripted}
 
     monkeypatch.setattr(registry, "all_suites", with_scripted)
+    # The command line reads the suites' declarations before it imports them: this process's registry has one more.
+    monkeypatch.setattr(declared, "suites", lambda: [declared.of(cls) for cls in with_scripted().values()])
     Scripted.script = {}
     Scripted.sent = None
     return Scripted
@@ -138,6 +140,30 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(capsys, tmp_path, argv,
     assert not out.exists()
 
 
+def test_a_run_refused_for_memory_is_one_line_and_leaves_no_folder(capsys, tmp_path, monkeypatch):
+    # Every case is too large: the refusal comes once they were tried. Nothing is said of the host before it (a
+    # busy one here), and no --out folder is left after it; one that was there stays (issue 50, items 3 and 6).
+    monkeypatch.setenv("GPUBENCH_FAKE_HOST_BUSY", "0.9")
+    argv = ["run", "--suite", "elementwise", "--backend", "fake", "--sizes", "4T", "--dtype", "fp32", "--out"]
+    code, _, err = run(capsys, *argv, str(tmp_path / "new" / "results"))
+    assert code == 2 and "nothing asked for fits here" in one_line_error(err)
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "mine").mkdir()
+    code, _, err = run(capsys, *argv, str(tmp_path / "mine"))
+    assert code == 2 and "nothing asked for fits here" in one_line_error(err)
+    assert [p.name for p in tmp_path.iterdir()] == ["mine"]
+
+
+def test_a_report_of_no_run_leaves_no_folder(capsys, tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(tmp_path)  # the default --out is ./gpubench-report
+    for out in ([], ["--out", str(tmp_path / "page")]):
+        code, _, err = run(capsys, "report", str(empty), *out)
+        assert code == 2 and "is not a run directory" in one_line_error(err)
+        assert [p.name for p in tmp_path.iterdir()] == ["empty"]
+
+
 def test_unavailable_backend_says_why(capsys, tmp_path):
     import torch
 
@@ -181,6 +207,30 @@ def test_ctrl_c_abandons_the_case_in_progress_and_keeps_those_before(capsys, tmp
     assert df.loc[1, "status"] == "skipped" and df.loc[1, "message"] == rundir.ABANDONED and df.loc[1, "n"] == 0
     assert "stopping: the case in progress is abandoned" in err
     assert f"interrupted; scripted i=1 was abandoned; 1 case was saved in {rd}" in " ".join(out.split())
+
+
+def test_the_command_ends_without_tearing_torch_down(tmp_path):
+    # With torch loaded the interpreter's teardown took 2-14 s after a run's last line on a busy 2-core VM, most of
+    # a Ctrl-C's wait (issue 50, item 8): the command's exit handlers run and its output is flushed, the teardown
+    # is skipped, the status is main's.
+    import subprocess
+    import sys
+
+    probe = (
+        "import atexit, sys\n"
+        "import torch\n"
+        "class Late:\n"
+        "    def __del__(self): print('torn down', flush=True)\n"
+        "late = Late()  # a module global: released only when the interpreter is torn down\n"
+        "atexit.register(lambda: print('exit handler ran'))\n"
+        "sys.argv = ['gpubench', 'frobnicate']\n"
+        "print('output', end='')  # not flushed yet\n"
+        "from gpubench.cli import entry\n"
+        "entry()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "invalid choice: 'frobnicate'" in proc.stderr
+    assert proc.stdout == "outputexit handler ran\n", proc.stdout
 
 
 def test_ctrl_c_in_the_middle_of_a_long_case_acts_within_a_batch(capsys, tmp_path, scripted, monkeypatch):

@@ -133,9 +133,12 @@ def test_a_busy_host_is_said_first_and_last_and_marks_its_cases(tmp_path, monkey
     assert w.end(w.begin(), "launch", "measure=host_launch") == ("", 0.8)
     s = w.summary()
     assert s["host"]["loaded"] is True and s["host"]["loaded_cases"] == {"launch": ["measure=host_launch"]}
-    (line,) = contention.closing(s, 4)
-    assert line.startswith("host busy during this run: other processes used 80% of 1 CPU; 1 of 4 cases")
-    assert contention.closing({**s, "host": {**s["host"], "loaded": False}}, 4) == [
+    four = {"launch": {"measure=host_launch", "a", "b"}, "copy": {"c"}}
+    (line,) = contention.closing(s, four)
+    # this /proc shows no process at all: none is named, and the line says so
+    assert line.startswith("host busy during this run: other processes used 80% of 1 CPU (no process could be "
+                           "named); 1 of 4 cases")
+    assert contention.closing({**s, "host": {**s["host"], "loaded": False}}, four) == [
         "host busy during 1 of 4 cases: other processes used 50% of its CPUs or more while they ran (the status of "
         "the figures the host sets says so)"]
 
@@ -154,6 +157,48 @@ def test_the_heaviest_process_outside_the_run_is_named(tmp_path, monkeypatch):
     assert contention.host_line({**s, "loaded": False}) is None
     # run.json of an older gpubench held the load average instead
     assert contention.host_line({"load1": 9.0, "cpus": 16, "loaded": True}) == "load 9.0 of 16 CPUs"
+
+
+def test_what_others_ran_in_short_lived_children_is_their_parents(tmp_path, monkeypatch):
+    # A test runner (pid 50) started and reaped processes that used 1.5 CPUs over the 10 s: none of them is in
+    # /proc at the end, their time is in its cutime (issue 50, item 6).
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def stat(procs):
+        for pid, (comm, own, kids) in procs.items():
+            (tmp_path / str(pid)).mkdir(exist_ok=True)
+            fields = ["S", "1"] + ["0"] * 9 + [str(own), "0", str(kids), "0"]
+            (tmp_path / str(pid) / "stat").write_text(f"{pid} ({comm}) " + " ".join(fields) + "\n")
+
+    stat({50: ("pytest", 0, 0), 71: ("kdamond.0", 0, 0)})
+    monkeypatch.setattr(contention.time, "monotonic", iter([0.0, 10.0]).__next__)
+    heavy = contention.Heaviest({os.getpid()}, tmp_path)
+    stat({50: ("pytest", tick, 15 * tick), 71: ("kdamond.0", tick // 10, 0)})
+    assert heavy.top() == ("pid 50 (pytest) 160% CPU with its children", pytest.approx(1.6))
+
+
+def test_a_heaviest_process_that_made_no_load_is_not_named():
+    # Others kept 79 % of 2 CPUs busy, and the busiest process /proc showed used 1 % of one: it was not what made
+    # the host busy (issue 50, item 6).
+    host = {"others_share": 0.79, "cpus": 2, "loaded": True, "heaviest": "pid 71 (kdamond.0) 1% CPU",
+            "heaviest_cpus": 0.01}
+    line = "other processes used 79% of 2 CPUs (no process could be named: the busiest seen here, pid 71 (kdamond.0) 1% CPU)"
+    assert contention.host_line(host) == line
+    del host["heaviest_cpus"]  # a run.json of before 2026-11-26: the figure is read from the text
+    assert contention.host_line(host) == line
+    assert contention.host_line({**host, "heaviest": None}) == "other processes used 79% of 2 CPUs (no process could be named)"
+
+
+def test_the_closing_lines_count_the_cases_measured_not_those_skipped():
+    # 43 cases, 37 of them skipped for want of a GPU: 6 were measured, all on a busy host (issue 50, item 6).
+    skipped = {f"s{k}" for k in range(37)}
+    summary = {"contended": "", "cases": {}, "host": {"loaded": True, "others_share": 0.8, "cpus": 2,
+                                                      "loaded_cases": {"gemm": sorted(skipped | set("abcdef"))}}}
+    rows = ([{"suite": "gemm", "case": c, "status": "skipped", "stop": None} for c in skipped]
+            + [{"suite": "gemm", "case": c, "status": "ok", "stop": "stop_rule"} for c in "abcdef"]
+            + [{"suite": "gemm", "case": "best", "status": "ok", "stop": "derived"}])
+    (line,) = contention.closing(summary, contention.measured(rows))
+    assert "; 6 of 6 cases measured while others used 50%" in line
 
 
 def test_pids_of_another_namespace_are_counted_not_named(tmp_path):

@@ -28,13 +28,14 @@ def test_writing_a_suite_example_runs_and_measures():
 def test_writing_a_suite_example_registers_runs_and_draws(tmp_path, monkeypatch, capsys):
     """The example, registered as a third-party suite is, through the CLI on the cpu backend: its option, its
     derived row and its chart."""
-    from gpubench import registry, results
+    from gpubench import declared, registry, results
     from gpubench.cli import main
 
     code = re.search(r"```python\n(.*?)```", (DOCS / "writing-a-suite.md").read_text(), re.S).group(1)
     ns: dict = {}
     exec(compile(code, "writing-a-suite.md", "exec"), ns)
     monkeypatch.setattr(registry, "plugin_suites", lambda: {"scale": ns["Scale"]})
+    monkeypatch.setattr(declared, "suites", lambda: [declared.of(cls) for cls in registry.all_suites().values()])
     assert main(["run", "--suite", "scale", "--backend", "cpu", "--quick", "--scale-factor", "0"]) == 2
     assert "--scale-factor 0 makes every output 0" in capsys.readouterr().err
     assert main(["run", "--suite", "scale", "--backend", "cpu", "--quick", "--scale-factor", "2", "--no-telemetry",

@@ -104,3 +104,12 @@ def test_a_run_json_cut_short_is_named_with_what_to_do(capsys, base, tmp_path):
         line = _no_traceback(out, err)
         assert code == 2 and f"{run / 'run.json'} is not whole JSON" in line, argv
         assert "cut short or damaged" in line and "move its run directory out of the way" in line
+    # In a directory of runs alone, it is named too, and the fix said (issue 50, item 4).
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    run.rename(alone / run.name)
+    for argv in (["compare", base, alone], ["compare", alone, base], ["accept", alone, "--reason", "x"]):
+        code, out, err = cli(capsys, *argv)
+        line = _no_traceback(out, err)
+        assert code == 2 and line.startswith(f"gpubench: error: {alone} holds no complete run directory: "), argv
+        assert f"{alone / run.name / 'run.json'} is not whole JSON" in line and "move its run directory" in line

@@ -1,5 +1,9 @@
-"""One module per subcommand of ``gpubench``; each has ``add(sub)`` (its arguments) and ``main(args, argv)``
+"""One module per subcommand of ``gpubench``; each has ``add(p)`` (its arguments) and ``main(args, argv)``
 (what it does, returning the exit code). :mod:`gpubench.cli` holds the table of them.
+
+The command line imports a command's module to parse its arguments: what ``add`` needs is imported at the top, what
+the work needs (pandas, torch, matplotlib, and the library modules that import them) where the work starts, so that
+``--help`` and a usage error answer at once (tests/test_cli_startup.py holds every command to it).
 
 Exit codes: 0 success; 1 a case failed (error or invalid) or compare found a regression; 2 bad input (one line
 on stderr saying what to do); 130 interrupted (what was measured is kept).

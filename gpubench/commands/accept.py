@@ -15,8 +15,7 @@ from pathlib import Path
 from gpubench.errors import UsageError
 
 
-def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("accept", help="accept the WORSE figures of a judged run as the new normal, with a reason")
+def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", metavar="RUN|DIR", help="a run directory judged by compare, or a directory of runs "
                                                    "(results/<cluster>: its latest complete run)")
     p.add_argument("--reason", required=True, metavar="TEXT", help="why this level is the new normal (recorded)")
@@ -25,15 +24,17 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_of(path: Path) -> Path:
-    from gpubench.compare.load import is_run_dir, scan  # pandas: not for `gpubench accept --help`
+    from gpubench.compare.load import is_run_dir, scan  # pandas: not for --help
+    from gpubench.results import no_complete_run
 
     if not path.is_dir():
         raise UsageError(f"{path} is not a directory: give a run directory or a directory of runs (results/<cluster>)")
     if is_run_dir(path):
         return path
-    runs = [p for _, p, _, status in scan(path) if status == "complete"]
+    found = scan(path)
+    runs = [p for _, p, _, status in found if status == "complete"]
     if not runs:
-        raise UsageError(f"{path} holds no complete run: give a run directory judged by gpubench compare")
+        raise UsageError(no_complete_run(path, found))
     return runs[-1]
 
 

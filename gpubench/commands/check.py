@@ -12,8 +12,7 @@ from gpubench.commands import EXIT_FAILED, EXIT_OK, add_device_args, default_clu
 from gpubench.errors import UsageError
 
 
-def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check", help="a node's health verdict: every GPU, link and copy path, in about a minute")
+def add(p: argparse.ArgumentParser) -> None:
     add_device_args(p)
     p.add_argument("--devices", default="all", metavar="all|LIST", help="GPUs to check (default: all)")
     p.add_argument("--out", default=OUT, metavar="DIR",

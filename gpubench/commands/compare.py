@@ -15,9 +15,7 @@ from gpubench.compare.defaults import DEFAULT_ALPHA, DEFAULT_K, DEFAULT_WINDOW
 from gpubench.errors import UsageError
 
 
-def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("compare", help="compare a run with a baseline: BETTER/WORSE/SAME per figure; exit 1 if "
-                                       "anything is WORSE")
+def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="BASELINE CURRENT: each a run directory, a .parquet table or a directory of runs "
                         "(results/<cluster>: its latest run); with --fleet, the run(s) of the fleet")

@@ -10,8 +10,7 @@ from gpubench import __version__
 from gpubench.errors import UsageError
 
 
-def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("expect", help="an envelope for gpubench check from healthy nodes' check runs")
+def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="CHECK_RUN_OR_DIR",
                    help="check run directories (each holds check.json), or folders of them")
     p.add_argument("--out", required=True, metavar="FILE.toml", help="envelope file to write")

@@ -6,19 +6,12 @@ from __future__ import annotations
 
 import argparse
 
-from gpubench import outputs, results
 from gpubench.commands import history
-from gpubench.console import out_console
 from gpubench.errors import UsageError
-from gpubench.export import export
-from gpubench.kernels import config_export as kernel_export
 from gpubench.registry import all_suites
 
 
-def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help="a run's figures in another tool's format (pytest-benchmark JSON; the kernel "
-                                      "sweep's winners as a TunableOp-style CSV or Triton configs); a directory's "
-                                      "nightly history as CSV or JSON")
+def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", metavar="RUN", help="a run directory or .parquet table; for history-csv and history-json a "
                                               "directory of runs (results/<cluster>)")
     p.add_argument("--format", choices=("pytest-benchmark", "tunableop", "triton-configs", *history.FORMATS),
@@ -30,6 +23,10 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    from gpubench import outputs  # these import pandas: not for --help
+    from gpubench.console import out_console
+    from gpubench.export import export
+
     outputs.file(args.out)  # a folder, a missing or read-only place: one line, before anything is read
     if args.format in history.FORMATS:
         return history.export(args.run, args.format, args.out, args)
@@ -53,6 +50,10 @@ def _exporter(fmt: str) -> str:
 
 
 def _export_kernel_winners(args: argparse.Namespace) -> int:
+    from gpubench import outputs, results
+    from gpubench.console import out_console
+    from gpubench.kernels import config_export as kernel_export
+
     suite = _exporter(args.format)
     df = results.load(args.run)
     if "config" not in df.columns or not (df["suite"] == suite).any():

@@ -7,15 +7,13 @@ import sys
 from collections.abc import Sequence
 
 from gpubench.commands import EXIT_FAILED, EXIT_OK
-from gpubench.console import fmt_value, out_console
 from gpubench.errors import UsageError
 from gpubench.nccltests.model import TOOLS
 from gpubench.registry import all_suites
 from gpubench.suite import Suite
 
 
-def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("import", help="import nccl-tests / rccl-tests logs (text or -J JSON) as a comm table")
+def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("tool", choices=TOOLS, metavar="|".join(TOOLS),
                    help="the tool that wrote the logs (the logs' content wins where it says otherwise)")
     p.add_argument("files", nargs="+", metavar="FILE", help="logs: text output or nccl-tests -J JSON")
@@ -38,6 +36,8 @@ def _importer(tool: str) -> type[Suite]:
 
 
 def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from gpubench.console import fmt_value, out_console  # pandas: not for --help
+
     if args.ranks is not None and args.ranks < 1:
         raise UsageError(f"--ranks {args.ranks}: give the number of ranks the run had (1 or more)")
     done = _importer(args.tool).import_logs(list(args.files), tool=args.tool, out=args.out, cluster=args.cluster,

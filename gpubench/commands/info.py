@@ -5,25 +5,25 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.markup import escape
-from rich.table import Table
-
 from gpubench.backends import open_backend
 from gpubench.commands import EXIT_OK, add_device_args, default_cluster
-from gpubench.console import out_console
 from gpubench.fingerprint import collect
-from gpubench.rundir import check_label
 from gpubench.units import format_bytes
 
 
-def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("info", help="system fingerprint and device state")
+def add(p: argparse.ArgumentParser) -> None:
     add_device_args(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--cluster", default=None, metavar="LABEL", help="cluster label (default: host name)")
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    from rich.markup import escape  # these (the console and the run directory: pandas) are not for --help
+    from rich.table import Table
+
+    from gpubench.console import out_console
+    from gpubench.rundir import check_label
+
     cluster = check_label(args.cluster or default_cluster())
     backend = open_backend(args.backend, args.device)
     telemetry = backend.telemetry()

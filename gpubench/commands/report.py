@@ -6,18 +6,13 @@ from __future__ import annotations
 
 import argparse
 
-from gpubench import outputs
 from gpubench.commands import history
-from gpubench.console import out_console
 from gpubench.errors import UsageError
-from gpubench.report import write
 
 DEFAULT_OUT = "gpubench-report"
 
 
-def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="an HTML page and PNG charts of one or more runs (overlaid), with compare "
-                                      "tables between them")
+def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="RUN_DIR",
                    help="run directories (each holding run.json); the first is the baseline of the compare tables. "
                         "Or one directory of runs (results/<cluster>, as ci/nightly.sh keeps them): the page of "
@@ -30,6 +25,11 @@ def add(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace, argv: list[str]) -> int:
     if history.is_history(args.paths, args):
         return history.report(args.paths[0], args.out, args)
+
+    from gpubench import outputs  # these import pandas and matplotlib: not for --help
+    from gpubench.console import out_console
+    from gpubench.report import write
+
     out = outputs.folder(args.out)  # before anything is loaded or drawn
     try:
         page, charts = write(args.paths, out)

@@ -5,21 +5,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.table import Table
-
-from gpubench import outputs, results, roofline
 from gpubench.commands import EXIT_FAILED, EXIT_OK
-from gpubench.console import out_console
 from gpubench.errors import UsageError
 
 
-def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("roofline", help="measured roofline chart of a run (elementwise and gemm rows)")
+def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by gpubench run")
     p.add_argument("--out", default=None, metavar="FILE.png", help="chart file (default: RUN_DIR/roofline.png)")
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    from rich.table import Table  # these import pandas and matplotlib: not for --help
+
+    from gpubench import outputs, results, roofline
+    from gpubench.console import out_console
+
     df = results.load(args.run_dir)
     device, all_roofs = roofline.analyze(df)
     if not any(ro.points for ro in all_roofs):

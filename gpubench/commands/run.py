@@ -11,11 +11,10 @@ import contextlib
 import shutil
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from gpubench import runner
 from gpubench.backends import open_backend
-from gpubench.backends.base import Backend
 from gpubench.commands import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -23,26 +22,29 @@ from gpubench.commands import (
     add_device_args,
     default_cluster,
 )
-from gpubench.console import RunProgress, out_console, summary_tables
-from gpubench.contention import closing
+from gpubench.contention import MEASURED_KEYS, closing, measured
 from gpubench.errors import UsageError
 from gpubench.memory import TOO_BIG
 from gpubench.options import read
-from gpubench.processes import DEFAULT_PROCESSES
-from gpubench.ranks import fleet as fleet_ranks
-from gpubench.ranks import ending, start
 from gpubench.ranks.env import detect
-from gpubench.ranks.group import Group
 from gpubench.registry import all_suites, select
-from gpubench.request import Conduct, Placement, RunRequest, Selection
-from gpubench.rundir import check_label, ensure_writable, saved
-from gpubench.suite import Suite
+from gpubench.request import DEFAULT_PROCESSES, Conduct, Placement, RunRequest, Selection
 from gpubench.units import parse_size_list
 
+if TYPE_CHECKING:
+    from gpubench import runner
+    from gpubench.backends.base import Backend
+    from gpubench.console import RunProgress
+    from gpubench.ranks.group import Group
+    from gpubench.suite import Suite
 
-def add(sub: argparse._SubParsersAction, suites: bool = True) -> None:
-    """The ``run`` parser; ``suites``: with each registered suite's options (importing the suites)."""
-    p = sub.add_parser("run", help="run suites and write a run directory")
+# The runner, the run directory, the console and the rank starters import pandas (and the suites torch): they are
+# imported where a run starts, so that this module, which every command line imports for its parser, stays light.
+
+
+def add(p: argparse.ArgumentParser, suites: Iterable[Any] = ()) -> None:
+    """The ``run`` arguments, with the options of ``suites`` (their classes, or their declarations:
+    gpubench.declared)."""
     p.add_argument("--suite", required=True, metavar="NAME[,NAME...]", help="suites to run (gpubench list)")
     add_device_args(p)
     p.add_argument("--quick", action="store_true", help="small grid and short budgets (a smoke run)")
@@ -65,12 +67,11 @@ def add(sub: argparse._SubParsersAction, suites: bool = True) -> None:
                         "process only)")
     p.add_argument("--no-telemetry", action="store_true",
                    help="don't poll NVML/amdsmi while measuring (its queries can perturb latency figures)")
-    if suites:
-        for cls in all_suites().values():
-            add_suite_options(p, cls)
+    for cls in suites:
+        add_suite_options(p, cls)
 
 
-def add_suite_options(p: argparse.ArgumentParser, cls: type[Suite]) -> None:
+def add_suite_options(p: argparse.ArgumentParser, cls: Any) -> None:
     """``cls``'s options as an argument group titled with its name; an option whose flag another suite (or
     ``run`` itself) already has is left out with a warning rather than taking the command line down."""
     if not cls.options:
@@ -86,6 +87,8 @@ def add_suite_options(p: argparse.ArgumentParser, cls: type[Suite]) -> None:
 def request_of(args: argparse.Namespace, argv: list[str]) -> RunRequest:
     """The run asked for, typed; everything the user typed is checked here, before a directory is made or a device
     touched (a UsageError: one line, exit 2)."""
+    from gpubench.rundir import check_label
+
     suites = select(args.suite)
     cluster = check_label(args.cluster or default_cluster())
     if args.processes < 1:
@@ -132,6 +135,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _plan(request: RunRequest, device: Backend, group: Group | None = None,
           world_size: int | None = None) -> runner.Plan:
+    from gpubench import runner
+
     what = request.what
     return runner.plan(what.suites, device, quick=request.how.quick, sizes=what.sizes, dtypes=what.dtypes,
                        case_filter=what.case_filter, search=what.search, options=what.options, group=group,
@@ -141,6 +146,9 @@ def _plan(request: RunRequest, device: Backend, group: Group | None = None,
 def _measure(request: RunRequest) -> int:
     """The suites' cases, measured on this device, on the ranks of a multi-process suite (comm), or on each device
     of --devices at once. Where no launcher started the processes, the grid is checked here and they are started."""
+    from gpubench.ranks import ending, start
+    from gpubench.ranks import fleet as fleet_ranks
+
     suites = request.what.suites
 
     def check(device: Backend, world_size: int) -> None:  # the grid the ranks will lay out, before any starts
@@ -195,6 +203,11 @@ def _nothing_fits(outcome: runner.Outcome, progress: RunProgress | None) -> None
 
 
 def _run_plan(request: RunRequest, backend: Backend, group: Group | None) -> int:
+    from gpubench import runner
+    from gpubench.console import RunProgress
+    from gpubench.ranks import ending
+    from gpubench.rundir import ensure_writable
+
     fleet = request.where.fleet
     p = _plan(request, backend, group=None if fleet else group)
     root = group is None or group.rank == 0
@@ -217,15 +230,18 @@ def _run_plan(request: RunRequest, backend: Backend, group: Group | None) -> int
 
 def _summary(outcome: runner.Outcome, suites: Sequence[Suite]) -> int:
     """The run's tables and closing lines on the terminal; the exit code."""
+    from gpubench.console import out_console, summary_tables
+    from gpubench.ranks import ending
+    from gpubench.rundir import saved
+
     console = out_console()
     for table in summary_tables(outcome.frame, {s.name: s.params for s in suites},
                                 {s.name: s.shown for s in suites}, {s.name: s.blocks for s in suites}):
         console.print(table)
     for line in outcome.notes:  # what a suite did not measure, or measured otherwise than asked: a line each
         console.print(line, markup=False, highlight=False, soft_wrap=True)
-    measured = outcome.frame
-    measured = measured[measured["stop"] != "derived"] if len(measured) else measured
-    for line in closing(outcome.contention, int(measured["case"].nunique()) if len(measured) else 0):
+    cases = measured(outcome.frame.reindex(columns=MEASURED_KEYS).to_dict("records"))
+    for line in closing(outcome.contention, cases):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"run directory: {outcome.run_dir.path}", markup=False, highlight=False)
     if outcome.error:  # the ranks could no longer agree: a peer was lost (it is named), what was kept is above

@@ -177,10 +177,10 @@ def resolve(path: str | os.PathLike, *, window: int | None = 1, exclude: Sequenc
         meta = df.attrs.get("run") or {}
         return Side(label, [p], [meta] if meta else [], df, directory=pinned)
     if not baseline:
-        latest = [c for c in scan(p) if c[3] == "complete"]
+        found = scan(p)
+        latest = [c for c in found if c[3] == "complete"]
         if not latest:
-            raise UsageError(f"{p} holds no complete run directory: give a run directory or a directory of runs "
-                             "written by gpubench run")
+            raise UsageError(results.no_complete_run(p, found))
         df = results.load(latest[-1][1])
         return Side(label, [latest[-1][1]], [latest[-1][2]], df)
     return _directory(p, label, window if explicit else DEFAULT_WINDOW, explicit, exclude, like, want)
@@ -222,8 +222,7 @@ def _earlier_runs(p: Path, every: list[tuple[str, Path, dict[str, Any], str]], e
         if any(c[3] == "complete" for c in every):
             raise UsageError(f"{p} holds no complete run other than the current one ({', '.join(exclude)}): "
                              "a baseline needs an earlier run; give its run directory")
-        raise UsageError(f"{p} holds no complete run directory: give a run directory or a directory of runs "
-                         "written by gpubench run")
+        raise UsageError(results.no_complete_run(p, every))
     return before, complete
 
 

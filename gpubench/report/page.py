@@ -13,13 +13,16 @@ import pandas as pd
 
 from gpubench.compare.formats import context_lines, headers, human_case, row_cells
 from gpubench.compare.report import CompareTable
-from gpubench.contention import closing
+from gpubench.contention import MEASURED_KEYS, closing, measured
 from gpubench.suite import Suite
 from gpubench.report.plotting import Chart
 from gpubench.report.runs import Run
 from gpubench.rundir import status_of
+from gpubench.units import format_bytes
 
 PAGE = "index.html"
+# A cell wraps between words (and a case between its parameters: _breakable), never inside one: "anywhere" let a
+# crowded table fold UNKNOWN into UNKNOW|N and +272.3% into +272.3|%. Paths and command lines (code) still may.
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1352px}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}
@@ -28,7 +31,7 @@ td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top} 
 img{max-width:100%;border:1px solid #eee} .note{color:#555;font-style:italic} .warn{color:#b00}
 tr.WORSE td{background:#fbd5d5} tr.BETTER td{background:#d6f5d6} tr.UNKNOWN td{background:#fff3c4}
 tr.SAME td{background:#fff} tr.other td{color:#888} code{font-size:11px;overflow-wrap:anywhere}
-.small{font-size:11px;color:#555} table{max-width:100%} td{overflow-wrap:anywhere}
+.small{font-size:11px;color:#555} table{max-width:100%} td{overflow-wrap:break-word}
 """
 
 
@@ -63,33 +66,66 @@ def _observed(r: Run) -> bool:
 
 
 def _system_rows(runs: list[Run]) -> str:
-    head = ["run (command below)", "system", "software", "at start: SM / mem clock (max), power, temp, throttle",
-            "while sampling: median SM / mem clock, power, max temp", "throttle reasons while sampling"]
+    head = ["run (command below)", "system", "software",
+            "at start: SM / mem clock (max), power, temp, throttle (a CPU: its load)",
+            "while sampling: median SM / mem clock, power, max temp (a CPU: what others used)",
+            "throttle reasons while sampling"]
     rows = []
     for r in runs:
-        i, v = r.identity, r.volatile
-        count = i.get("gpu_count")
-        model = i.get("gpu_model") or i.get("cpu_model") or "unknown"
-        fp = (r.meta.get("fingerprint") or {}).get("fingerprint", "—")
-        system = f"{model}{f' ×{count}' if count and count > 1 else ''}, host {i.get('hostname', '?')}, " \
-                 f"cluster {r.cluster}, fingerprint {fp}"
+        i = r.identity
         soft = ", ".join(f"{k.replace('_version', '')} {i[k]}" for k in
                          ("driver_version", "runtime", "runtime_version", "torch", "nccl") if i.get(k)) or "—"
-        start = (f"{_fmt(v.get('sm_clock_mhz'))} / {_fmt(v.get('mem_clock_mhz'))} MHz "
-                 f"({_fmt(v.get('max_sm_clock_mhz'))} / {_fmt(v.get('max_mem_clock_mhz'))}), "
-                 f"{_fmt(v.get('power_w'), ' W', 3)} of {_fmt(v.get('power_limit_w'), ' W', 3)}, "
-                 f"{_fmt(v.get('temp_c'), ' °C', 3)}, "
-                 + (", ".join(v.get("throttle") or []) or "no throttle" if _observed(r) else "throttle not observed")
-                 if v else "—")
-        df = r.df
-        during = (f"{_fmt(_median(df, 'sm_clock_mhz'))} / {_fmt(_median(df, 'mem_clock_mhz'))} MHz, "
-                  f"{_fmt(_median(df, 'power_w'), ' W', 3)}, {_fmt(_median(df, 'temp_c', 'max'), ' °C', 3)}")
         argv = " ".join(str(a) for a in r.meta.get("argv") or [])
+        state = _cpu_state(r) if _on_cpu(r) else _gpu_state(r)
         rows.append([f"<b>{escape(r.label)}</b> <span class=\"small\">{escape(str(r.meta.get('start_time', '')))}<br>"
-                     f"<code>{escape(str(r.path))}</code><br><code>{escape(argv)}</code></span>", escape(system),
-                     escape(soft), escape(start), escape(during),
-                     escape(_throttle(df) if _observed(r) else "not observed")])
+                     f"<code>{escape(str(r.path))}</code><br><code>{escape(argv)}</code></span>",
+                     escape(_system(r)), escape(soft), *(escape(x) for x in state)])
     return _table(head, rows)
+
+
+def _on_cpu(r: Run) -> bool:
+    """A run measured on the CPU backend (or on a machine without a GPU): no clocks, power or throttle to read."""
+    i = r.identity
+    return (r.meta.get("backend") or i.get("backend")) == "cpu" or (not i.get("gpu_model") and not i.get("gpu_count"))
+
+
+def _system(r: Run) -> str:
+    i = r.identity
+    fp = (r.meta.get("fingerprint") or {}).get("fingerprint", "—")
+    where = f"host {i.get('hostname', '?')}, cluster {r.cluster}, fingerprint {fp}"
+    if _on_cpu(r):
+        cpus = f", {i['cpu_count']} CPUs" if i.get("cpu_count") else ""
+        memory = f", {format_bytes(i['memory_bytes'])}" if i.get("memory_bytes") else ""
+        return f"{i.get('cpu_model') or 'CPU'}{cpus}{memory}, {where}"
+    count = i.get("gpu_count")
+    model = i.get("gpu_model") or i.get("cpu_model") or "unknown"
+    return f"{model}{f' ×{count}' if count and count > 1 else ''}, {where}"
+
+
+def _gpu_state(r: Run) -> list[str]:
+    """At start, while sampling, the throttle reasons seen: a GPU's clocks, power, temperature."""
+    v, df = r.volatile, r.df
+    start = (f"{_fmt(v.get('sm_clock_mhz'))} / {_fmt(v.get('mem_clock_mhz'))} MHz "
+             f"({_fmt(v.get('max_sm_clock_mhz'))} / {_fmt(v.get('max_mem_clock_mhz'))}), "
+             f"{_fmt(v.get('power_w'), ' W', 3)} of {_fmt(v.get('power_limit_w'), ' W', 3)}, "
+             f"{_fmt(v.get('temp_c'), ' °C', 3)}, "
+             + (", ".join(v.get("throttle") or []) or "no throttle" if _observed(r) else "throttle not observed")
+             if v else "—")
+    during = (f"{_fmt(_median(df, 'sm_clock_mhz'))} / {_fmt(_median(df, 'mem_clock_mhz'))} MHz, "
+              f"{_fmt(_median(df, 'power_w'), ' W', 3)}, {_fmt(_median(df, 'temp_c', 'max'), ' °C', 3)}")
+    return [start, during, _throttle(df) if _observed(r) else "not observed"]
+
+
+def _cpu_state(r: Run) -> list[str]:
+    """What a CPU has instead: the load average at start, the share of its CPUs other processes used while the
+    cases ran (their median), and no throttle reasons to read."""
+    load = r.volatile.get("loadavg") or []
+    cpus = r.identity.get("cpu_count")
+    start = f"load average {load[0]:.1f}" + (f" on {cpus} CPUs" if cpus else "") if load else "—"
+    share = _median(r.df, "host_load")
+    during = f"other processes used {100 * share:.0f}% of its CPUs (median over the cases)" if share is not None \
+        else "what other processes used was not read"
+    return [start, during, "none read on a CPU"]
 
 
 def _shared(runs: list[Run]) -> str:
@@ -98,8 +134,8 @@ def _shared(runs: list[Run]) -> str:
     items = []
     for r in runs:
         c = r.meta.get("contention") or {}
-        measured = r.df[r.df["stop"] != "derived"]["case"].nunique() if len(r.df) and "stop" in r.df.columns else 0
-        items += [f"<li><b>{escape(r.label)}</b>: {escape(line)}</li>" for line in closing(c, int(measured))]
+        cases = measured(r.df.reindex(columns=MEASURED_KEYS).to_dict("records"))
+        items += [f"<li><b>{escape(r.label)}</b>: {escape(line)}</li>" for line in closing(c, cases)]
         if r.path.is_dir() and status_of(r.path, r.meta) == "abandoned":
             items.append(f"<li><b>{escape(r.label)}</b>: abandoned: its run.json still says running, but its processes "
                          "are gone (killed, or its node lost): its tables hold only the cases measured before</li>")
@@ -139,14 +175,25 @@ def _compare(t: CompareTable) -> str:
     # long table would push everything after it out of view.
     changed = [c for c in cells if c[0] in ("WORSE", "BETTER", "UNKNOWN")]
     rest = [c for c in cells if c[0] not in ("WORSE", "BETTER", "UNKNOWN")]
+    head = headers(rep.cross_cluster)
+    case = head.index("case") if "case" in head else -1
+
+    def html_cells(c: list[str]) -> list[str]:
+        return [_breakable(x) if k == case else escape(x) for k, x in enumerate(c)]
+
     body = ""
     if changed:
-        body += _table(headers(rep.cross_cluster), [[escape(x) for x in c] for c in changed], [c[0] for c in changed])
+        body += _table(head, [html_cells(c) for c in changed], [c[0] for c in changed])
     if rest:
         classes = ["SAME" if c[0] == "SAME" else "other" for c in rest]
         body += (f"<details><summary>{len(rest)} more rows (SAME, or not compared)</summary>"
-                 + _table(headers(rep.cross_cluster), [[escape(x) for x in c] for c in rest], classes) + "</details>")
+                 + _table(head, [html_cells(c) for c in rest], classes) + "</details>")
     return info + body
+
+
+def _breakable(case: str) -> str:
+    """A case's text, escaped, that may wrap after each comma between its parameters (and at its spaces)."""
+    return escape(case).replace(",", ",<wbr>")
 
 
 def _compares(tables: list[CompareTable]) -> str:
