@@ -8,8 +8,7 @@ import argparse
 from gpubench.compare.defaults import DEFAULT_FLOOR, DEFAULT_MAX_THRESHOLD, DEFAULT_SAFETY
 
 
-def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("calibrate", help="thresholds for compare from the spread of several runs of one machine")
+def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="RUN_DIR_OR_DIRS",
                    help="2 or more run directories of the same build on one machine, or directories of runs")
     p.add_argument("--out", required=True, metavar="FILE.toml", help="thresholds file to write")
@@ -22,8 +21,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    # imported here: `gpubench calibrate --help` needs none of them
-    from rich.table import Table
+    from rich.table import Table  # these import pandas: not for --help
 
     from gpubench.compare import calibrate
     from gpubench.compare.formats import pct

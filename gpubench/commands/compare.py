@@ -86,6 +86,8 @@ def _emit(args, render: Callable[[str], Any]) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    if not args.fleet and len(args.paths) != 2:  # answered at once, before pandas is loaded
+        raise UsageError(f"compare takes BASELINE CURRENT (2 paths), not {len(args.paths)}; or pass --fleet RUN")
     from gpubench.compare import fleet, report, thresholds
 
     _out_formats(args)  # a bad --out fails before anything is loaded
@@ -104,8 +106,6 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         rep = fleet.analyze([_side(p) for p in args.paths], k=args.k, thresholds=th)
         _emit(args, lambda fmt: formats.fleet(fmt).fleet(rep))
         return rep.exit_code
-    if len(args.paths) != 2:
-        raise UsageError(f"compare takes BASELINE CURRENT (2 paths), not {len(args.paths)}; or pass --fleet RUN")
     # build() applied what the runs' metadata knows (a shared GPU, a busy host, the rerun, the directory's memory);
     # record() keeps the verdict where the current run belongs to the baseline's directory.
     rep = report.build(args.paths[0], args.paths[1], window=args.baseline_window, thresholds=th, alpha=args.alpha,
