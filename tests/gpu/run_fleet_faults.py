@@ -7,7 +7,8 @@
 2. ci/check-nodes.sbatch under the stand-in srun: two simulated nodes of NPROC/2 GPUs each (the stand-in's
    FAKE_SLURM_CUDA gives each node half the machine), then the same with one node killed 20 s in: exit 0 (or 1 on a FAIL verdict), then exit 1
    with "no verdict; srun exit 137" for the dead node.
-Prints each outcome: exit codes, the lines, run.json's status, wall times.
+Prints each outcome: exit codes, the lines, run.json's status, wall times. LAUNCHERS (default every one here,
+comma-separated), TIMEOUT_S (--timeout, default 30) and STEPS (default "stops sbatch") trim it to a shorter call.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ os.environ.update(NCCL_SAFE, PYTHONUNBUFFERED="1")  # every process started here
 
 def stops(out: Path, nproc: int) -> None:
     launchers = ["spawn", "torchrun", "slurm"] + (["mpirun"] if mpirun() else [])
+    launchers = [x for x in os.environ.get("LAUNCHERS", ",".join(launchers)).split(",") if x]
     for launcher in launchers:  # one at a time: each holds every GPU
-        s = Scenario(launcher, 0, "SIGSTOP", timeout_s=30.0, nproc=nproc, backend="cuda",
+        s = Scenario(launcher, 0, "SIGSTOP", timeout_s=float(os.environ.get("TIMEOUT_S", "30")), nproc=nproc, backend="cuda",
                      args=("--collectives", "all_reduce,all_gather", "--min-bytes", "1M", "--max-bytes", "1G",
                            "--step-factor", "2"))
         t0 = time.monotonic()
@@ -71,8 +73,11 @@ def main() -> None:
     out = Path(sys.argv[1]).resolve()
     nproc = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     out.mkdir(parents=True, exist_ok=True)
-    stops(out, nproc)
-    sbatch(out, nproc)
+    steps = os.environ.get("STEPS", "stops sbatch").split()
+    if "stops" in steps:
+        stops(out, nproc)
+    if "sbatch" in steps:
+        sbatch(out, nproc)
 
 
 if __name__ == "__main__":
