@@ -25,7 +25,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import NoReturn
 
 from gpubench.ranks.beats import laggards, machine, read_heartbeats
 from gpubench.ranks.python import module_command
@@ -127,15 +126,10 @@ def _mark_ended(store, reason: str, status: str = "failed") -> Path | None:
     return run
 
 
-def run(argv: list[str], nproc: int, timeout_s: float) -> NoReturn:
-    """Run ``gpubench <argv>`` as ``nproc`` ranks on this machine, and end this process with the exit code of the
-    whole, at once. By then the run is closed, the ranks are gone and every line is said: Python's own teardown
-    of torch (2.5-3.2 s from the spawner's last line to its end on the 2-core VM at load 10) only kept the shell,
-    job script or test waiting on gpubench waiting longer."""
-    code = _run(argv, nproc, timeout_s)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+def run(argv: list[str], nproc: int, timeout_s: float) -> int:
+    """Run ``gpubench <argv>`` as ``nproc`` ranks on this machine; the exit code of the whole. (The command line
+    then leaves without tearing torch down: gpubench.cli.entry. A library call, a test's, returns here.)"""
+    return _run(argv, nproc, timeout_s)
 
 
 def _run(argv: list[str], nproc: int, timeout_s: float) -> int:

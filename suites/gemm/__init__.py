@@ -45,6 +45,7 @@ See ``tolerance`` for the bounds and why.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -487,18 +488,6 @@ class Gemm(Suite):
         else:
             run = _cupy_run(dtype, backend)
 
-        def make_inputs() -> Operands:
-            a = _uniform((m, k), operand, device, fp8)
-            b = _uniform((n, k), operand, device, fp8).t() if layout == "NT" else _uniform((k, n), operand, device, fp8)
-            c = fills.full((m, n), math.nan, spec.output, device)
-            x = Operands(a, b, c)
-            if fp8:
-                x.scale_a = torch.full((), FP8_SCALE, dtype=torch.float32, device=device)
-                x.scale_b = torch.full((), FP8_SCALE, dtype=torch.float32, device=device)
-            if impl == "cupy":
-                _cupy_views(x)
-            return x
-
         work = flops(m, n, k)
         peak = peak_tflops(backend.device_name(), dtype)
         extra = {
@@ -530,28 +519,9 @@ class Gemm(Suite):
         warm = large and not (search and dtype in self._searched)
         if search and large:
             self._searched.add(dtype)
-        return Workload(
-            run=run,
-            make_inputs=make_inputs,
-            bytes=nbytes,
-            flops=work,
-            check=check,
-            footprint=nbytes,
-            derive=derive,
-            extra=extra,
-            method=Method(
-                cache="flush" if search else "rotate",
-                # Only small GEMMs need the hold: a large one outlasts its own enqueue, so the queue stays full
-                # anyway, and the hold's idle gap before every batch would keep the GPU under its power limit.
-                # Search samples are held too: a batch of them (flush, product, flush, product, ...) is queued
-                # before the GPU reaches it. Read one at a time, on H100 (2026-11-23) the same small shapes read
-                # up to 35 % slower on one machine than on another at the same 1965 MHz clock: the host's time to
-                # issue the product was timed as the product's.
-                hold=on_gpu and (search or not large) and hasattr(torch.cuda, "_sleep"),
-                min_warmup_s=GPU_MIN_WARMUP_S if warm else 0.0,
-                period_s=GPU_POWER_PERIOD_S if large and not search else 0.0,
-            ),
-        )
+        return Workload(run=run, make_inputs=_inputs(case, operand, spec.output, device), bytes=nbytes, flops=work,
+                        check=check, footprint=nbytes, derive=derive, extra=extra,
+                        method=_method(on_gpu, search, large, warm))
 
     def summarize(self, rows: list[dict[str, Any]]) -> list[Derived]:
         """Per (dtype, layout, impl) of a search: the best shape's TF/s (and % of peak), the spread over all
@@ -595,3 +565,36 @@ class Gemm(Suite):
 def _geomean(values: np.ndarray) -> float:
     values = np.asarray(values, dtype=float)
     return float(np.exp(np.log(values[values > 0]).mean())) if (values > 0).any() else math.nan
+
+
+def _inputs(case: Case, operand: torch.dtype, output: torch.dtype, device: Any) -> Callable[[], Operands]:
+    """Fresh random operands for one product of ``case`` (A is M×K; B is N×K transposed for NT, else K×N); C starts
+    NaN, so that a product that wrote nothing fails its check."""
+    m, n, k, layout, fp8 = case["M"], case["N"], case["K"], case["layout"], case["dtype"] == "fp8"
+
+    def make_inputs() -> Operands:
+        a = _uniform((m, k), operand, device, fp8)
+        b = _uniform((n, k), operand, device, fp8).t() if layout == "NT" else _uniform((k, n), operand, device, fp8)
+        x = Operands(a, b, fills.full((m, n), math.nan, output, device))
+        if fp8:
+            x.scale_a = torch.full((), FP8_SCALE, dtype=torch.float32, device=device)
+            x.scale_b = torch.full((), FP8_SCALE, dtype=torch.float32, device=device)
+        if case["impl"] == "cupy":
+            _cupy_views(x)
+        return x
+
+    return make_inputs
+
+
+def _method(on_gpu: bool, search: bool, large: bool, warm: bool) -> Method:
+    return Method(
+        cache="flush" if search else "rotate",
+        # Only small GEMMs need the hold: a large one outlasts its own enqueue, so the queue stays full anyway, and
+        # the hold's idle gap before every batch would keep the GPU under its power limit. Search samples are held
+        # too: a batch of them (flush, product, flush, product, ...) is queued before the GPU reaches it. Read one
+        # at a time, on H100 (2026-11-23) the same small shapes read up to 35 % slower on one machine than on
+        # another at the same 1965 MHz clock: the host's time to issue the product was timed as the product's.
+        hold=on_gpu and (search or not large) and hasattr(torch.cuda, "_sleep"),
+        min_warmup_s=GPU_MIN_WARMUP_S if warm else 0.0,
+        period_s=GPU_POWER_PERIOD_S if large and not search else 0.0,
+    )
