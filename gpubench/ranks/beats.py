@@ -106,7 +106,7 @@ def unreachable(roster: dict[int, dict[str, Any]], host: str, address: str, wait
     if hosted and state is None and hosted.get("machine") == here:
         time.sleep(0.5)  # its sockets close before its process is gone: look once more
         state = local_state(hosted, here)
-    words = [f"the rendezvous store at {address} could not be read (no answer within {waited_s:.0f} s, or refused): "
+    words = [f"the rendezvous store at {address} could not be read (no answer within {waited_s:g} s, or refused): "
              + (f"{who(0, hosted)}, which hosts it, is {state or 'stopped, gone or out of reach'}" if host == "rank 0"
                 else f"{host}, which hosts it, is stopped, gone or out of reach")]
     for r, b in sorted(roster.items()):

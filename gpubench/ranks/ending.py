@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 from gpubench.rundir import mark_ended, saved
 
 ENDING = (signal.SIGTERM, signal.SIGHUP)
+_SIGNAL_STORE_S = 0.4  # each store call made on a launcher's signal: a SIGKILL may follow within a second or two
 _LOCK = threading.Lock()  # taken once, never given back: the process ends while it holds it
 _state: dict[str, Any] = {"run": None, "group": None, "installed": False}
 
@@ -66,10 +67,12 @@ def _on_signal(signum: int) -> NoReturn:
     status, reason = "interrupted", f"stopped by {name}"
     if group is not None:
         reason = f"rank {group.rank} {reason}"
-        group.say_ended(name)  # the peers name this rank and the signal, not a silence
+        # Both store calls are short: a launcher's SIGKILL follows its SIGTERM soon (mpirun's came 2 s after a
+        # peer's death, before this rank had waited out the store's usual deadline, and the run stayed running).
+        group.say_ended(name, _SIGNAL_STORE_S)  # the peers name this rank and the signal, not a silence
         # A peer already lost: the launcher's signal only followed (mpirun and torchrun end the others when one
         # rank dies), and the run ended for the peer's reason.
-        words, lost_status, lost = group.account(wait=False)
+        words, lost_status, lost = group.account(wait=False, deadline_s=_SIGNAL_STORE_S)
         if lost or group.trouble:
             status, reason = lost_status, f"{group.trouble or 'a peer was lost'}: {words}; then {reason}"
     end(status, reason, 128 + signum)

@@ -133,11 +133,11 @@ class Group:
                 "ended": self._ended}
         self._writer.call(lambda s: s.set(beats.key(self.rank), beats.dumps(beat)), deadline_s)
 
-    def say_ended(self, signal_name: str) -> None:
-        """A last beat: this rank ends on ``signal_name`` (the peers name it so). Best effort, within a second."""
+    def say_ended(self, signal_name: str, deadline_s: float = 1.0) -> None:
+        """A last beat: this rank ends on ``signal_name`` (the peers name it so). Best effort, within the deadline."""
         self._ended = signal_name
         try:
-            self._beat(1.0)
+            self._beat(deadline_s)
         except Exception:  # noqa: BLE001 — its silence will name it instead
             pass
 
@@ -197,16 +197,17 @@ class Group:
         now = time.time()
         return any(now - b.get("moved", 0.0) <= self.timeout_s for r, b in seen.items() if r != self.rank)
 
-    def account(self, wait: bool = False) -> tuple[str, str, bool]:
+    def account(self, wait: bool = False, deadline_s: float | None = None) -> tuple[str, str, bool]:
         """Who did not arrive, in words; the run's status that follows (``interrupted`` where each lost rank ended
         on SIGTERM, SIGHUP or SIGINT); whether a peer is lost at all. ``wait``: until a peer is seen lost, at most
-        a heartbeat's staleness (a peer whose connection broke has just died, and its beat is not stale yet)."""
+        a heartbeat's staleness (a peer whose connection broke has just died, and its beat is not stale yet).
+        ``deadline_s``: how long a reading of the store may take (default the watchdog's)."""
         end = time.time() + (STALE_S + HEARTBEAT_S if wait else 0.0)
         while True:
             try:
-                seen = self._read()
+                seen = self._read(deadline_s)
             except Exception:  # noqa: BLE001
-                return beats.unreachable(self._roster, self._store_host, self._address(), _DEADLINE_S,
+                return beats.unreachable(self._roster, self._store_host, self._address(), deadline_s or _DEADLINE_S,
                                          self._here), "failed", True
             lost = self._lost(seen)
             if lost or time.time() >= end:
