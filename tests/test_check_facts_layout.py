@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpubench.check.facts import FactsWatch, FakeFacts, rules
+from gpubench.check.facts import FactsWatch, FakeFacts, empty_seen, rules
 from gpubench.check.facts.rules import FACTS, HEALTHY_POLL, HEALTHY_STATIC
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,6 +37,13 @@ def test_a_field_belongs_to_one_fact():
             owners.setdefault(field, []).append(f.check)
     assert not {k: v for k, v in owners.items() if len(v) > 1}
     assert set(HEALTHY_STATIC).isdisjoint(HEALTHY_POLL)
+
+
+def test_every_polled_field_is_folded_and_seen():
+    # pids are the watch's own to fold (ours or not); every other polled field needs its fact's fold, or no rule
+    # would ever see it.
+    assert set(HEALTHY_POLL) - {"pids"} == set(rules.FOLDS)
+    assert set(rules.FOLDS) <= set(empty_seen())
 
 
 def _judge_one(fact, over: dict) -> str:

@@ -9,8 +9,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from gpubench.check.facts.fields import Gpu, as_int
+from gpubench.check.facts.fields import Gpu
 from gpubench.check.facts.readers.base import FactsReader
+from gpubench.check.facts.rules import FOLDS
 from gpubench.contention import PROC, cpu_times, descendants, process_name
 
 
@@ -22,14 +23,14 @@ def process_tree(root_pid: int, proc: Path = PROC) -> set[int]:
 
 def empty_seen() -> dict[str, Any]:
     """What :meth:`FactsWatch.seen` answers for a GPU no poll read."""
-    return {"pcie_gen": None, "pcie_width": None, "throttle": None, "foreign": None, "hidden_others": 0,
-            "hidden_pids": [], "polls": 0}
+    return {**dict.fromkeys(FOLDS), "foreign": None, "hidden_others": 0, "hidden_pids": [], "polls": 0}
 
 
 class FactsWatch:
     """Polls ``reader`` for every GPU in a daemon thread while the check loads the GPUs (a context manager), keeping
-    per GPU the highest PCIe generation and width seen, the union of throttle reasons, the processes that were not
-    ours and how many polls read anything.
+    per GPU each polled field as its fact folds it (:data:`gpubench.check.facts.rules.FOLDS`: the highest PCIe
+    generation and width seen, the union of throttle reasons), the processes that were not ours and how many polls
+    read anything.
 
     ``own_pids()`` returns this run's processes (this one and its descendants, :func:`process_tree`, plus any worker
     the runner knows); it is asked only when the GPU lists a pid not yet known as ours, and a pid once ours stays
@@ -94,12 +95,11 @@ class FactsWatch:
     @staticmethod
     def _fold(s: dict[str, Any], r: dict[str, Any], others: tuple[dict[int, str], list[int]] | None) -> None:
         read = False
-        for key in ("pcie_gen", "pcie_width"):
-            v = as_int(r.get(key))
-            if v is not None:
-                s[key], read = max(v, s[key] or 0), True
-        if r.get("throttle") is not None:
-            s["throttle"], read = sorted(set(s["throttle"] or ()) | set(r["throttle"])), True
+        for key, fold in FOLDS.items():
+            v = r.get(key)
+            got = fold(s[key], v) if v is not None else None
+            if got is not None:
+                s[key], read = got, True
         if others is not None:
             named, hidden = others
             # The name from the first sight: the process may be gone by the time the check is judged.

@@ -24,6 +24,8 @@ HEALTHY_POLL: dict[str, Any] = {k: v for f in FACTS for k, v in f.poll.items()}
 # What a reader's static() returns besides "interconnect" and "why", and what its poll() returns.
 STATIC_KEYS = tuple(HEALTHY_STATIC)
 POLL_KEYS = tuple(HEALTHY_POLL)
+# How each polled field's readings add up over the check (FactsWatch); pids are the watch's own to fold.
+FOLDS = {k: fn for f in FACTS for k, fn in f.fold.items()}
 
 
 def judge(gpu: int, static: dict[str, Any], seen: dict[str, Any], row_throttle: Iterable[str] = frozenset(),
@@ -35,4 +37,5 @@ def judge(gpu: int, static: dict[str, Any], seen: dict[str, Any], row_throttle: 
     return [f.rule(gpu, static, seen, row_throttle, row_pids) for f in FACTS]
 
 
-__all__ = ["FACTS", "CHECKS", "TITLES", "HEALTHY_STATIC", "HEALTHY_POLL", "STATIC_KEYS", "POLL_KEYS", "judge", "Fact"]
+__all__ = ["FACTS", "CHECKS", "TITLES", "HEALTHY_STATIC", "HEALTHY_POLL", "STATIC_KEYS", "POLL_KEYS", "FOLDS", "judge",
+           "Fact"]

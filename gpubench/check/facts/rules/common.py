@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench.check.model import State, Verdict
@@ -19,13 +19,18 @@ Rule = Callable[[int, Static, Seen, Iterable[str], "Mapping[int, str] | None"], 
 class Fact:
     """One health fact: its check name and title, the fields it reads with a healthy GPU's values (read once:
     ``static``; polled while the check loads the GPUs: ``poll``; the fake backend's GPUs read these values), and
-    its rule. A field a reader cannot read is None, and the rule must then SKIP, never PASS."""
+    its rule. A field a reader cannot read is None, and the rule must then SKIP, never PASS.
+
+    ``fold``: how each polled field's readings add up over the check, ``fold(so far or None, reading) -> so far``
+    (a reading it cannot use: None, and the poll did not read it); ``FactsWatch.seen`` gives the rule the result.
+    The pids holding the GPU are the watch's own to fold: it tells the check's processes from the others."""
 
     check: str
     title: str
     static: Mapping[str, Any]
     poll: Mapping[str, Any]
     rule: Rule
+    fold: Mapping[str, Callable[[Any, Any], Any]] = field(default_factory=dict)
 
 
 def verdict(gpu: int, check: str, state: State, text: str, title: str,

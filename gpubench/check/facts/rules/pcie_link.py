@@ -32,6 +32,12 @@ def judge(gpu: int, static: Static, seen: Seen, row_throttle: Iterable[str] = ()
     return verdict(gpu, CHECK, "PASS", f"PCIe Gen{gen} x{width} (of Gen{max_gen} x{max_width})", TITLE)
 
 
-# The maximum is read once (NVML's takes the slot into account); the current link is polled under load.
+def _highest(so_far: int | None, reading: object) -> int | None:
+    v = as_int(reading)
+    return None if v is None else max(v, so_far or 0)
+
+
+# The maximum is read once (NVML's takes the slot into account); the current link is polled under load, and the
+# highest seen is what is judged.
 FACT = Fact(CHECK, TITLE, static={"pcie_max_gen": 5, "pcie_max_width": 16},
-            poll={"pcie_gen": 5, "pcie_width": 16}, rule=judge)
+            poll={"pcie_gen": 5, "pcie_width": 16}, rule=judge, fold={"pcie_gen": _highest, "pcie_width": _highest})

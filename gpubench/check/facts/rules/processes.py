@@ -39,5 +39,6 @@ def judge(gpu: int, static: Static, seen: Seen, row_throttle: Iterable[str] = ()
     return verdict(gpu, CHECK, "PASS", "no other process on the GPU", TITLE)
 
 
-# Polled: the pids holding the GPU (the fake reader adds its own process, as a real GPU under our load lists it).
+# Polled: the pids holding the GPU (the fake reader adds its own process, as a real GPU under our load lists it);
+# FactsWatch folds them into "foreign" and "hidden_others", telling the check's own processes from the others.
 FACT = Fact(CHECK, TITLE, static={}, poll={"pids": []}, rule=judge)

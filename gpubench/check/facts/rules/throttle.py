@@ -52,5 +52,9 @@ def judge(gpu: int, static: Static, seen: Seen, row_throttle: Iterable[str] = ()
     return verdict(gpu, CHECK, "PASS", "no throttling seen", TITLE)
 
 
-# Polled: every reason seen while the check ran (FactsWatch keeps their union).
-FACT = Fact(CHECK, TITLE, static={}, poll={"throttle": []}, rule=judge)
+def _union(so_far: list[str] | None, reading: Iterable[str]) -> list[str]:
+    return sorted(set(so_far or ()) | set(reading))
+
+
+# Polled: every reason seen while the check ran.
+FACT = Fact(CHECK, TITLE, static={}, poll={"throttle": []}, rule=judge, fold={"throttle": _union})
