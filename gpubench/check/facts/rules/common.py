@@ -12,7 +12,7 @@ Static = dict[str, Any]  # a reader's static facts of one GPU (FactsReader.stati
 Seen = dict[str, Any]  # what FactsWatch saw on it (FactsWatch.seen)
 # (gpu, static, seen, row_throttle, row_pids) -> the fact's verdict; the last two are what the measured rows
 # recorded: throttle reasons, and other processes {pid: name} (None: the rows do not know).
-Rule = Callable[[int, Static, Seen, Iterable[str], "Mapping[int, str] | None"], Verdict]
+Rule = Callable[[int, Static, Seen, Iterable[str], Mapping[int, str] | None], Verdict]
 
 
 @dataclass(frozen=True)
