@@ -110,7 +110,7 @@ class HostCpu:
         return min(1.0, max(0.0, others / capacity))
 
 
-def _cpu_times(proc: Path) -> dict[int, tuple[int, float, str]]:
+def cpu_times(proc: Path) -> dict[int, tuple[int, float, str]]:
     """{pid: (ppid, utime+stime in clock ticks, comm)} of every process /proc shows."""
     out = {}
     for d in proc.iterdir() if proc.is_dir() else ():
@@ -125,7 +125,9 @@ def _cpu_times(proc: Path) -> dict[int, tuple[int, float, str]]:
     return out
 
 
-def _descendants(roots: Iterable[int], table: dict[int, tuple[int, float, str]]) -> set[int]:
+def descendants(roots: Iterable[int], table: dict[int, tuple[int, float, str]]) -> set[int]:
+    """``roots`` and every process below them in ``table`` (:func:`cpu_times`'s), by parent links; shared with
+    gpubench.check's health facts, which find the check's own processes so."""
     kids: dict[int, list[int]] = {}
     for pid, (ppid, _, _) in table.items():
         kids.setdefault(ppid, []).append(pid)
@@ -167,7 +169,7 @@ class Heaviest:
     def top(self) -> tuple[str, float] | None:
         """(``pid 4321 (make) 180% CPU``, the CPUs it kept busy: 1.8), or None where none used any."""
         end = _usage(self.proc)
-        ours = _descendants(self.own, {pid: (ppid, own, name) for pid, (ppid, own, _, name) in end.items()})
+        ours = descendants(self.own, {pid: (ppid, own, name) for pid, (ppid, own, _, name) in end.items()})
         wall = max(time.monotonic() - self.t0, 1e-3)
         tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         best: tuple[str, float] | None = None

@@ -44,9 +44,10 @@ class TelemetryUnavailable(Exception):
     """Raised by a vendor Telemetry constructor; the message becomes `.why`."""
 
 
-def _try(fn):
-    # One unreadable sensor (unsupported on this SKU, permission, MIG) must
-    # not cost the others, so every field is read on its own.
+def read_or_none(fn):
+    """``fn()``, or None where it raises: one unreadable sensor (unsupported
+    on this SKU, permission, MIG) must not cost the others, so every field is
+    read on its own. Shared with gpubench.check's health facts readers."""
     try:
         return fn()
     except Exception:
@@ -162,10 +163,16 @@ class _VendorTelemetry(Telemetry):
     def _find(self, index, uuid, pci_bus_id):
         raise NotImplementedError
 
+    @property
+    def handle(self):
+        """The vendor library's handle of this device (NVML's or amdsmi's), for readers of fields telemetry does
+        not read (gpubench.check's health facts)."""
+        return self._h
+
     def close(self) -> None:
         if getattr(self, "_open", False):
             self._open = False
-            _try(getattr(self._lib, self._shutdown))
+            read_or_none(getattr(self._lib, self._shutdown))
 
 
 class NvmlTelemetry(_VendorTelemetry):
@@ -210,7 +217,9 @@ class NvmlTelemetry(_VendorTelemetry):
             raise LookupError("neither uuid nor pci bus id matches an NVML device")
         return nv.nvmlDeviceGetHandleByIndex(index), "index"
 
-    def _decode(self, mask):
+    def decode_reasons(self, mask):
+        """NVML clock-event reason bits as sorted names (unknown bits as
+        Unknown0x...); shared with gpubench.check's health facts."""
         names, known = [], 0
         for name, bit in self._reasons:
             known |= bit
@@ -235,18 +244,18 @@ class NvmlTelemetry(_VendorTelemetry):
         reasons = (getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
                    or nv.nvmlDeviceGetCurrentClocksThrottleReasons)
         return {
-            "sm_clock_mhz": _try(lambda: _num(nv.nvmlDeviceGetClockInfo(h, sm))),
-            "mem_clock_mhz": _try(lambda: _num(nv.nvmlDeviceGetClockInfo(h, mem))),
-            "power_w": _try(lambda: _num(nv.nvmlDeviceGetPowerUsage(h)) / 1000.0),
-            "temp_c": _try(lambda: _num(nv.nvmlDeviceGetTemperature(h, gpu_temp))),
-            "throttle": _try(lambda: self._decode(int(reasons(h)))),
+            "sm_clock_mhz": read_or_none(lambda: _num(nv.nvmlDeviceGetClockInfo(h, sm))),
+            "mem_clock_mhz": read_or_none(lambda: _num(nv.nvmlDeviceGetClockInfo(h, mem))),
+            "power_w": read_or_none(lambda: _num(nv.nvmlDeviceGetPowerUsage(h)) / 1000.0),
+            "temp_c": read_or_none(lambda: _num(nv.nvmlDeviceGetTemperature(h, gpu_temp))),
+            "throttle": read_or_none(lambda: self.decode_reasons(int(reasons(h)))),
         }
 
     def processes(self) -> list[int] | None:
         """See Telemetry.processes: compute and graphics contexts (a process may hold both)."""
         nv, h, pids, known = self._nv, self._h, [], False
         for name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
-            got = _try(lambda: getattr(nv, name)(h))
+            got = read_or_none(lambda: getattr(nv, name)(h))
             if got is not None:
                 known = True
                 pids += [int(p.pid) for p in got]
@@ -254,7 +263,7 @@ class NvmlTelemetry(_VendorTelemetry):
 
     def utilization(self) -> float | None:
         """See Telemetry.utilization."""
-        return _try(lambda: _num(self._nv.nvmlDeviceGetUtilizationRates(self._h).gpu))
+        return read_or_none(lambda: _num(self._nv.nvmlDeviceGetUtilizationRates(self._h).gpu))
 
     def static(self) -> dict:
         """See Telemetry.static."""
@@ -262,13 +271,13 @@ class NvmlTelemetry(_VendorTelemetry):
         sm = getattr(nv, "NVML_CLOCK_SM", 1)
         mem = getattr(nv, "NVML_CLOCK_MEM", 2)
         return {
-            "driver_version": _try(lambda: _str(nv.nvmlSystemGetDriverVersion())),
-            "max_sm_clock_mhz": _try(lambda: _num(nv.nvmlDeviceGetMaxClockInfo(h, sm))),
-            "max_mem_clock_mhz": _try(lambda: _num(nv.nvmlDeviceGetMaxClockInfo(h, mem))),
-            "power_limit_w": _try(
+            "driver_version": read_or_none(lambda: _str(nv.nvmlSystemGetDriverVersion())),
+            "max_sm_clock_mhz": read_or_none(lambda: _num(nv.nvmlDeviceGetMaxClockInfo(h, sm))),
+            "max_mem_clock_mhz": read_or_none(lambda: _num(nv.nvmlDeviceGetMaxClockInfo(h, mem))),
+            "power_limit_w": read_or_none(
                 lambda: _num(nv.nvmlDeviceGetEnforcedPowerLimit(h)) / 1000.0),
-            "uuid": _try(lambda: _str(nv.nvmlDeviceGetUUID(h))),
-            "pci_bus_id": _try(
+            "uuid": read_or_none(lambda: _str(nv.nvmlDeviceGetUUID(h))),
+            "pci_bus_id": read_or_none(
                 lambda: normalize_pci_bus_id(nv.nvmlDeviceGetPciInfo(h).busId)),
         }
 
@@ -294,12 +303,12 @@ class AmdSmiTelemetry(_VendorTelemetry):
         if uuid:
             want = _uuid_key(uuid)
             for h in handles:
-                if _try(lambda: _uuid_key(smi.amdsmi_get_gpu_device_uuid(h))) == want:
+                if read_or_none(lambda: _uuid_key(smi.amdsmi_get_gpu_device_uuid(h))) == want:
                     return h, "uuid"
         if pci_bus_id:
             want = normalize_pci_bus_id(pci_bus_id)
             for h in handles:
-                got = _try(lambda: normalize_pci_bus_id(smi.amdsmi_get_gpu_device_bdf(h)))
+                got = read_or_none(lambda: normalize_pci_bus_id(smi.amdsmi_get_gpu_device_bdf(h)))
                 if got == want:
                     return h, "pci"
         if uuid or pci_bus_id:
@@ -335,18 +344,20 @@ class AmdSmiTelemetry(_VendorTelemetry):
             sensor = getattr(tt, name, None)
             if sensor is None:
                 continue
-            v = _try(lambda: _num(smi.amdsmi_get_temp_metric(self._h, sensor, metric)))
+            v = read_or_none(lambda: _num(smi.amdsmi_get_temp_metric(self._h, sensor, metric)))
             if v is not None:
                 return v
         return None
 
-    def _throttle(self):
+    def throttle_reasons(self):
+        """Active throttle (violation) names, or None where unreadable;
+        shared with gpubench.check's health facts."""
         smi = self._smi
         # amdsmi_get_violation_status exists from ROCm 6.3 and only works on
         # MI300+; elsewhere fall back to the gpu_metrics throttle word.
         violation = getattr(smi, "amdsmi_get_violation_status", None)
         if violation is not None:
-            status = _try(lambda: violation(self._h)) or {}
+            status = read_or_none(lambda: violation(self._h)) or {}
             flags = {k[len("active_"):]: v for k, v in status.items()
                      if k.startswith("active_") and v != "N/A"}
             if flags:
@@ -362,22 +373,22 @@ class AmdSmiTelemetry(_VendorTelemetry):
     def read(self) -> dict:
         """See Telemetry.read."""
         return {
-            "sm_clock_mhz": _try(lambda: self._clock("GFX", "clk")),
-            "mem_clock_mhz": _try(lambda: self._clock("MEM", "clk")),
-            "power_w": _try(self._power),
-            "temp_c": _try(self._temp),
-            "throttle": _try(self._throttle),
+            "sm_clock_mhz": read_or_none(lambda: self._clock("GFX", "clk")),
+            "mem_clock_mhz": read_or_none(lambda: self._clock("MEM", "clk")),
+            "power_w": read_or_none(self._power),
+            "temp_c": read_or_none(self._temp),
+            "throttle": read_or_none(self.throttle_reasons),
         }
 
     def processes(self) -> list[int] | None:
         """See Telemetry.processes. ROCm 6 lists dicts with a pid; ROCm 5 listed handles to look up."""
         smi, h = self._smi, self._h
-        got = _try(lambda: smi.amdsmi_get_gpu_process_list(h))
+        got = read_or_none(lambda: smi.amdsmi_get_gpu_process_list(h))
         if got is None:
             return None
         pids = []
         for p in got:
-            info = p if isinstance(p, dict) else _try(lambda: smi.amdsmi_get_gpu_process_info(h, p)) or {}
+            info = p if isinstance(p, dict) else read_or_none(lambda: smi.amdsmi_get_gpu_process_info(h, p)) or {}
             pid = info.get("pid")
             if isinstance(pid, int) and not isinstance(pid, bool):
                 pids.append(pid)
@@ -385,21 +396,21 @@ class AmdSmiTelemetry(_VendorTelemetry):
 
     def utilization(self) -> float | None:
         """See Telemetry.utilization (the graphics engine's activity)."""
-        return _try(lambda: _num(self._smi.amdsmi_get_gpu_activity(self._h)["gfx_activity"]))
+        return read_or_none(lambda: _num(self._smi.amdsmi_get_gpu_activity(self._h)["gfx_activity"]))
 
     def static(self) -> dict:
         """See Telemetry.static."""
         smi, h = self._smi, self._h
         return {
-            "driver_version": _try(
+            "driver_version": read_or_none(
                 lambda: _str(smi.amdsmi_get_gpu_driver_info(h)["driver_version"])),
-            "max_sm_clock_mhz": _try(lambda: self._clock("GFX", "max_clk")),
-            "max_mem_clock_mhz": _try(lambda: self._clock("MEM", "max_clk")),
+            "max_sm_clock_mhz": read_or_none(lambda: self._clock("GFX", "max_clk")),
+            "max_mem_clock_mhz": read_or_none(lambda: self._clock("MEM", "max_clk")),
             # Microwatts on bare-metal Linux per the amdsmi header.
-            "power_limit_w": _try(
+            "power_limit_w": read_or_none(
                 lambda: _num(smi.amdsmi_get_power_cap_info(h)["power_cap"]) / 1e6),
-            "uuid": _try(lambda: _str(smi.amdsmi_get_gpu_device_uuid(h))),
-            "pci_bus_id": _try(
+            "uuid": read_or_none(lambda: _str(smi.amdsmi_get_gpu_device_uuid(h))),
+            "pci_bus_id": read_or_none(
                 lambda: normalize_pci_bus_id(smi.amdsmi_get_gpu_device_bdf(h))),
         }
 

@@ -335,14 +335,14 @@ def test_nvml_foreign_pid_warns_with_its_name(proc):
 
 
 def test_processes_names_from_rows_and_more_than_three(proc):
-    static, seen = FakeFacts([(0, None, None)], env={}).static(0), fx._empty_seen()
+    static, seen = FakeFacts([(0, None, None)], env={}).static(0), fx.empty_seen()
     seen["foreign"] = {4242: "pid 4242 (python3)"}
     rows = {7: "pid 7 (torchrun)", 8: "vllm", 9: "pid 9 (a)", 10: "pid 10 (b)"}
     v = {x.check: x for x in judge(0, static, seen, row_pids=rows)}
     assert v["processes"].text == "GPU shared with pid 7 (torchrun), pid 8 (vllm), pid 9 (a) and 2 more"
     assert v["processes"].notes == ["pid 10 (b)", "pid 4242 (python3)"]
     # Rows that saw nobody, and no poll: known, nobody.
-    v = {x.check: x for x in judge(0, static, fx._empty_seen(), row_pids={})}
+    v = {x.check: x for x in judge(0, static, fx.empty_seen(), row_pids={})}
     assert v["processes"].state == "PASS"
 
 
@@ -388,7 +388,7 @@ def test_nvml_not_supported_everywhere_never_passes(proc):
 
 
 def test_every_fact_unknown_never_passes():
-    static, seen = fx._unknown_static(None), fx._empty_seen()
+    static, seen = fx.unknown_static(None), fx.empty_seen()
     assert {v.state for v in judge(5, static, seen)} == {"SKIP"}
 
 
@@ -413,7 +413,7 @@ def test_missing_pynvml_skips_with_the_install_hint(monkeypatch):
     reader = open_facts("cuda", [(0, None, None)])
     assert isinstance(reader, NullFacts) and reader.why == fx.NVML_HINT
     assert reader.why == "nvidia-ml-py is not installed: pip install nvidia-ml-py"
-    verdicts = judge(0, reader.static(0), fx._empty_seen())
+    verdicts = judge(0, reader.static(0), fx.empty_seen())
     assert {v.state for v in verdicts} == {"SKIP"}
     assert all("pip install nvidia-ml-py" in v.text for v in verdicts)
 
@@ -425,7 +425,7 @@ def test_open_facts_uses_pynvml_and_survives_a_broken_one(monkeypatch):
     broken.nvmlInit = lambda: (_ for _ in ()).throw(NVMLError(9))  # driver not loaded
     monkeypatch.setitem(sys.modules, "pynvml", broken)
     reader = open_facts("cuda", [(0, None, None)])
-    assert all(v.state == "SKIP" for v in judge(0, reader.static(0), fx._empty_seen()))
+    assert all(v.state == "SKIP" for v in judge(0, reader.static(0), fx.empty_seen()))
     assert "nvmlInit failed" in reader.static(0)["why"]["ecc"]
 
 
@@ -482,7 +482,7 @@ def test_fake_facts_overrides(monkeypatch, over, gpu, check, state, text):
 ])
 def test_fake_facts_malformed_variable_skips_everything(raw, why):
     reader = FakeFacts([(0, None, None)], env={fx.FAKE_ENV: raw})
-    verdicts = judge(0, reader.static(0), fx._empty_seen())
+    verdicts = judge(0, reader.static(0), fx.empty_seen())
     assert {v.state for v in verdicts} == {"SKIP"}
     assert why in reader.why and fx.FAKE_ENV in verdicts[0].text
 
@@ -602,7 +602,7 @@ def test_missing_amdsmi_skips_with_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "amdsmi", None)
     reader = open_facts("hip", [(0, None, None)])
     assert isinstance(reader, NullFacts) and reader.why == fx.AMDSMI_HINT
-    assert {v.state for v in judge(0, reader.static(0), fx._empty_seen())} == {"SKIP"}
+    assert {v.state for v in judge(0, reader.static(0), fx.empty_seen())} == {"SKIP"}
 
 
 # ------------------------------------------------------------------------------------------------- the thread
@@ -657,7 +657,7 @@ def test_watch_survives_a_reader_that_raises(no_thread_errors):
     reader = Counting(target=3, fail=True)
     with FactsWatch(reader, [0], own_pids=lambda: {ME}, interval_s=0.005) as watch:
         assert reader.done.wait(1.0)
-    assert watch.seen(0) == fx._empty_seen()  # nothing read: every fact stays unknown
+    assert watch.seen(0) == fx.empty_seen()  # nothing read: every fact stays unknown
     assert no_thread_errors == []
 
 
