@@ -22,7 +22,7 @@ from gpubench.kernels.launch_configs import PERSISTENT, TORCH, gemm_kernel_confi
 from gpubench.suites import elementwise as E
 from gpubench.suites import gemm as G
 from gpubench.suites.autotune import charts as charts_autotune
-from gpubench.suites.elementwise import _array_sizes
+from gpubench.suites.elementwise import array_sizes
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Derived, GridContext, Skip, Suite
 
 GPU = ("cuda", "hip")
@@ -88,7 +88,7 @@ class AutotuneKernels(Suite):
                 configs = tiled + persistent_configs(m, ctx.quick)
                 for config in (TORCH, *configs) if configs else ():
                     yield Case.of(kernel="gemm", dtype=dtype, shape=f"{m}x{n}x{k}", config=config)
-        size = _array_sizes(ctx)[0]
+        size = array_sizes(ctx)[0]
         for dtype in TRIAD_DTYPES[:1] if ctx.quick else TRIAD_DTYPES:
             for config in (TORCH, *triad_configs(ctx.quick)):
                 yield Case.of(kernel="triad", dtype=dtype, shape=str(size), config=config)

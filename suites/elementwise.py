@@ -226,9 +226,10 @@ def case_bytes(arrays: int, size: int, cache_bytes: int) -> int:
     return max(sets * footprint, footprint + CHECK_SCRATCH)
 
 
-def _array_sizes(ctx: GridContext) -> list[int]:
+def array_sizes(ctx: GridContext) -> list[int]:
     """4× and 16× the cache (rounded up to a power of two), each halved until its largest case fits the
-    memory budget; a size halved says so in a note. --sizes are taken as given (a case too big skips)."""
+    memory budget; a size halved says so in a note. --sizes are taken as given (a case too big skips). Public: the
+    kernel sweep (autotune_kernels) sizes its arrays as this suite does."""
     if ctx.sizes:
         return list(ctx.sizes)
     mults = (4,) if ctx.quick else (4, 16)
@@ -281,7 +282,7 @@ class Elementwise(Suite):
         dtypes = ctx.pick_dtypes("elementwise", DTYPES, ["fp32", "bf16"] if ctx.quick else DTYPES)
         # Triton compiles for GPUs only; the fake backend runs torch on CPU tensors.
         impls = ["torch", "triton"] if ctx.backend in ("cuda", "hip") else ["torch"]
-        sizes = _array_sizes(ctx)  # once: it may halve the grid to fit, and say so
+        sizes = array_sizes(ctx)  # once: it may halve the grid to fit, and say so
         for size in sizes:
             for dtype in dtypes:
                 if size % DTYPES[dtype].itemsize:

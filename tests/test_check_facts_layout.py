@@ -80,9 +80,9 @@ def test_rules_read_nothing_and_readers_judge_nothing():
         assert not bad, f"readers/{path.name}: a reader takes the fields' names from the rules, never a rule ({bad})"
 
 
-def test_no_library_module_imports_another_modules_private_name():
-    # suites/ is left out: a suite may share a helper with its sibling suite.
-    bad = sorted(f"{p.relative_to(ROOT)}: from {m} import {n}" for p in (ROOT / "gpubench").rglob("*.py")
+def test_no_library_or_suite_module_imports_another_modules_private_name():
+    files = [*(ROOT / "gpubench").rglob("*.py"), *(ROOT / "suites").rglob("*.py")]
+    bad = sorted(f"{p.relative_to(ROOT)}: from {m} import {n}" for p in files
                  for m, n in _imports(p) if m.startswith("gpubench") and n.startswith("_") and not n.startswith("__"))
     assert not bad, "make what is shared public (with a docstring) in the module that owns it:\n" + "\n".join(bad)
 
