@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import math
 import os
 import re
 import signal
@@ -34,13 +33,9 @@ from gpubench.options import read as read_options
 from gpubench.ranks import agree, describe, ending
 from gpubench.ranks.group import Group, GroupError
 from gpubench.request import RunRequest
+from gpubench.rows import MAX_MESSAGE, case_rows, derive, first_line, mark_rows
 from gpubench.rundir import ABANDONED, RunDir, mark_ended
-from gpubench.stats import finite, summarize
-from gpubench.suite import Case, Derived, GridContext, Skip, Suite
-
-# Messages in tables are for people; keep them to what fits a table cell and a log line.
-_MAX_MESSAGE = 500
-
+from gpubench.suite import Case, GridContext, Skip, Suite
 
 @dataclass
 class Plan:
@@ -133,134 +128,6 @@ def plan(
     return p
 
 
-def _first_line(e: BaseException) -> str:
-    text = f"{type(e).__name__}: {e}".strip().splitlines()
-    return (text[0] if text else type(e).__name__)[:_MAX_MESSAGE]
-
-
-def case_rows(
-    suite: Suite,
-    case: Case,
-    base: dict[str, Any],
-    *,
-    status: str,
-    message: str = "",
-    workload: Any = None,
-    meas: engine.Measurement | None = None,
-    config: engine.EngineConfig = engine.FULL,
-) -> list[dict[str, Any]]:
-    """One row per declared metric of ``suite`` for ``case``."""
-    per_metric: dict[str, list[float]] = {}
-    if status == "ok" and meas is not None and workload is not None:
-        per_metric = engine.metric_samples(workload, suite.metrics, meas.samples_s)
-    state = meas.state if meas else {}
-    chk = meas.check if meas else None
-    rows = []
-    for m in suite.metrics:
-        samples = per_metric.get(m.name, [])
-        st = summarize(samples)
-        row = {
-            **base,
-            "suite": suite.name,
-            "suite_version": suite.version,
-            "case": case.id,
-            **case.as_dict(),
-            "metric": m.name,
-            "unit": m.unit,
-            "better": m.better,
-            "value": st["median"],
-            **{k: st[k] for k in ("mean", "min", "max", "stdev", "iqr", "cv")},
-            "n": st["n"],
-            "samples": [float(s) for s in samples],
-            "processes": 1,
-            "sample_process": [],
-            "noisy": bool(not math.isnan(st["cv"]) and st["cv"] > config.target_cv),
-            "work_bytes": int(workload.bytes) if workload is not None else None,
-            "work_flops": int(workload.flops) if workload is not None else None,
-            "inner": meas.inner if meas else None,
-            "sets": meas.sets if meas else None,
-            "host_us": meas.host_issue_s * 1e6 if meas and meas.host_issue_s is not None else None,
-            "host_bound": meas.host_bound if meas else None,
-            "warmup_s": meas.warmup_s if meas else None,
-            "settled": meas.settled if meas else None,
-            "stop": meas.stop if meas else None,
-            "check_error": chk.error if chk else None,
-            "check_tolerance": chk.tolerance if chk else None,
-            "sm_clock_mhz": state.get("sm_clock_mhz"),
-            "mem_clock_mhz": state.get("mem_clock_mhz"),
-            "power_w": state.get("power_w"),
-            "temp_c": state.get("temp_c"),
-            "throttle": state.get("throttle"),
-        }
-        if workload is not None:
-            row.update(workload.extra)
-        if meas is not None and meas.rank_medians_s:
-            # Each rank's own median per-call time: the slowest one decides, the others show stragglers.
-            row["rank_time_us"] = [t * 1e6 for t in meas.rank_medians_s]
-            row["slowest_rank"] = max(range(len(meas.rank_medians_s)), key=meas.rank_medians_s.__getitem__)
-        rows.append(_outcome(row, status, message))
-    return rows
-
-
-def _outcome(row: dict[str, Any], status: str, message: str) -> dict[str, Any]:
-    """The row's status and message, set last: the case's own message (why it failed or skipped) first, then what
-    the workload noted in its extra columns (the graph fallback's "timed eager: ..."), which must not replace it."""
-    noted = str(row.get("message") or "")
-    row["status"] = status
-    row["message"] = "; ".join(m for m in (message, noted) if m)[:_MAX_MESSAGE]
-    return row
-
-
-def derived_rows(suite: Suite, derived: Sequence[Derived], base: dict[str, Any],
-                 samples_of: Sequence[tuple[list[float], list[int]]] | None = None) -> list[dict[str, Any]]:
-    """Rows for figures a suite derives across its cases (a fit, a ratio): its value, and the samples it
-    propagated from its parents' (:func:`gpubench.stats.propagate`) for their spread. ``samples_of``: each
-    figure's samples and their processes instead, where its parents were measured in several processes
-    (:func:`gpubench.processes.derive`)."""
-    rows = []
-    for i, d in enumerate(derived):
-        own, lab = samples_of[i] if samples_of is not None else (list(d.samples), [])
-        keep = [k for k, v in enumerate(own) if math.isfinite(v)]
-        samples = [float(own[k]) for k in keep]
-        lab = [lab[k] for k in keep] if lab else []
-        st = summarize(samples)
-        rows.append({
-            **base,
-            "suite": suite.name,
-            "suite_version": suite.version,
-            "case": d.case.id,
-            **d.case.as_dict(),
-            "metric": d.metric.name,
-            "unit": d.metric.unit,
-            "better": d.metric.better,
-            "value": float(d.value),
-            **{k: st[k] for k in ("mean", "min", "max", "stdev", "iqr", "cv")},
-            "n": st["n"],
-            "samples": samples,
-            "processes": len(set(lab)) if lab else 1,
-            "sample_process": lab,
-            "noisy": False,
-            "status": "ok" if math.isfinite(d.value) else "error",
-            "message": d.message[:_MAX_MESSAGE],
-            "stop": "derived",
-            **dict(d.extra),
-        })
-    return rows
-
-
-def _derive(suite: Suite, rows: list[dict[str, Any]], base: dict[str, Any]) -> list[dict[str, Any]]:
-    """The suite's derived rows over its measured ``rows`` (of one process or pooled from several), marked with
-    the co-tenants and the host load of the cases they come from."""
-    parents = [r for r in rows if r.get("stop") != "derived"]
-    made = proc.derive(suite.summarize, parents)
-    out = derived_rows(suite, [d for d, _, _ in made], base, [(s, lab) for _, s, lab in made])
-    loads = [float(r["host_load"]) for r in parents if finite(r.get("host_load"))]
-    for r in out:
-        r["contended"] = _suite_contended(parents)
-        r["host_load"] = max(loads) if loads else None
-    return out
-
-
 def _call_prepare(suite: Suite, case: Case, backend: Backend, ctx: GridContext | None) -> Any:
     # A suite whose prepare takes (case, backend) alone (written before options reached it) still runs.
     if len(inspect.signature(suite.prepare).parameters) < 3:
@@ -311,11 +178,11 @@ def run_case(
     except engine.Interrupted:
         return case_rows(suite, case, base, status="skipped", message=ABANDONED, workload=workload)
     except Skip as e:
-        return case_rows(suite, case, base, status="skipped", message=str(e)[:_MAX_MESSAGE], workload=workload)
+        return case_rows(suite, case, base, status="skipped", message=str(e)[:MAX_MESSAGE], workload=workload)
     except KeyboardInterrupt:
         raise
     except Exception as e:  # noqa: BLE001 — any failure of one case (OOM, compile error) is that case's row
-        return case_rows(suite, case, base, status="error", message=_first_line(e), workload=workload)
+        return case_rows(suite, case, base, status="error", message=first_line(e), workload=workload)
     finally:
         try:
             backend.release()
@@ -324,7 +191,7 @@ def run_case(
     if not meas.valid:
         chk = meas.check
         msg = chk.detail or f"check failed: error {chk.error:.3g} > tolerance {chk.tolerance:.3g}"
-        return case_rows(suite, case, base, status="invalid", message=msg[:_MAX_MESSAGE], workload=workload, meas=meas)
+        return case_rows(suite, case, base, status="invalid", message=msg[:MAX_MESSAGE], workload=workload, meas=meas)
     return case_rows(suite, case, base, status="ok", workload=workload, meas=meas, config=config)
 
 
@@ -403,21 +270,6 @@ class _StopFlag:
         if self._old is not None:
             signal.signal(signal.SIGINT, self._old)
         return False
-
-
-def mark_rows(rows: list[dict[str, Any]], contended: str | None, host_load: float | None) -> None:
-    """Who else used the machine while a case ran, on each of its rows (gpubench.contention.Watch.end)."""
-    for r in rows:
-        r["contended"], r["host_load"] = contended, host_load
-
-
-def _suite_contended(rows: list[dict[str, Any]]) -> str | None:
-    """A derived row's ``contended``: every co-tenant of the cases it is computed from."""
-    seen = [r.get("contended") for r in rows]
-    named = sorted({n for s in seen if s for n in s.split(", ")})
-    if named:
-        return ", ".join(named)
-    return "" if any(s == "" for s in seen) else None
 
 
 def execute(p: Plan, backend: Backend, request: RunRequest, *, progress: Any = None, group: Group | None = None,
@@ -578,7 +430,7 @@ class Single:
         except GroupError as e:  # a peer lost: what was kept is written up and shown, the run closed with why
             status, self.outcome.error = e.status, str(e)
         except BaseException as e:
-            self.rd.finish("failed", error=_first_line(e))
+            self.rd.finish("failed", error=first_line(e))
             raise
         finally:
             if self.workers is not None:
@@ -610,12 +462,12 @@ class Single:
                     self.progress.advance(suite, case, new)
             # Interrupted, the suite still summarizes the cases it measured (a search's best so far), and says so
             # in each derived row's message.
-            derived = _derive(suite, mine, self.base)
+            derived = derive(suite, mine, self.base)
             for r in derived:
                 self.watch.mark(suite.name, r["case"], r["contended"], r["host_load"])
             if stop.set:
                 for r in derived:
-                    r["message"] = (r["message"] + "; run interrupted: over the cases measured")[:_MAX_MESSAGE]
+                    r["message"] = (r["message"] + "; run interrupted: over the cases measured")[:MAX_MESSAGE]
             derived = self._share(derived)
             if derived:
                 rows.extend(derived)
@@ -747,11 +599,11 @@ def _rounds(p: Plan, workers: proc.Workers, count: int, watch: contention.Watch,
                         if (r["suite"], r["case"], r["metric"]) in by_key else r
                         for r in rows if r.get("stop") != "derived"]
             failed = {r["case"]: r for r in got if r["suite"] == suite.name and r["status"] not in ("ok", "invalid")}
-            notes += [f"{suite.name} {case}: process {k + 1} of {count}: {r['status']}: {r['message']}"[:_MAX_MESSAGE]
+            notes += [f"{suite.name} {case}: process {k + 1} of {count}: {r['status']}: {r['message']}"[:MAX_MESSAGE]
                       for case, r in failed.items()]
             for r in measured:
                 watch.mark(suite.name, r["case"], r.get("contended"), r.get("host_load"))
-            derived = _derive(suite, measured, base)
+            derived = derive(suite, measured, base)
             df = results.frame(measured + derived, suite.params)
             outcome.run_dir.write_table(suite.name, df)
             outcome.tables[suite.name] = df
