@@ -12,13 +12,9 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
-import re
-import signal
 import socket
-import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -28,28 +24,16 @@ from gpubench import processes as proc
 from gpubench.backends.base import Backend
 from gpubench.errors import UsageError
 from gpubench.fingerprint import collect
-from gpubench.memory import budget
+from gpubench.interrupt import StopFlag
 from gpubench.options import read as read_options
+from gpubench.planner import Plan, plan
 from gpubench.ranks import agree, describe, ending
 from gpubench.ranks.group import Group, GroupError
 from gpubench.request import RunRequest
+from gpubench.rounds import rounds, spec
 from gpubench.rows import MAX_MESSAGE, case_rows, derive, first_line, mark_rows
-from gpubench.rundir import ABANDONED, RunDir, mark_ended
+from gpubench.rundir import ABANDONED, RunDir, Unwritten
 from gpubench.suite import Case, GridContext, Skip, Suite
-
-@dataclass
-class Plan:
-    """What will run, fixed before anything is measured (so bad input fails before a directory exists)."""
-
-    suites: list[Suite]
-    cases: dict[str, list[Case]]
-    # Each suite's grid context (its options among it): ``prepare`` gets the one its ``cases`` got.
-    contexts: dict[str, GridContext] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)  # what the suites said about their grids (shrunk to fit)
-
-    @property
-    def total(self) -> int:
-        return sum(len(c) for c in self.cases.values())
 
 
 @dataclass
@@ -73,59 +57,6 @@ class Outcome:
         if df.empty:
             return 0
         return int(df.loc[df["status"].isin(["error", "invalid"]), "case"].nunique())
-
-
-def plan(
-    suites: Sequence[Suite],
-    backend: Backend,
-    *,
-    quick: bool,
-    sizes: Sequence[int] | None = None,
-    dtypes: Sequence[str] | None = None,
-    case_filter: str | None = None,
-    search: bool = False,
-    options: Mapping[str, Mapping[str, Any]] | None = None,
-    group: Group | None = None,
-    world_size: int | None = None,
-) -> Plan:
-    """The grid of each suite. ``options`` maps a suite's name to its options' values (the defaults of those
-    missing); ``world_size`` is the ranks' count where they are not started yet. ``backend`` may be a stand-in
-    with the device's sizes alone, where the processes that will measure are not started yet."""
-    base = GridContext(
-        backend=backend.name,
-        quick=quick,
-        cache_bytes=backend.cache_bytes(),
-        memory_bytes=backend.memory_bytes(),
-        budget_bytes=budget(backend),
-        sizes=tuple(sizes) if sizes else None,
-        dtypes=tuple(dtypes) if dtypes else None,
-        search=search,
-        device_index=backend.device_index,
-        device_count=backend.device_count(),
-        group=group,
-        world_size=group.world_size if group is not None else (world_size or 1),
-    )
-    try:
-        pattern = re.compile(case_filter) if case_filter else None
-    except re.error as e:
-        raise UsageError(f"bad --filter {case_filter!r}: {e}") from e
-    cases: dict[str, list[Case]] = {}
-    contexts: dict[str, GridContext] = {}
-    for suite in suites:
-        if backend.name not in suite.backends:
-            raise UsageError(
-                f"suite {suite.name!r} does not run on backend {backend.name!r}: it supports "
-                f"{', '.join(sorted(suite.backends))}"
-            )
-        ctx = replace(base, options=read_options(suite.options, (options or {}).get(suite.name, {})))
-        grid = list(suite.cases(ctx))
-        if pattern:
-            grid = [c for c in grid if pattern.search(c.id)]
-        cases[suite.name], contexts[suite.name] = grid, ctx
-    p = Plan(list(suites), cases, contexts, list(base.notes))
-    if p.total == 0:
-        raise UsageError("no case matches: loosen --filter/--dtype/--sizes (gpubench list shows the suites)")
-    return p
 
 
 def _call_prepare(suite: Suite, case: Case, backend: Backend, ctx: GridContext | None) -> Any:
@@ -229,49 +160,6 @@ def _everyones(group: Group, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
     return [r for part in gathered for r in part] if group.rank == 0 else []
 
 
-class _Unwritten:
-    """The run directory of a rank other than 0: rank 0 writes the run, the others only measure. A rank that sees
-    the run fail closes it where rank 0 has not (rank 0 gone): ``closes`` is the run's directory."""
-
-    run_id = None
-    path = None
-    closes: str | None = None
-
-    def write_table(self, suite: str, df: pd.DataFrame) -> None:
-        pass
-
-    def finish(self, status: str, **extra: Any) -> None:
-        if self.closes and status != "complete" and extra.get("error"):
-            with contextlib.suppress(Exception):  # rank 0's own word, where it has one, stands
-                mark_ended(self.closes, status, extra["error"])
-
-
-class _StopFlag:
-    """First SIGINT: stop (the runner and the engine look at ``set``). Second: KeyboardInterrupt, at once."""
-
-    def __init__(self, on_first: Callable[[], None] | None = None):
-        self.set = False
-        self._on_first = on_first
-        self._old = None
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        if self.set:
-            raise KeyboardInterrupt
-        self.set = True
-        if self._on_first:
-            self._on_first()
-
-    def __exit__(self, *exc):
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
-        return False
-
-
 def execute(p: Plan, backend: Backend, request: RunRequest, *, progress: Any = None, group: Group | None = None,
             config: engine.EngineConfig | None = None) -> Outcome:
     """Run the plan; ``progress`` gets ``start(total)``, ``advance(suite, case, rows)``, ``note(text)``.
@@ -316,18 +204,18 @@ class Single:
     def _join(self, meta: dict[str, Any], base: dict[str, Any]) -> None:
         """What the run's record says of the other processes (none here)."""
 
-    def _run_dir(self, meta: dict[str, Any]) -> RunDir | _Unwritten:
+    def _run_dir(self, meta: dict[str, Any]) -> RunDir | Unwritten:
         rd = RunDir.create(self.request.how.out, self.request.how.cluster, meta)
         ending.follow(run_dir=rd.path)  # a SIGTERM closes it (interrupted) with what it kept
         return rd
 
-    def _run_id(self, rd: RunDir | _Unwritten) -> str | None:
+    def _run_id(self, rd: RunDir | Unwritten) -> str | None:
         return rd.run_id
 
     def _own_pids(self) -> set[int]:
         return set()
 
-    def _step(self, stop: _StopFlag, label: str) -> None:
+    def _step(self, stop: StopFlag, label: str) -> None:
         """Before each case: nothing to agree on alone."""
 
     def _run_case(self, suite: Suite, case: Case, cfg: engine.EngineConfig,
@@ -411,17 +299,17 @@ class Single:
         stopping = ("stopping: the case in progress is abandoned (Ctrl-C again to stop at once)" if self.abandon
                     else "stopping after this case (Ctrl-C again to stop now)")
         try:
-            with _StopFlag(lambda: self.progress and self.progress.note(stopping)) as stop:
+            with StopFlag(lambda: self.progress and self.progress.note(stopping)) as stop:
                 if self.per_process:
-                    self.workers = proc.Workers(_spec(self.p, self.backend, self.config, self.telemetry,
+                    self.workers = proc.Workers(spec(self.p, self.backend, self.config, self.telemetry,
                                                       self.request.how.processes, self.per_process),
                                                 self.request.how.processes - 1, stop=lambda: stop.set,
                                                 pinning=self.pinning)
                     self.watch.add_own(self.workers.pids)
                 status = self._suites(stop)
                 if self.workers is not None and not stop.set:
-                    notes += _rounds(self.p, self.workers, self.request.how.processes, self.watch, self.outcome,
-                                     self.base, self.config, self.progress)
+                    notes += rounds(self.p, self.workers, self.request.how.processes, self.watch, self.rd,
+                                    self.outcome.tables, self.base, self.config, self.progress)
                     if stop.set:
                         status = "interrupted"
         except KeyboardInterrupt:
@@ -441,7 +329,7 @@ class Single:
                 pass
         return status, notes
 
-    def _suites(self, stop: _StopFlag) -> str:
+    def _suites(self, stop: StopFlag) -> str:
         """Each suite's cases, then the figures it derives over them; "interrupted" where a Ctrl-C stopped them."""
         for suite in self.p.suites:
             rows: list[dict[str, Any]] = []  # what the run directory gets (every rank's, on rank 0)
@@ -476,7 +364,7 @@ class Single:
                 return "interrupted"
         return "complete"
 
-    def _case(self, suite: Suite, case: Case, stop: _StopFlag) -> list[dict[str, Any]]:
+    def _case(self, suite: Suite, case: Case, stop: StopFlag) -> list[dict[str, Any]]:
         """This process's rows of one case, marked with who else used the machine meanwhile."""
         self.current = f"{suite.name} {case.id}"
         cfg = self.config
@@ -510,9 +398,9 @@ class Ranks(Single):
     def _join(self, meta: dict[str, Any], base: dict[str, Any]) -> None:
         meta["dist"] = describe.run_meta(self.group, self.backend)
 
-    def _run_dir(self, meta: dict[str, Any]) -> RunDir | _Unwritten:
+    def _run_dir(self, meta: dict[str, Any]) -> RunDir | Unwritten:
         writer = self.group.rank == 0
-        rd = super()._run_dir(meta) if writer else _Unwritten()
+        rd = super()._run_dir(meta) if writer else Unwritten()
         # Every rank knows where the run is: any of them closes it where rank 0 is gone (stopped, killed).
         path = self.group.gather_objects(str(rd.path) if writer else None)[0]
         self.group.publish_run_dir(path)
@@ -524,7 +412,7 @@ class Ranks(Single):
         # Other ranks' processes may hold contexts on this device (peer access): they are ours, not a co-tenant.
         return set(self.group.gather_objects(os.getpid()))
 
-    def _step(self, stop: _StopFlag, label: str) -> None:
+    def _step(self, stop: StopFlag, label: str) -> None:
         # A Ctrl-C seen by any rank stops them all after the same case.
         self.group.step(label)
         stop.set = self.group.any(stop.set)
@@ -542,7 +430,7 @@ class Fleet(Ranks):
                                                    **{k: base[k] for k in _WHO},
                                                    "fingerprint": self.fingerprint.get("fingerprint")})
 
-    def _run_id(self, rd: RunDir | _Unwritten) -> str | None:
+    def _run_id(self, rd: RunDir | Unwritten) -> str | None:
         return self.group.gather_objects(rd.run_id)[0]
 
     def _run_case(self, suite: Suite, case: Case, cfg: engine.EngineConfig,
@@ -555,59 +443,5 @@ class Fleet(Ranks):
         return _everyones(self.group, rows)
 
 
-def _spec(p: Plan, backend: Backend, config: engine.EngineConfig, telemetry: bool, count: int,
-          cases: dict[str, list[str]]) -> proc.Spec:
-    """What the workers need to lay out the run's cases as it did."""
-    ctx = next(iter(p.contexts.values()))
-    return proc.Spec(
-        backend=backend.name, device=backend.device_index, suites=[s.name for s in p.suites],
-        options={name: dict(c.options) for name, c in p.contexts.items()}, quick=ctx.quick,
-        sizes=list(ctx.sizes) if ctx.sizes else None, dtypes=list(ctx.dtypes) if ctx.dtypes else None,
-        search=ctx.search, telemetry=telemetry, config=config, processes=count, cases=cases)
-
-
-def _rounds(p: Plan, workers: proc.Workers, count: int, watch: contention.Watch, outcome: Outcome,
-            base: dict[str, Any], config: engine.EngineConfig, progress: Any) -> list[str]:
-    """Workers 1..count-1 measure the per-process cases one after the other; each one's samples join the rows
-    (and the suites' derived rows are made again over them). The notes of workers that could not."""
-    notes: list[str] = []
-    # Only the cases the run measured ok: a case it skipped (no GPU, too large) or that failed is not measured again.
-    ok = {name: sorted(set(outcome.tables[name].query("status == 'ok'")["case"]) & set(ids))
-          for name, ids in workers.spec.cases.items() if name in outcome.tables}
-    ok = {name: ids for name, ids in ok.items() if ids}
-    n = sum(len(c) for c in ok.values())
-    if not n:
-        return notes
-    for k in range(1, count):
-        t0 = time.monotonic()
-        try:
-            got = workers.measure(k, sorted(watch.own), ok)
-        except proc.WorkerError as e:
-            line = f"process {k + 1} of {count}: {e}; its cases keep the samples of the other processes"
-            notes.append(line)
-            if progress:
-                progress.note(line)
-            if workers.stop():
-                break
-            continue
-        by_key = {(r["suite"], r["case"], r["metric"]): r for r in got}
-        for suite in p.suites:
-            if suite.name not in workers.spec.cases or suite.name not in outcome.tables:
-                continue
-            rows = outcome.tables[suite.name].to_dict("records")
-            measured = [proc.pool(r, by_key[(r["suite"], r["case"], r["metric"])], k, config.target_cv)
-                        if (r["suite"], r["case"], r["metric"]) in by_key else r
-                        for r in rows if r.get("stop") != "derived"]
-            failed = {r["case"]: r for r in got if r["suite"] == suite.name and r["status"] not in ("ok", "invalid")}
-            notes += [f"{suite.name} {case}: process {k + 1} of {count}: {r['status']}: {r['message']}"[:MAX_MESSAGE]
-                      for case, r in failed.items()]
-            for r in measured:
-                watch.mark(suite.name, r["case"], r.get("contended"), r.get("host_load"))
-            derived = derive(suite, measured, base)
-            df = results.frame(measured + derived, suite.params)
-            outcome.run_dir.write_table(suite.name, df)
-            outcome.tables[suite.name] = df
-        if progress:
-            progress.note(f"process {k + 1} of {count}: measured the {n} case(s) set per process "
-                          f"({time.monotonic() - t0:.1f} s)")
-    return notes
+# plan lays a run out (gpubench.planner), execute runs it: a command calls both from here.
+__all__ = ["Plan", "plan", "Outcome", "execute", "run_case", "Single", "Ranks", "Fleet"]
