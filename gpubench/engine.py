@@ -106,6 +106,15 @@ class Measurement:
     def valid(self) -> bool:
         return self.check is None or self.check.ok
 
+    @property
+    def columns(self) -> dict[str, Any]:
+        """The columns a row carries besides the schema's: with a group, each rank's own median per-call time (the
+        slowest one decides, the others show stragglers) and which rank was slowest."""
+        if not self.rank_medians_s:
+            return {}
+        return {"rank_time_us": [t * 1e6 for t in self.rank_medians_s],
+                "slowest_rank": max(range(len(self.rank_medians_s)), key=self.rank_medians_s.__getitem__)}
+
 
 def check(workload: Workload, backend: Backend, inputs: Any = None,
           between: Callable[[], None] | None = None) -> Check | None:

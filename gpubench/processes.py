@@ -39,6 +39,7 @@ import numpy as np
 from gpubench.errors import UsageError
 from gpubench.ranks.python import module_command
 from gpubench.request import DEFAULT_PROCESSES  # noqa: F401 — where run's --help reads it without numpy
+from gpubench.results import STATS
 from gpubench.stats import finite, summarize
 READY_TIMEOUT_S = 300.0  # a worker's start-up: imports and a device context (seconds on a cold file cache)
 CASE_TIMEOUT_S = 120.0  # a worker's allowance per case, on top of a minute: a stalled device ends it
@@ -205,8 +206,6 @@ def scaled(config: Any, processes: int) -> Any:
     return dataclasses.replace(config, budget_s=config.budget_s / processes)
 
 
-_STAT_COLUMNS = ("mean", "min", "max", "stdev", "iqr", "cv")
-
 
 def labels(row: dict[str, Any]) -> list[int]:
     """The process of each of a row's samples (all 0 where the row names none)."""
@@ -226,14 +225,14 @@ def pool(row: dict[str, Any], other: dict[str, Any], process: int, target_cv: fl
         why = other.get("message") or "check failed"
         return {**row, "status": "invalid", "message": f"process {process + 1}: {why}", "value": math.nan,
                 "samples": [], "sample_process": [], "n": 0,
-                **{k: math.nan for k in _STAT_COLUMNS}}
+                **{k: math.nan for k in STATS}}
     if other.get("status") != "ok":
         return row
     samples = list(row.get("samples") or []) + list(other.get("samples") or [])
     lab = labels(row) + [process] * len(other.get("samples") or [])
     st = summarize(samples)
     out = {**row, "samples": samples, "sample_process": lab, "processes": len(set(lab)),
-           "value": st["median"], **{k: st[k] for k in _STAT_COLUMNS}, "n": st["n"],
+           "value": st["median"], **{k: st[k] for k in STATS}, "n": st["n"],
            "noisy": bool(not math.isnan(st["cv"]) and st["cv"] > target_cv)}
     out["contended"] = _union(row.get("contended"), other.get("contended"))
     loads = [v for v in (row.get("host_load"), other.get("host_load")) if finite(v)]

@@ -48,17 +48,13 @@ TABLE_SUFFIX = ".parquet"
 
 # Columns every table has, in order; a suite's parameter columns go between HEAD and the rest.
 HEAD = ("run_id", "suite", "suite_version", "case")
+STATS = ("mean", "min", "max", "stdev", "iqr", "cv")  # of the samples, beside their median (`value`)
 BODY = (
     "metric",  # e.g. time, bandwidth, throughput, busbw
     "unit",  # e.g. us, GB/s, TFLOP/s
     "better",  # "higher" | "lower": which direction is an improvement
     "value",  # median of samples
-    "mean",
-    "min",
-    "max",
-    "stdev",  # sample standard deviation (n-1)
-    "iqr",
-    "cv",  # stdev / mean
+    *STATS,  # stdev: the sample standard deviation (n-1); cv: stdev / mean
     "n",  # number of samples
     "samples",  # raw per-sample values in `unit` (each a batch of `inner` calls, divided by inner)
     "processes",  # processes whose samples are pooled here (1: this run's own; more: see gpubench.processes)

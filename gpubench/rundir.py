@@ -6,6 +6,7 @@ crashed or was killed is recognisable as such and keeps every table it wrote.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -249,3 +250,20 @@ def mark_ended(path: str | os.PathLike, status: str, reason: str) -> bool:
     meta.update(status=status, error=reason, end_time=utc_now(), cases_done=kept(path))
     write_json(file, meta)
     return True
+
+
+class Unwritten:
+    """The run directory of a rank other than 0: rank 0 writes the run, the others only measure. A rank that sees
+    the run fail closes it where rank 0 has not (rank 0 gone): ``closes`` is the run's directory."""
+
+    run_id = None
+    path = None
+    closes: str | None = None
+
+    def write_table(self, suite: str, df: pd.DataFrame) -> None:
+        pass
+
+    def finish(self, status: str, **extra: Any) -> None:
+        if self.closes and status != "complete" and extra.get("error"):
+            with contextlib.suppress(Exception):  # rank 0's own word, where it has one, stands
+                mark_ended(self.closes, status, extra["error"])

@@ -11,15 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import math
 import os
-import re
-import signal
 import socket
-import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -29,32 +24,16 @@ from gpubench import processes as proc
 from gpubench.backends.base import Backend
 from gpubench.errors import UsageError
 from gpubench.fingerprint import collect
-from gpubench.memory import budget
+from gpubench.interrupt import StopFlag
 from gpubench.options import read as read_options
+from gpubench.planner import Plan, plan
 from gpubench.ranks import agree, describe, ending
 from gpubench.ranks.group import Group, GroupError
 from gpubench.request import RunRequest
-from gpubench.rundir import ABANDONED, RunDir, mark_ended
-from gpubench.stats import finite, summarize
-from gpubench.suite import Case, Derived, GridContext, Skip, Suite
-
-# Messages in tables are for people; keep them to what fits a table cell and a log line.
-_MAX_MESSAGE = 500
-
-
-@dataclass
-class Plan:
-    """What will run, fixed before anything is measured (so bad input fails before a directory exists)."""
-
-    suites: list[Suite]
-    cases: dict[str, list[Case]]
-    # Each suite's grid context (its options among it): ``prepare`` gets the one its ``cases`` got.
-    contexts: dict[str, GridContext] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)  # what the suites said about their grids (shrunk to fit)
-
-    @property
-    def total(self) -> int:
-        return sum(len(c) for c in self.cases.values())
+from gpubench.rounds import rounds, spec
+from gpubench.rows import MAX_MESSAGE, case_rows, derive, first_line, mark_rows
+from gpubench.rundir import ABANDONED, RunDir, Unwritten
+from gpubench.suite import Case, GridContext, Skip, Suite
 
 
 @dataclass
@@ -78,187 +57,6 @@ class Outcome:
         if df.empty:
             return 0
         return int(df.loc[df["status"].isin(["error", "invalid"]), "case"].nunique())
-
-
-def plan(
-    suites: Sequence[Suite],
-    backend: Backend,
-    *,
-    quick: bool,
-    sizes: Sequence[int] | None = None,
-    dtypes: Sequence[str] | None = None,
-    case_filter: str | None = None,
-    search: bool = False,
-    options: Mapping[str, Mapping[str, Any]] | None = None,
-    group: Group | None = None,
-    world_size: int | None = None,
-) -> Plan:
-    """The grid of each suite. ``options`` maps a suite's name to its options' values (the defaults of those
-    missing); ``world_size`` is the ranks' count where they are not started yet. ``backend`` may be a stand-in
-    with the device's sizes alone, where the processes that will measure are not started yet."""
-    base = GridContext(
-        backend=backend.name,
-        quick=quick,
-        cache_bytes=backend.cache_bytes(),
-        memory_bytes=backend.memory_bytes(),
-        budget_bytes=budget(backend),
-        sizes=tuple(sizes) if sizes else None,
-        dtypes=tuple(dtypes) if dtypes else None,
-        search=search,
-        device_index=backend.device_index,
-        device_count=backend.device_count(),
-        group=group,
-        world_size=group.world_size if group is not None else (world_size or 1),
-    )
-    try:
-        pattern = re.compile(case_filter) if case_filter else None
-    except re.error as e:
-        raise UsageError(f"bad --filter {case_filter!r}: {e}") from e
-    cases: dict[str, list[Case]] = {}
-    contexts: dict[str, GridContext] = {}
-    for suite in suites:
-        if backend.name not in suite.backends:
-            raise UsageError(
-                f"suite {suite.name!r} does not run on backend {backend.name!r}: it supports "
-                f"{', '.join(sorted(suite.backends))}"
-            )
-        ctx = replace(base, options=read_options(suite.options, (options or {}).get(suite.name, {})))
-        grid = list(suite.cases(ctx))
-        if pattern:
-            grid = [c for c in grid if pattern.search(c.id)]
-        cases[suite.name], contexts[suite.name] = grid, ctx
-    p = Plan(list(suites), cases, contexts, list(base.notes))
-    if p.total == 0:
-        raise UsageError("no case matches: loosen --filter/--dtype/--sizes (gpubench list shows the suites)")
-    return p
-
-
-def _first_line(e: BaseException) -> str:
-    text = f"{type(e).__name__}: {e}".strip().splitlines()
-    return (text[0] if text else type(e).__name__)[:_MAX_MESSAGE]
-
-
-def case_rows(
-    suite: Suite,
-    case: Case,
-    base: dict[str, Any],
-    *,
-    status: str,
-    message: str = "",
-    workload: Any = None,
-    meas: engine.Measurement | None = None,
-    config: engine.EngineConfig = engine.FULL,
-) -> list[dict[str, Any]]:
-    """One row per declared metric of ``suite`` for ``case``."""
-    per_metric: dict[str, list[float]] = {}
-    if status == "ok" and meas is not None and workload is not None:
-        per_metric = engine.metric_samples(workload, suite.metrics, meas.samples_s)
-    state = meas.state if meas else {}
-    chk = meas.check if meas else None
-    rows = []
-    for m in suite.metrics:
-        samples = per_metric.get(m.name, [])
-        st = summarize(samples)
-        row = {
-            **base,
-            "suite": suite.name,
-            "suite_version": suite.version,
-            "case": case.id,
-            **case.as_dict(),
-            "metric": m.name,
-            "unit": m.unit,
-            "better": m.better,
-            "value": st["median"],
-            **{k: st[k] for k in ("mean", "min", "max", "stdev", "iqr", "cv")},
-            "n": st["n"],
-            "samples": [float(s) for s in samples],
-            "processes": 1,
-            "sample_process": [],
-            "noisy": bool(not math.isnan(st["cv"]) and st["cv"] > config.target_cv),
-            "work_bytes": int(workload.bytes) if workload is not None else None,
-            "work_flops": int(workload.flops) if workload is not None else None,
-            "inner": meas.inner if meas else None,
-            "sets": meas.sets if meas else None,
-            "host_us": meas.host_issue_s * 1e6 if meas and meas.host_issue_s is not None else None,
-            "host_bound": meas.host_bound if meas else None,
-            "warmup_s": meas.warmup_s if meas else None,
-            "settled": meas.settled if meas else None,
-            "stop": meas.stop if meas else None,
-            "check_error": chk.error if chk else None,
-            "check_tolerance": chk.tolerance if chk else None,
-            "sm_clock_mhz": state.get("sm_clock_mhz"),
-            "mem_clock_mhz": state.get("mem_clock_mhz"),
-            "power_w": state.get("power_w"),
-            "temp_c": state.get("temp_c"),
-            "throttle": state.get("throttle"),
-        }
-        if workload is not None:
-            row.update(workload.extra)
-        if meas is not None and meas.rank_medians_s:
-            # Each rank's own median per-call time: the slowest one decides, the others show stragglers.
-            row["rank_time_us"] = [t * 1e6 for t in meas.rank_medians_s]
-            row["slowest_rank"] = max(range(len(meas.rank_medians_s)), key=meas.rank_medians_s.__getitem__)
-        rows.append(_outcome(row, status, message))
-    return rows
-
-
-def _outcome(row: dict[str, Any], status: str, message: str) -> dict[str, Any]:
-    """The row's status and message, set last: the case's own message (why it failed or skipped) first, then what
-    the workload noted in its extra columns (the graph fallback's "timed eager: ..."), which must not replace it."""
-    noted = str(row.get("message") or "")
-    row["status"] = status
-    row["message"] = "; ".join(m for m in (message, noted) if m)[:_MAX_MESSAGE]
-    return row
-
-
-def derived_rows(suite: Suite, derived: Sequence[Derived], base: dict[str, Any],
-                 samples_of: Sequence[tuple[list[float], list[int]]] | None = None) -> list[dict[str, Any]]:
-    """Rows for figures a suite derives across its cases (a fit, a ratio): its value, and the samples it
-    propagated from its parents' (:func:`gpubench.stats.propagate`) for their spread. ``samples_of``: each
-    figure's samples and their processes instead, where its parents were measured in several processes
-    (:func:`gpubench.processes.derive`)."""
-    rows = []
-    for i, d in enumerate(derived):
-        own, lab = samples_of[i] if samples_of is not None else (list(d.samples), [])
-        keep = [k for k, v in enumerate(own) if math.isfinite(v)]
-        samples = [float(own[k]) for k in keep]
-        lab = [lab[k] for k in keep] if lab else []
-        st = summarize(samples)
-        rows.append({
-            **base,
-            "suite": suite.name,
-            "suite_version": suite.version,
-            "case": d.case.id,
-            **d.case.as_dict(),
-            "metric": d.metric.name,
-            "unit": d.metric.unit,
-            "better": d.metric.better,
-            "value": float(d.value),
-            **{k: st[k] for k in ("mean", "min", "max", "stdev", "iqr", "cv")},
-            "n": st["n"],
-            "samples": samples,
-            "processes": len(set(lab)) if lab else 1,
-            "sample_process": lab,
-            "noisy": False,
-            "status": "ok" if math.isfinite(d.value) else "error",
-            "message": d.message[:_MAX_MESSAGE],
-            "stop": "derived",
-            **dict(d.extra),
-        })
-    return rows
-
-
-def _derive(suite: Suite, rows: list[dict[str, Any]], base: dict[str, Any]) -> list[dict[str, Any]]:
-    """The suite's derived rows over its measured ``rows`` (of one process or pooled from several), marked with
-    the co-tenants and the host load of the cases they come from."""
-    parents = [r for r in rows if r.get("stop") != "derived"]
-    made = proc.derive(suite.summarize, parents)
-    out = derived_rows(suite, [d for d, _, _ in made], base, [(s, lab) for _, s, lab in made])
-    loads = [float(r["host_load"]) for r in parents if finite(r.get("host_load"))]
-    for r in out:
-        r["contended"] = _suite_contended(parents)
-        r["host_load"] = max(loads) if loads else None
-    return out
 
 
 def _call_prepare(suite: Suite, case: Case, backend: Backend, ctx: GridContext | None) -> Any:
@@ -311,11 +109,11 @@ def run_case(
     except engine.Interrupted:
         return case_rows(suite, case, base, status="skipped", message=ABANDONED, workload=workload)
     except Skip as e:
-        return case_rows(suite, case, base, status="skipped", message=str(e)[:_MAX_MESSAGE], workload=workload)
+        return case_rows(suite, case, base, status="skipped", message=str(e)[:MAX_MESSAGE], workload=workload)
     except KeyboardInterrupt:
         raise
     except Exception as e:  # noqa: BLE001 — any failure of one case (OOM, compile error) is that case's row
-        return case_rows(suite, case, base, status="error", message=_first_line(e), workload=workload)
+        return case_rows(suite, case, base, status="error", message=first_line(e), workload=workload)
     finally:
         try:
             backend.release()
@@ -324,7 +122,7 @@ def run_case(
     if not meas.valid:
         chk = meas.check
         msg = chk.detail or f"check failed: error {chk.error:.3g} > tolerance {chk.tolerance:.3g}"
-        return case_rows(suite, case, base, status="invalid", message=msg[:_MAX_MESSAGE], workload=workload, meas=meas)
+        return case_rows(suite, case, base, status="invalid", message=msg[:MAX_MESSAGE], workload=workload, meas=meas)
     return case_rows(suite, case, base, status="ok", workload=workload, meas=meas, config=config)
 
 
@@ -360,64 +158,6 @@ def _everyones(group: Group, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
     """Every rank's rows for one case, in rank order (rank 0 writes them; the others keep an empty list)."""
     gathered = group.gather_objects(rows)
     return [r for part in gathered for r in part] if group.rank == 0 else []
-
-
-class _Unwritten:
-    """The run directory of a rank other than 0: rank 0 writes the run, the others only measure. A rank that sees
-    the run fail closes it where rank 0 has not (rank 0 gone): ``closes`` is the run's directory."""
-
-    run_id = None
-    path = None
-    closes: str | None = None
-
-    def write_table(self, suite: str, df: pd.DataFrame) -> None:
-        pass
-
-    def finish(self, status: str, **extra: Any) -> None:
-        if self.closes and status != "complete" and extra.get("error"):
-            with contextlib.suppress(Exception):  # rank 0's own word, where it has one, stands
-                mark_ended(self.closes, status, extra["error"])
-
-
-class _StopFlag:
-    """First SIGINT: stop (the runner and the engine look at ``set``). Second: KeyboardInterrupt, at once."""
-
-    def __init__(self, on_first: Callable[[], None] | None = None):
-        self.set = False
-        self._on_first = on_first
-        self._old = None
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        if self.set:
-            raise KeyboardInterrupt
-        self.set = True
-        if self._on_first:
-            self._on_first()
-
-    def __exit__(self, *exc):
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
-        return False
-
-
-def mark_rows(rows: list[dict[str, Any]], contended: str | None, host_load: float | None) -> None:
-    """Who else used the machine while a case ran, on each of its rows (gpubench.contention.Watch.end)."""
-    for r in rows:
-        r["contended"], r["host_load"] = contended, host_load
-
-
-def _suite_contended(rows: list[dict[str, Any]]) -> str | None:
-    """A derived row's ``contended``: every co-tenant of the cases it is computed from."""
-    seen = [r.get("contended") for r in rows]
-    named = sorted({n for s in seen if s for n in s.split(", ")})
-    if named:
-        return ", ".join(named)
-    return "" if any(s == "" for s in seen) else None
 
 
 def execute(p: Plan, backend: Backend, request: RunRequest, *, progress: Any = None, group: Group | None = None,
@@ -464,18 +204,18 @@ class Single:
     def _join(self, meta: dict[str, Any], base: dict[str, Any]) -> None:
         """What the run's record says of the other processes (none here)."""
 
-    def _run_dir(self, meta: dict[str, Any]) -> RunDir | _Unwritten:
+    def _run_dir(self, meta: dict[str, Any]) -> RunDir | Unwritten:
         rd = RunDir.create(self.request.how.out, self.request.how.cluster, meta)
         ending.follow(run_dir=rd.path)  # a SIGTERM closes it (interrupted) with what it kept
         return rd
 
-    def _run_id(self, rd: RunDir | _Unwritten) -> str | None:
+    def _run_id(self, rd: RunDir | Unwritten) -> str | None:
         return rd.run_id
 
     def _own_pids(self) -> set[int]:
         return set()
 
-    def _step(self, stop: _StopFlag, label: str) -> None:
+    def _step(self, stop: StopFlag, label: str) -> None:
         """Before each case: nothing to agree on alone."""
 
     def _run_case(self, suite: Suite, case: Case, cfg: engine.EngineConfig,
@@ -559,17 +299,17 @@ class Single:
         stopping = ("stopping: the case in progress is abandoned (Ctrl-C again to stop at once)" if self.abandon
                     else "stopping after this case (Ctrl-C again to stop now)")
         try:
-            with _StopFlag(lambda: self.progress and self.progress.note(stopping)) as stop:
+            with StopFlag(lambda: self.progress and self.progress.note(stopping)) as stop:
                 if self.per_process:
-                    self.workers = proc.Workers(_spec(self.p, self.backend, self.config, self.telemetry,
+                    self.workers = proc.Workers(spec(self.p, self.backend, self.config, self.telemetry,
                                                       self.request.how.processes, self.per_process),
                                                 self.request.how.processes - 1, stop=lambda: stop.set,
                                                 pinning=self.pinning)
                     self.watch.add_own(self.workers.pids)
                 status = self._suites(stop)
                 if self.workers is not None and not stop.set:
-                    notes += _rounds(self.p, self.workers, self.request.how.processes, self.watch, self.outcome,
-                                     self.base, self.config, self.progress)
+                    notes += rounds(self.p, self.workers, self.request.how.processes, self.watch, self.rd,
+                                    self.outcome.tables, self.base, self.config, self.progress)
                     if stop.set:
                         status = "interrupted"
         except KeyboardInterrupt:
@@ -578,7 +318,7 @@ class Single:
         except GroupError as e:  # a peer lost: what was kept is written up and shown, the run closed with why
             status, self.outcome.error = e.status, str(e)
         except BaseException as e:
-            self.rd.finish("failed", error=_first_line(e))
+            self.rd.finish("failed", error=first_line(e))
             raise
         finally:
             if self.workers is not None:
@@ -589,7 +329,7 @@ class Single:
                 pass
         return status, notes
 
-    def _suites(self, stop: _StopFlag) -> str:
+    def _suites(self, stop: StopFlag) -> str:
         """Each suite's cases, then the figures it derives over them; "interrupted" where a Ctrl-C stopped them."""
         for suite in self.p.suites:
             rows: list[dict[str, Any]] = []  # what the run directory gets (every rank's, on rank 0)
@@ -610,12 +350,12 @@ class Single:
                     self.progress.advance(suite, case, new)
             # Interrupted, the suite still summarizes the cases it measured (a search's best so far), and says so
             # in each derived row's message.
-            derived = _derive(suite, mine, self.base)
+            derived = derive(suite, mine, self.base)
             for r in derived:
                 self.watch.mark(suite.name, r["case"], r["contended"], r["host_load"])
             if stop.set:
                 for r in derived:
-                    r["message"] = (r["message"] + "; run interrupted: over the cases measured")[:_MAX_MESSAGE]
+                    r["message"] = (r["message"] + "; run interrupted: over the cases measured")[:MAX_MESSAGE]
             derived = self._share(derived)
             if derived:
                 rows.extend(derived)
@@ -624,7 +364,7 @@ class Single:
                 return "interrupted"
         return "complete"
 
-    def _case(self, suite: Suite, case: Case, stop: _StopFlag) -> list[dict[str, Any]]:
+    def _case(self, suite: Suite, case: Case, stop: StopFlag) -> list[dict[str, Any]]:
         """This process's rows of one case, marked with who else used the machine meanwhile."""
         self.current = f"{suite.name} {case.id}"
         cfg = self.config
@@ -658,9 +398,9 @@ class Ranks(Single):
     def _join(self, meta: dict[str, Any], base: dict[str, Any]) -> None:
         meta["dist"] = describe.run_meta(self.group, self.backend)
 
-    def _run_dir(self, meta: dict[str, Any]) -> RunDir | _Unwritten:
+    def _run_dir(self, meta: dict[str, Any]) -> RunDir | Unwritten:
         writer = self.group.rank == 0
-        rd = super()._run_dir(meta) if writer else _Unwritten()
+        rd = super()._run_dir(meta) if writer else Unwritten()
         # Every rank knows where the run is: any of them closes it where rank 0 is gone (stopped, killed).
         path = self.group.gather_objects(str(rd.path) if writer else None)[0]
         self.group.publish_run_dir(path)
@@ -672,7 +412,7 @@ class Ranks(Single):
         # Other ranks' processes may hold contexts on this device (peer access): they are ours, not a co-tenant.
         return set(self.group.gather_objects(os.getpid()))
 
-    def _step(self, stop: _StopFlag, label: str) -> None:
+    def _step(self, stop: StopFlag, label: str) -> None:
         # A Ctrl-C seen by any rank stops them all after the same case.
         self.group.step(label)
         stop.set = self.group.any(stop.set)
@@ -690,7 +430,7 @@ class Fleet(Ranks):
                                                    **{k: base[k] for k in _WHO},
                                                    "fingerprint": self.fingerprint.get("fingerprint")})
 
-    def _run_id(self, rd: RunDir | _Unwritten) -> str | None:
+    def _run_id(self, rd: RunDir | Unwritten) -> str | None:
         return self.group.gather_objects(rd.run_id)[0]
 
     def _run_case(self, suite: Suite, case: Case, cfg: engine.EngineConfig,
@@ -703,59 +443,5 @@ class Fleet(Ranks):
         return _everyones(self.group, rows)
 
 
-def _spec(p: Plan, backend: Backend, config: engine.EngineConfig, telemetry: bool, count: int,
-          cases: dict[str, list[str]]) -> proc.Spec:
-    """What the workers need to lay out the run's cases as it did."""
-    ctx = next(iter(p.contexts.values()))
-    return proc.Spec(
-        backend=backend.name, device=backend.device_index, suites=[s.name for s in p.suites],
-        options={name: dict(c.options) for name, c in p.contexts.items()}, quick=ctx.quick,
-        sizes=list(ctx.sizes) if ctx.sizes else None, dtypes=list(ctx.dtypes) if ctx.dtypes else None,
-        search=ctx.search, telemetry=telemetry, config=config, processes=count, cases=cases)
-
-
-def _rounds(p: Plan, workers: proc.Workers, count: int, watch: contention.Watch, outcome: Outcome,
-            base: dict[str, Any], config: engine.EngineConfig, progress: Any) -> list[str]:
-    """Workers 1..count-1 measure the per-process cases one after the other; each one's samples join the rows
-    (and the suites' derived rows are made again over them). The notes of workers that could not."""
-    notes: list[str] = []
-    # Only the cases the run measured ok: a case it skipped (no GPU, too large) or that failed is not measured again.
-    ok = {name: sorted(set(outcome.tables[name].query("status == 'ok'")["case"]) & set(ids))
-          for name, ids in workers.spec.cases.items() if name in outcome.tables}
-    ok = {name: ids for name, ids in ok.items() if ids}
-    n = sum(len(c) for c in ok.values())
-    if not n:
-        return notes
-    for k in range(1, count):
-        t0 = time.monotonic()
-        try:
-            got = workers.measure(k, sorted(watch.own), ok)
-        except proc.WorkerError as e:
-            line = f"process {k + 1} of {count}: {e}; its cases keep the samples of the other processes"
-            notes.append(line)
-            if progress:
-                progress.note(line)
-            if workers.stop():
-                break
-            continue
-        by_key = {(r["suite"], r["case"], r["metric"]): r for r in got}
-        for suite in p.suites:
-            if suite.name not in workers.spec.cases or suite.name not in outcome.tables:
-                continue
-            rows = outcome.tables[suite.name].to_dict("records")
-            measured = [proc.pool(r, by_key[(r["suite"], r["case"], r["metric"])], k, config.target_cv)
-                        if (r["suite"], r["case"], r["metric"]) in by_key else r
-                        for r in rows if r.get("stop") != "derived"]
-            failed = {r["case"]: r for r in got if r["suite"] == suite.name and r["status"] not in ("ok", "invalid")}
-            notes += [f"{suite.name} {case}: process {k + 1} of {count}: {r['status']}: {r['message']}"[:_MAX_MESSAGE]
-                      for case, r in failed.items()]
-            for r in measured:
-                watch.mark(suite.name, r["case"], r.get("contended"), r.get("host_load"))
-            derived = _derive(suite, measured, base)
-            df = results.frame(measured + derived, suite.params)
-            outcome.run_dir.write_table(suite.name, df)
-            outcome.tables[suite.name] = df
-        if progress:
-            progress.note(f"process {k + 1} of {count}: measured the {n} case(s) set per process "
-                          f"({time.monotonic() - t0:.1f} s)")
-    return notes
+# plan lays a run out (gpubench.planner), execute runs it: a command calls both from here.
+__all__ = ["Plan", "plan", "Outcome", "execute", "run_case", "Single", "Ranks", "Fleet"]

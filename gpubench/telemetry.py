@@ -45,9 +45,8 @@ class TelemetryUnavailable(Exception):
 
 
 def read_or_none(fn):
-    """``fn()``, or None where it raises: one unreadable sensor (unsupported
-    on this SKU, permission, MIG) must not cost the others, so every field is
-    read on its own. Shared with gpubench.check's health facts readers."""
+    """``fn()``, or None where it raises: one unreadable sensor (unsupported on this SKU, permission, MIG) must
+    not cost the others, so every field is read on its own. Shared with gpubench.check's health facts readers."""
     try:
         return fn()
     except Exception:
@@ -218,8 +217,7 @@ class NvmlTelemetry(_VendorTelemetry):
         return nv.nvmlDeviceGetHandleByIndex(index), "index"
 
     def decode_reasons(self, mask):
-        """NVML clock-event reason bits as sorted names (unknown bits as
-        Unknown0x...); shared with gpubench.check's health facts."""
+        """NVML clock-event reason bits as sorted names (unknown bits as Unknown0x...); shared with check's facts."""
         names, known = [], 0
         for name, bit in self._reasons:
             known |= bit
@@ -350,8 +348,7 @@ class AmdSmiTelemetry(_VendorTelemetry):
         return None
 
     def throttle_reasons(self):
-        """Active throttle (violation) names, or None where unreadable;
-        shared with gpubench.check's health facts."""
+        """Active throttle (violation) names, or None where unreadable; shared with check's health facts."""
         smi = self._smi
         # amdsmi_get_violation_status exists from ROCm 6.3 and only works on
         # MI300+; elsewhere fall back to the gpu_metrics throttle word.

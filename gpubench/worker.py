@@ -24,6 +24,7 @@ from pathlib import Path
 # None of these prints when imported: the protocol's standard output is set up in main, before any suite or
 # device library (torch) is loaded.
 from gpubench import contention, processes, runner
+from gpubench.rows import mark_rows
 from gpubench.backends import open_backend
 from gpubench.registry import select
 
@@ -57,7 +58,7 @@ def main(argv: list[str]) -> int:
         for suite, case in cases:
             token = watch.begin()
             new = runner.run_case(suite, case, backend, base, config, sampler, ctx=plan.contexts.get(suite.name))
-            runner.mark_rows(new, *watch.end(token))
+            mark_rows(new, *watch.end(token))
             rows.extend(new)
     finally:
         try:

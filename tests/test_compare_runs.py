@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from test_compare_helpers import base_run, cli, copy_run, device_rows, scaled, set_system, worse_by
 
-from gpubench import results, runner, stats
+from gpubench import results, stats
+from gpubench.rows import derived_rows
 from gpubench.compare import report, thresholds, verdict
 from gpubench.compare.verdict import MIN_RUNS, UNKNOWN, WORSE, judge, spread_factor
 
@@ -207,7 +208,7 @@ def test_a_derived_row_inherits_its_parents_noise():
     assert len(fixed.samples) == 12 and dict(fixed.extra)["timing_method"] == "host clock"
     assert dict(speed_t.extra)["timing_method"] == "device events"
     # the rows carry them: n and samples, no longer a threshold-only n = 0
-    rows = runner.derived_rows(Launch(), [speed_l, fixed], {})
+    rows = derived_rows(Launch(), [speed_l, fixed], {})
     assert [r["n"] for r in rows] == [20, 12] and rows[1]["timing_method"] == "host clock"
 
 

@@ -17,6 +17,7 @@ from gpubench import cli, engine, peaks, results, runner
 from gpubench.backends.cpu import CpuBackend
 from gpubench.backends.fake import FakeBackend
 from gpubench.errors import UsageError
+from gpubench.rows import derived_rows
 from gpubench.suite import Case, GridContext, Skip
 from gpubench.units import format_bytes
 
@@ -397,7 +398,7 @@ def test_search_end_to_end_on_the_fake_backend():
     p = runner.plan([suite], be, quick=True, search=True)
     rows = [r for c in p.cases["gemm"] for r in runner.run_case(suite, c, be, {}, SMALL, None)]
     assert {r["status"] for r in rows} == {"ok"} and len(p.cases["gemm"]) == 8
-    derived = runner.derived_rows(suite, suite.summarize(rows), {})
+    derived = derived_rows(suite, suite.summarize(rows), {})
     best = next(r for r in derived if r["shape"] == "search_best" and r["metric"] == "throughput")
     assert best["K"] == 512 and best["stop"] == "derived" and best["status"] == "ok"
     assert {r["shape"] for r in derived} == {f"search_{s}" for s in ("best", "p10", "median", "p90", "geomean")}

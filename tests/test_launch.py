@@ -7,6 +7,7 @@ import pytest
 from gpubench import engine, runner
 from gpubench.backends.cpu import CpuBackend
 from gpubench.backends.fake import FakeBackend
+from gpubench.rows import derived_rows
 
 L = importlib.import_module("gpubench.suites.launch")
 CFG = engine.EngineConfig(min_samples=3, budget_s=0.01, min_warmup_s=0.0, max_warmup_s=0.01, min_sample_s=1e-9)
@@ -23,7 +24,7 @@ def run_suite(backend):
     rows = []
     for case in p.cases["launch"]:
         rows.extend(runner.run_case(suite, case, backend, {}, CFG, None))
-    rows.extend(runner.derived_rows(suite, suite.summarize(rows), {}))
+    rows.extend(derived_rows(suite, suite.summarize(rows), {}))
     return {(r["measure"], r["api"], r["nodes"]): r for r in rows}
 
 

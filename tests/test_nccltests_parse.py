@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpubench.nccltests import ParseError, parse_json, parse_text
-from gpubench.nccltests import model
+from gpubench.nccltests import envscrub, model
 from gpubench.nccltests.parse_text import strip_prefix
 from gpubench.suites.comm.importer import comm_rows
 from gpubench.suites.comm.importer import read
@@ -276,7 +276,7 @@ def test_env_scrub_keeps_only_harmless_nccl_settings():
     env = ["NCCL_IB_HCA==mlx5_0:1", "NCCL_IB_PKEY=0", "NCCL_NET_TOKEN=x", "RCCL_API_KEY=y", "HOME=/root",
            "NCCL_X=abcdefghijklmnopqrstuvwxyz0123456789", "NCCL_TOPO_FILE=/opt/nccl/topo-ndv5-2x8.xml",
            "NCCL_URL=http://u:p@h", "RCCL_MSCCL_ENABLE=0", "NCCL_NOVALUE"]
-    assert model.scrub(env) == {"NCCL_IB_HCA": "=mlx5_0:1", "NCCL_IB_PKEY": "0",
+    assert envscrub.scrub(env) == {"NCCL_IB_HCA": "=mlx5_0:1", "NCCL_IB_PKEY": "0",
                                    "NCCL_TOPO_FILE": "/opt/nccl/topo-ndv5-2x8.xml", "RCCL_MSCCL_ENABLE": "0"}
 
 

@@ -1,7 +1,9 @@
 """nccl-tests and rccl-tests: read their logs (every output generation, text and ``-J`` JSON).
 
 - :mod:`~gpubench.nccltests.model`: what a parsed log holds (runs, devices, rows) and what both parsers share
-  (the names nccl-tests prints, its printed numbers' rounding, which environment may be stored);
+  (the names nccl-tests prints, its printed numbers' rounding);
+- :mod:`~gpubench.nccltests.envscrub`: which of a process environment may be stored (NCCL_*/RCCL_* settings that
+  do not look secret);
 - :mod:`~gpubench.nccltests.parse_text` / :mod:`~gpubench.nccltests.parse_json` → a list of :class:`Run` (one
   per ``# nThread`` block);
 - :mod:`~gpubench.nccltests.headerless`: the columns of result rows pasted without their table header;

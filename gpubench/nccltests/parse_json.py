@@ -19,6 +19,7 @@ import math
 from typing import Any
 
 from gpubench.nccltests import model
+from gpubench.nccltests.envscrub import scrub
 from gpubench.nccltests.model import Device, ParseError, Row, Run
 
 VERSIONS = (1, 2, 3)
@@ -67,7 +68,7 @@ def parse_json(text: str, source: str = "<json>", *, collective: str | None = No
     if "step_factor" in config or "step_bytes" in config:
         run.config["step_kind"] = "factor" if "step_factor" in config else "bytes"
     run.config.update(args=[str(a) for a in args], start_time=doc.get("start_time"), end_time=doc.get("end_time"))
-    env = model.scrub(doc.get("env") or [])
+    env = scrub(doc.get("env") or [])
     if env:
         run.config["env"] = env
     for d in config.get("devices") or []:

@@ -25,7 +25,7 @@ from typing import Any
 from gpubench import results
 from gpubench.console import out_console, summary_tables
 from gpubench.errors import UsageError
-from gpubench.nccltests import model
+from gpubench.nccltests.envscrub import scrub
 from gpubench.nccltests.model import NCCL_TYPES, ParseError
 from gpubench.ranks.env import detect
 from gpubench.request import RunRequest
@@ -403,7 +403,7 @@ def sweep(request: RunRequest, options: Mapping[str, Any], dtypes: list[str] | N
             raise UsageError(f"every nccl-tests run failed: {'; '.join(failed)}")
         # The binaries inherited this process's environment: its NCCL_*/RCCL_* settings are the ones in force,
         # recorded as a measured run records its own (a setting such as NCCL_P2P_DIRECT_DISABLE changes figures).
-        env = model.scrub(f"{k}={v}" for k, v in os.environ.items())
+        env = scrub(f"{k}={v}" for k, v in os.environ.items())
         layout = commtable.layout_name(*plan.layout())
         done = import_logs(logs, tool="nccl-tests", out=out, cluster=cluster, collective=None,
                            argv=list(request.argv), env=env,
