@@ -29,3 +29,10 @@ def test_no_function_in_the_library_or_a_suite_over_80_lines():
 def test_the_measure_counts_what_it_should(tmp_path):
     (tmp_path / "m.py").write_text("def short():\n    return 1\n\n\ndef long():\n" + "    x = 1\n" * 80 + "    return x\n")
     assert _long_functions(tmp_path) == ["m.py:5 long (82 lines)"]
+
+
+def test_no_module_in_the_library_over_500_lines():
+    # A module past 500 lines holds more than one thing: move a cohesive part out, named for what it does.
+    long = [f"{p.relative_to(ROOT)} ({n} lines)" for p in sorted((ROOT / "gpubench").rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > 500]
+    assert not long, "split these modules:\n" + "\n".join(long)
