@@ -197,7 +197,10 @@ class _Case:
 class Watch:
     """What the runner asks around each case: :meth:`begin` before it, :meth:`end` after it."""
 
-    def __init__(self, reader: Any, own_pids: Iterable[int] | None = None, proc: Path = PROC):
+    def __init__(self, reader: Any, own_pids: Iterable[int] | None = None, proc: Path = PROC,
+                 busy_is_ours: bool = False):
+        """``busy_is_ours``: the run's own processes were using the device just before (a worker's turn follows
+        the run's and the other workers'), so a busy device at the start names no co-tenant."""
         self.reader = reader
         self.own = set(own_pids or ()) | {os.getpid()}
         self.proc = proc
@@ -208,7 +211,7 @@ class Watch:
         self.loaded_cases: dict[str, list[str]] = {}  # case ids measured on a busy host, by suite
         self.known = _call(reader, "processes") is not None
         self.busy_before = _call(reader, "utilization")
-        self._idle_busy = self.busy_before is not None and self.busy_before >= BUSY_IDLE_PCT
+        self._idle_busy = not busy_is_ours and self.busy_before is not None and self.busy_before >= BUSY_IDLE_PCT
         self._cpu = HostCpu(self.own, proc)
         self._run_mark = self._cpu.mark()
         self._heaviest = Heaviest(self.own, proc)

@@ -49,7 +49,10 @@ def main(argv: list[str]) -> int:
     cases = [(s, c) for s in plan.suites for c in plan.cases[s.name] if c.id in set(wanted.get(s.name, ()))]
     reader = backend.telemetry()
     sampler = reader if spec.telemetry else None
-    watch = contention.Watch(reader if spec.telemetry else None, own)
+    # The device was busy with this run's own work a moment ago (the run's process, the worker before): that is
+    # no co-tenant. It flagged all 24 of a quick night's per-process cases "GPU shared" in 1 of 3 nights on one
+    # H100 (2026-11-26), with no process named, blinding the gate to them for that night and its window.
+    watch = contention.Watch(reader if spec.telemetry else None, own, busy_is_ours=True)
     base = {"backend": backend.name, "device": backend.device_name(), "device_index": backend.device_index,
             "host": socket.gethostname()}
     config = processes.scaled(spec.config, spec.processes)

@@ -95,6 +95,14 @@ def test_watch_alone_unknown_and_busy_before_the_run(tmp_path):
     busy = contention.Watch(Reader([], busy=96.0), proc=tmp_path)
     assert busy.note(busy.check(), busy.check()) == "device 96% busy before the run"
     assert busy.summary()["gpu"]["busy_before_pct"] == 96.0
+    # A worker's turn: the device was just busy with this run's own processes, which names no co-tenant (it
+    # flagged a quick night's 24 per-process cases "GPU shared" on an idle H100); a process that is there still is.
+    ours = contention.Watch(Reader([], busy=96.0), proc=tmp_path, busy_is_ours=True)
+    assert ours.end(ours.begin(), "launch", "measure=host_launch")[0] == ""
+    assert ours.summary()["cases"] == {} and ours.summary()["contended"] == ""
+    proc = fake_proc(tmp_path, {4321: ("python3", 1, 0)})
+    there = contention.Watch(Reader([os.getpid(), 4321], busy=96.0), proc=proc, busy_is_ours=True)
+    assert there.end(there.begin(), "launch", "measure=host_launch")[0] == "pid 4321 (python3)"
 
 
 def _cpu_stat(proc, busy_ticks, idle_ticks, cpus=2):
