@@ -112,17 +112,7 @@ class HostCpu:
 
 def cpu_times(proc: Path) -> dict[int, tuple[int, float, str]]:
     """{pid: (ppid, utime+stime in clock ticks, comm)} of every process /proc shows."""
-    out = {}
-    for d in proc.iterdir() if proc.is_dir() else ():
-        stat = _stat(d.name, proc) if d.name.isdigit() else None
-        if stat is None:
-            continue
-        name, fields = stat
-        try:
-            out[int(d.name)] = (int(fields[1]), float(fields[11]) + float(fields[12]), name)
-        except (IndexError, ValueError):
-            continue
-    return out
+    return {pid: (ppid, own, name) for pid, (ppid, own, _, name) in _usage(proc).items()}
 
 
 def descendants(roots: Iterable[int], table: dict[int, tuple[int, float, str]]) -> set[int]:

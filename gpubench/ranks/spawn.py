@@ -127,13 +127,8 @@ def _mark_ended(store, reason: str, status: str = "failed") -> Path | None:
 
 
 def run(argv: list[str], nproc: int, timeout_s: float) -> int:
-    """Run ``gpubench <argv>`` as ``nproc`` ranks on this machine; the exit code of the whole. (The command line
-    then leaves without tearing torch down: gpubench.cli.entry. A library call, a test's, returns here.)"""
-    return _run(argv, nproc, timeout_s)
-
-
-def _run(argv: list[str], nproc: int, timeout_s: float) -> int:
-    """The ranks' run, supervised; the exit code of the whole."""
+    """Run ``gpubench <argv>`` as ``nproc`` ranks on this machine, supervised; the exit code of the whole. (The
+    command line then leaves without tearing torch down: gpubench.cli.entry. A library call, a test's, returns.)"""
     import torch.distributed as dist  # heavy: loaded only where ranks are started
 
     store = dist.TCPStore("127.0.0.1", 0, nproc, True, timeout=dt.timedelta(seconds=timeout_s),
