@@ -91,6 +91,26 @@ def point_label(row: Mapping[str, Any]) -> str:
     return cls.point_label(row) if cls else str(row.get("suite"))
 
 
+def ways(kind: str) -> dict[str, tuple[type[Suite], Any]]:
+    """Every ``kind`` ("engines", "importers" or "exporters": gpubench.ways) the installed suites declare, by
+    name, with the suite that declares it (the first where two suites declare one name)."""
+    found: dict[str, tuple[type[Suite], Any]] = {}
+    for cls in all_suites().values():
+        for w in getattr(cls, kind):
+            found.setdefault(w.name, (cls, w))
+    return found
+
+
+def way(kind: str, name: str) -> tuple[type[Suite], Any]:
+    """The suite that declares the ``kind`` called ``name``, and the object; a UsageError naming those there are
+    where none is."""
+    known = ways(kind)
+    if name not in known:
+        what = {"engines": "runs with --engine", "importers": "imports logs of", "exporters": "exports"}[kind]
+        raise UsageError(f"no suite {what} {name!r}: choose from {', '.join(sorted(known)) or 'none installed'}")
+    return known[name]
+
+
 def check_names(names: str | list[str], known: Iterable[str]) -> list[str]:
     """``"a,b"`` → ``["a", "b"]``; none given, or a name not in ``known``, is a UsageError listing the known ones."""
     if isinstance(names, str):

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal
 from gpubench.backends.base import Backend
 from gpubench.errors import UsageError
 from gpubench.options import Option, Options
+from gpubench.ways import Engine, Exporter, Importer
 
 Better = Literal["higher", "lower"]
 
@@ -255,28 +256,22 @@ class Suite:
     blocks: ClassVar[tuple[str, ...]] = ()
     # True for a suite that runs as one process per rank (comm): the CLI starts the ranks, or joins a launcher's.
     multiprocess: ClassVar[bool] = False
-    # True for a suite that drives child runs of other suites itself (autotune: fresh processes per NCCL
-    # configuration); the CLI calls its ``drive(request)`` (gpubench.request) instead of the case loop.
-    drives: ClassVar[bool] = False
+    # A suite that runs its own way instead of the case loop (autotune: child comm runs, fresh processes per NCCL
+    # configuration): the CLI hands its engine the run's request (gpubench.ways).
+    driver: ClassVar[Engine | None] = None
     # The suite's own command-line options: ``gpubench run --help`` lists them under the suite's name, and
     # their values reach ``cases`` and ``prepare`` as ``ctx.options`` (gpubench/options.py).
     options: ClassVar[tuple[Option, ...]] = ()
     # Where ``gpubench report`` places this suite's charts among the others' (lower first; a tie goes by name).
     chart_order: ClassVar[int] = 100
-    # ``gpubench run --engine NAME`` values besides gpubench's own loop, each writing this suite's table (comm:
-    # the nccl-tests binaries); ``run_engine`` runs them.
-    engines: ClassVar[tuple[str, ...]] = ()
-    # Other tools' log formats that ``gpubench import FORMAT`` turns into this suite's table (``import_logs``).
-    imports: ClassVar[tuple[str, ...]] = ()
-    # ``gpubench export --format NAME`` formats written from this suite's rows besides pytest-benchmark's.
-    exports: ClassVar[tuple[str, ...]] = ()
+    # Other ways into and out of the suite's table (gpubench.ways): ``gpubench run --engine NAME`` engines besides
+    # gpubench's own loop (comm: the nccl-tests binaries), ``gpubench import TOOL`` readers of other tools' logs,
+    # ``gpubench export --format NAME`` writers of its rows in other tools' formats.
+    engines: ClassVar[tuple[Engine, ...]] = ()
+    importers: ClassVar[tuple[Importer, ...]] = ()
+    exporters: ClassVar[tuple[Exporter, ...]] = ()
 
     def cases(self, ctx: GridContext) -> Iterable[Case]:
-        raise NotImplementedError
-
-    def drive(self, request: Any) -> int:
-        """A suite that ``drives``: its own run of ``request`` (the run's gpubench.request.RunRequest, typed Any
-        here: that module imports this one) in place of the case loop; the exit status."""
         raise NotImplementedError
 
     def notes(self, ctx: GridContext | None) -> list[str]:
@@ -307,16 +302,6 @@ class Suite:
     def point_label(cls, row: Mapping[str, Any]) -> str:
         """How the roofline's legend names the series of this suite's row (gemm: its library)."""
         return cls.name
-
-    def run_engine(self, engine: str, request: Any, options: Options, dtypes: list[str] | None) -> int:
-        """Run the suite's grid with another engine (one of ``engines``) into its table; the exit code.
-        ``request`` is the run's gpubench.request.RunRequest (typed Any here: that module imports this one)."""
-        raise NotImplementedError
-
-    @classmethod
-    def import_logs(cls, paths: list[str], *, tool: str, **how: Any) -> Any:
-        """Read other tools' logs (``tool``: one of ``imports``) into a run directory of this suite's table."""
-        raise NotImplementedError
 
     def per_process(self, case: Case) -> bool:
         """Whether ``case``'s level is set per process (host-timed, host-bound, host buffers: gpubench.levels):

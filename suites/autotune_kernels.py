@@ -24,6 +24,7 @@ from gpubench.suites import gemm as G
 from gpubench.suites.autotune import charts as charts_autotune
 from gpubench.suites.elementwise import array_sizes
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Derived, GridContext, Skip, Suite
+from gpubench.ways import Exporter
 
 GPU = ("cuda", "hip")
 GEMM_DTYPE = "bf16"  # the tiled variant's sweep
@@ -68,6 +69,14 @@ def rate_metric(kernel: str):
     return THROUGHPUT if kernel == "gemm" else BANDWIDTH
 
 
+def _winners(form: str, df: Any, meta: dict[str, Any]) -> tuple[str, str]:
+    """A sweep's winners written by gpubench.kernels.config_export's ``form`` (it reads pandas: loaded here, not
+    when the suite is listed), and how many there are."""
+    from gpubench.kernels import config_export
+
+    return getattr(config_export, form)(df, meta), f"{len(config_export.winners(df))} winner(s)"
+
+
 class AutotuneKernels(Suite):
     name = "autotune-kernels"
     version = 1
@@ -75,7 +84,9 @@ class AutotuneKernels(Suite):
     metrics = (THROUGHPUT, BANDWIDTH, TIME)
     description = "Triton launch-shape sweep (bf16 GEMM tiles, triad warps/vector) against torch; best per shape"
     params = ("kernel", "dtype", "shape", "config")
-    exports = ("tunableop", "triton-configs")  # its winners, for TunableOp-style tooling and the Triton GEMM
+    # Its winners, for TunableOp-style tooling and the Triton GEMM: gpubench export --format tunableop|triton-configs.
+    exporters = (Exporter("tunableop", lambda df, meta: _winners("tunableop_csv", df, meta)),
+                 Exporter("triton-configs", lambda df, meta: _winners("triton_configs", df, meta)))
 
     @classmethod
     def charts(cls, runs, out):

@@ -170,6 +170,33 @@ def test_a_store_call_to_a_stopped_server_is_given_up_on_at_the_watchdogs_deadli
         server.wait()
 
 
+def test_the_roster_is_learnt_even_where_each_connection_takes_longer_than_a_heartbeats_deadline():
+    # 16 ranks on 2 busy cores (CI, 2026-11-26): connecting a store client took longer than the watchdog's 5 s
+    # deadline, every try started a new one, and rank 0 stopped later was named without its pid and host.
+    import threading
+
+    from gpubench.ranks import group as g
+    from gpubench.ranks.beats import key
+
+    class Slow:
+        def __init__(self):
+            time.sleep(g._DEADLINE_S + 1.0)
+            self.beats = {key(r): json.dumps({"pid": 100 + r, "host": f"node{r}"}) for r in range(3)}
+
+        def check(self, keys):
+            return all(k in self.beats for k in keys)
+
+        def multi_get(self, keys):
+            return [self.beats[k].encode() for k in keys]
+
+    grp = g.Group.__new__(g.Group)
+    grp.world_size, grp._roster, grp._stop = 3, {}, threading.Event()
+    t = threading.Thread(target=grp._know_everyone, args=(Slow,), daemon=True)
+    t.start()
+    t.join(60)
+    assert not t.is_alive() and grp._roster[0]["pid"] == 100 and grp._roster[2]["host"] == "node2", grp._roster
+
+
 def test_a_run_a_peer_closed_first_keeps_the_peers_word_when_its_own_process_finishes(tmp_path):
     # Under mpirun a stopped rank 0 is resumed to be ended: its own reason ("rank 1 is gone") comes after the
     # peer's, which named rank 0, and must not replace it.

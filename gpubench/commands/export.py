@@ -8,16 +8,17 @@ import argparse
 
 from gpubench.commands import history
 from gpubench.errors import UsageError
-from gpubench.registry import all_suites
+from gpubench.registry import ways
+
+OWN = "pytest-benchmark"  # written by gpubench.export, from any suite's time figures
 
 
 def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", metavar="RUN", help="a run directory or .parquet table; for history-csv and history-json a "
                                               "directory of runs (results/<cluster>)")
-    p.add_argument("--format", choices=("pytest-benchmark", "tunableop", "triton-configs", *history.FORMATS),
-                   default="pytest-benchmark",
-                   help="output format (default: pytest-benchmark; tunableop and triton-configs take an "
-                        "autotune-kernels run; history-csv and history-json a directory of runs)")
+    p.add_argument("--format", default=OWN, metavar="FORMAT",
+                   help=f"output format: {OWN} (default), {', '.join(history.FORMATS)} (a directory of runs), or "
+                        "one a suite exports (tunableop and triton-configs: an autotune-kernels run)")
     p.add_argument("--out", required=True, metavar="FILE", help="file to write")
     history.add_options(p)
 
@@ -31,8 +32,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     if args.format in history.FORMATS:
         return history.export(args.run, args.format, args.out, args)
     history.refuse_options(args)
-    if args.format in ("tunableop", "triton-configs"):
-        return _export_kernel_winners(args)
+    if args.format != OWN:
+        return _suite_format(args)
 
     written, left = export(args.run, args.out)
     out_console().print(f"{written} time figure(s) written to {args.out} as pytest-benchmark JSON"
@@ -41,26 +42,20 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
-def _exporter(fmt: str) -> str:
-    """The suite whose rows ``--format fmt`` writes (the one that lists it in ``Suite.exports``)."""
-    found = [name for name, cls in all_suites().items() if fmt in cls.exports]
-    if not found:
-        raise UsageError(f"no suite exports {fmt}")
-    return found[0]
-
-
-def _export_kernel_winners(args: argparse.Namespace) -> int:
+def _suite_format(args: argparse.Namespace) -> int:
+    """A format a suite declares (Suite.exporters, gpubench.ways), written from that suite's rows of the run."""
     from gpubench import outputs, results
     from gpubench.console import out_console
-    from gpubench.kernels import config_export as kernel_export
 
-    suite = _exporter(args.format)
+    declared = ways("exporters")
+    if args.format not in declared:
+        raise UsageError(f"unknown --format {args.format!r}: choose from "
+                         f"{', '.join([OWN, *history.FORMATS, *sorted(declared)])}")
+    suite, exporter = declared[args.format]
     df = results.load(args.run)
-    if "config" not in df.columns or not (df["suite"] == suite).any():
-        raise UsageError(f"{args.run} has no {suite} rows: run gpubench run --suite {suite} first")
-    meta = df.attrs.get("run") or {}
-    write = kernel_export.tunableop_csv if args.format == "tunableop" else kernel_export.triton_configs
-    outputs.write_text(args.out, write(df, meta))
-    n = len(kernel_export.winners(df))
-    out_console().print(f"{n} winner(s) written to {args.out} ({args.format})", markup=False, highlight=False)
+    if "suite" not in df.columns or not (df["suite"] == suite.name).any():
+        raise UsageError(f"{args.run} has no {suite.name} rows: run gpubench run --suite {suite.name} first")
+    text, said = exporter.write(df[df["suite"] == suite.name], df.attrs.get("run") or {})
+    outputs.write_text(args.out, text)
+    out_console().print(f"{said} written to {args.out} ({args.format})", markup=False, highlight=False)
     return 0

@@ -9,13 +9,13 @@ from collections.abc import Sequence
 from gpubench.commands import EXIT_FAILED, EXIT_OK
 from gpubench.errors import UsageError
 from gpubench.nccltests.model import TOOLS
-from gpubench.registry import all_suites
-from gpubench.suite import Suite
+from gpubench.registry import way
 
 
 def add(p: argparse.ArgumentParser) -> None:
-    p.add_argument("tool", choices=TOOLS, metavar="|".join(TOOLS),
-                   help="the tool that wrote the logs (the logs' content wins where it says otherwise)")
+    p.add_argument("tool", metavar="TOOL",
+                   help=f"the tool that wrote the logs: {', '.join(TOOLS)}, or another a suite imports (the logs' "
+                        "content wins where it says otherwise)")
     p.add_argument("files", nargs="+", metavar="FILE", help="logs: text output or nccl-tests -J JSON")
     p.add_argument("--out", default="results", metavar="DIR", help="results root (default: ./results)")
     p.add_argument("--cluster", default=None, metavar="LABEL",
@@ -27,21 +27,14 @@ def add(p: argparse.ArgumentParser) -> None:
                         "table cannot settle it (busbw of sendrecv, broadcast and reduce does not depend on it)")
 
 
-def _importer(tool: str) -> type[Suite]:
-    """The suite whose table ``tool``'s logs become (the one that lists it in ``Suite.imports``)."""
-    found = [cls for cls in all_suites().values() if tool in cls.imports]
-    if not found:
-        raise UsageError(f"no suite imports {tool} logs")
-    return found[0]
-
-
 def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from gpubench.console import fmt_value, out_console  # pandas: not for --help
 
     if args.ranks is not None and args.ranks < 1:
         raise UsageError(f"--ranks {args.ranks}: give the number of ranks the run had (1 or more)")
-    done = _importer(args.tool).import_logs(list(args.files), tool=args.tool, out=args.out, cluster=args.cluster,
-                                            collective=args.collective, argv=list(argv), ranks=args.ranks)
+    _, importer = way("importers", args.tool)  # the suite whose table the logs become (Suite.importers)
+    done = importer.read(list(args.files), tool=args.tool, out=args.out, cluster=args.cluster,
+                         collective=args.collective, argv=list(argv), ranks=args.ranks)
     for w in done.warnings:
         print(f"gpubench: warning: {w}", file=sys.stderr)
     console = out_console()

@@ -27,7 +27,7 @@ from gpubench.errors import UsageError
 from gpubench.memory import TOO_BIG
 from gpubench.options import read
 from gpubench.ranks.env import detect
-from gpubench.registry import all_suites, select
+from gpubench.registry import all_suites, select, way
 from gpubench.request import DEFAULT_PROCESSES, Conduct, Placement, RunRequest, Selection
 from gpubench.units import parse_size_list
 
@@ -114,22 +114,23 @@ def request_of(args: argparse.Namespace, argv: list[str]) -> RunRequest:
 def main(args: argparse.Namespace, argv: list[str]) -> int:
     request = request_of(args, argv)
     suites = list(request.what.suites)
-    dtypes = list(request.what.dtypes) if request.what.dtypes else None
-    options = request.what.options
-    engine = getattr(args, "engine", "torch")  # a suite's --engine: another engine into its table (Suite.engines)
-    if any(s.drives for s in suites):
+    engine = getattr(args, "engine", "torch")  # a suite's --engine: another engine into its table (gpubench.ways)
+    drivers = [s.driver for s in suites if s.driver]
+    if drivers:
         if len(suites) > 1 or args.devices is not None or engine != "torch":
-            raise UsageError("autotune runs alone (its child comm runs start their own ranks): use --suite "
-                             "autotune, without --devices or --engine")
-        return next(s for s in suites if s.drives).drive(request)
-    for flag in ("nccl_tests_launcher", "nccl_tests_layout"):
-        if getattr(args, flag, None) and engine != "nccl-tests":
-            raise UsageError(f"--{flag.replace('_', '-')} lays out the nccl-tests binaries: add --engine nccl-tests")
+            raise UsageError(drivers[0].alone)
+        return drivers[0].run(request)
     if engine != "torch":
-        if len(suites) != 1 or engine not in suites[0].engines:
-            owner = next(n for n, cls in all_suites().items() if engine in cls.engines)
-            raise UsageError(f"--engine {engine} runs the {owner} suite only: use --suite {owner}")
-        return suites[0].run_engine(engine, request, options[suites[0].name], dtypes)
+        owner, chosen = way("engines", engine)
+        if [s.name for s in suites] != [owner.name]:
+            raise UsageError(f"--engine {engine} runs the {owner.name} suite only: use --suite {owner.name}")
+        return chosen.run(request)
+    for s in suites:  # options an engine of the suite reads, given to gpubench's own loop
+        for other in s.engines:
+            for dest in other.own_options:
+                if getattr(args, dest, None):
+                    raise UsageError(f"--{dest.replace('_', '-')} is for --engine {other.name}: add --engine "
+                                     f"{other.name}")
     return _measure(request)
 
 

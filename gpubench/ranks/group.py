@@ -116,7 +116,7 @@ class Group:
         self.step("ready")
         # Every rank has beaten: who each is, on a thread and a store client of its own (the watchdog's beats
         # must not wait behind a slow answer).
-        threading.Thread(target=self._know_everyone, args=(BoundedStore(connect, _DEADLINE_S),),
+        threading.Thread(target=self._know_everyone, args=(lambda: store_client(renv, max(timeout_s, 60.0)),),
                          name="gpubench-roster", daemon=True).start()
 
     # --- progress and the watchdog -------------------------------------------------------------------------
@@ -165,15 +165,20 @@ class Group:
                 self.abort(f"rank {self.rank} made no progress for {self.timeout_s:.0f} s in "
                            f"{self._where or 'setup'}")
 
-    def _know_everyone(self, store: BoundedStore) -> None:
+    def _know_everyone(self, connect: Callable[[], Any]) -> None:
         """Who every rank is (pid, host), read once all have joined, while the store surely answers: a rank lost
-        later is named by it even if the store no longer answers. Read again each beat until it is known: a
-        reading may go unanswered (16 ranks starting on 2 busy cores: a store client's connection took over 8 s),
-        and without it a rank lost later is named by number alone."""
+        later is named by it even if the store no longer answers. Nothing waits on this thread, so its calls have
+        no deadline: under one, 16 ranks starting on 2 busy cores never learnt rank 0's pid (each try's new client
+        took longer to connect than the deadline, CI 2026-11-26) and named the stopped rank 0 by number alone. It
+        blocks for good only where the store's host stops first, when there is nothing more to learn."""
+        client = None
         while len(self._roster) < self.world_size and not self._stop.is_set():
             try:
-                self._roster.update(store.call(lambda s: beats.read(s, self.world_size)))
-            except Exception:  # noqa: BLE001 — again at the next beat
+                client = client or connect()
+                self._roster.update(beats.read(client, self.world_size))
+            except Exception:  # noqa: BLE001 — a new client, at the next beat
+                client = None
+            if len(self._roster) < self.world_size:
                 self._stop.wait(HEARTBEAT_S)
 
     def _address(self) -> str:

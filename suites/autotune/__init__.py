@@ -11,7 +11,7 @@ the engine like any suite, since Triton configurations need no fresh process.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from gpubench.options import Option, read
 from gpubench.request import RunRequest
@@ -20,10 +20,17 @@ from gpubench.suites.comm import OPTIONS as COMM_OPTIONS
 from gpubench.suites.autotune import charts as charts_autotune
 from gpubench.suites.autotune import sweep
 from gpubench.suites.comm import table as commtable
+from gpubench.ways import Engine
 
 
 def _positive(value: float, _: Any) -> str | None:
     return None if value > 0 else f"--budget {value} must be a positive number of minutes"
+
+
+def _drive(request: RunRequest) -> int:
+    """The suite's run: each configuration a child comm run, their rows gathered into this suite's table."""
+    read(COMM_OPTIONS, request.what.given)  # the child runs' options are checked here, once, before any starts
+    return sweep.run(request, Autotune.version, Autotune.params, COMM_OPTIONS)
 
 
 class Autotune(Suite):
@@ -34,8 +41,10 @@ class Autotune(Suite):
     description = "NCCL/RCCL knob sweep over comm's collectives: per-size winners, env file, tuner CSV"
     params = ("config", *commtable.PARAMS)
     shown = ("busbw",)
-    # Runs its own driver instead of the engine's case loop: the CLI hands it the command line.
-    drives: ClassVar[bool] = True
+    # Runs its own driver instead of the engine's case loop: the CLI hands it the run's request.
+    driver = Engine("autotune", _drive,
+                    alone="autotune runs alone (its child comm runs start their own ranks): use --suite autotune, "
+                          "without --devices or --engine")
     chart_order = 70
     # Its own; the child runs take the comm suite's options as the user gave them (listed under comm).
     options = (
@@ -45,10 +54,6 @@ class Autotune(Suite):
         Option("budget", "start no configuration that would end past this; the rest are recorded as skipped",
                float, metavar="MINUTES", check=_positive),
     )
-
-    def drive(self, request: RunRequest) -> int:
-        read(COMM_OPTIONS, request.what.given)  # the child runs' options are checked here, once, before any starts
-        return sweep.run(request, self.version, self.params, COMM_OPTIONS)
 
     @classmethod
     def charts(cls, runs, out):

@@ -42,9 +42,9 @@ from gpubench.ranks import ncclmem
 from gpubench.errors import UsageError
 from gpubench.memory import too_big
 from gpubench.nccltests.model import TOOLS, collective_of_binary
-from gpubench.options import Option, Options, names
-from gpubench.request import RunRequest
+from gpubench.options import Option, names
 from gpubench.suite import Case, Check, GridContext, Graph, Method, Skip, Suite, Workload
+from gpubench.ways import Engine, Importer
 
 # The dtypes and the GPU sweeps are the table's (table.py): nccl-tests runs use them too.
 DTYPES, ALIASES, canonical_dtype = commtable.DTYPES, commtable.ALIASES, commtable.canonical_dtype
@@ -269,6 +269,10 @@ def _register_alloc(value: bool, options: Any) -> str | None:
     return None
 
 
+# Engines besides gpubench's own loop, each writing this suite's table (gpubench.ways): --engine nccl-tests runs
+# the binaries with the same sweep (binaries.py); its layout options are its own.
+ENGINES = (Engine("nccl-tests", binaries.sweep, own_options=("nccl_tests_launcher", "nccl_tests_layout")),)
+
 OPTIONS = (
     Option("min-bytes", "smallest size, e.g. 8, 1M (as nccl-tests -b)", parse_size, metavar="SIZE"),
     Option("max-bytes", "largest size, e.g. 8G (as nccl-tests -e)", parse_size, metavar="SIZE"),
@@ -291,7 +295,7 @@ OPTIONS = (
                     "CPU)", int, metavar="N", check=lambda v, _: None if v >= 1 else f"--nproc {v} must be at least 1"),
     Option("engine", "torch: gpubench's own loop over torch.distributed (default); nccl-tests: run the "
                      "nccl-tests/rccl-tests binaries with the same sweep into the same table",
-           default="torch", choices=("torch", "nccl-tests")),
+           default="torch", choices=("torch", *(e.name for e in ENGINES))),
     Option("nccl-tests-dir", "where the *_perf binaries are (default: $NCCL_TESTS_DIR, $RCCL_TESTS_DIR, PATH)",
            metavar="DIR"),
     Option("nccl-tests-launcher", "run each binary under this launcher, one process per GPU (-g 1), as an MPI "
@@ -304,6 +308,11 @@ OPTIONS = (
                       "arrive (default 60)", float, default=60.0, metavar="SECONDS",
            check=lambda v, _: None if v > 0 else f"--timeout {v} must be a positive number of seconds"),
 )
+
+
+def _read_logs(paths: list[str], *, tool: str, **how: Any) -> Any:
+    """``gpubench import nccl-tests|rccl-tests``: their logs as a run of this suite's table (importer.py)."""
+    return read_logs(paths, tool=tool, **{**how, "collective": _collective(how.get("collective"))})
 
 
 def _collective(text: str | None) -> str | None:
@@ -449,19 +458,12 @@ class Comm(Suite):
     multiprocess = True  # runs as one process per rank: the CLI spawns them or finds a launcher's
     options = OPTIONS
     chart_order = 60
-    engines = ("nccl-tests",)  # --engine nccl-tests: the binaries, with the same sweep (binaries.py)
-    imports = TOOLS  # gpubench import nccl-tests|rccl-tests: their logs (importer.py)
+    engines = ENGINES
+    importers = tuple(Importer(tool, _read_logs) for tool in TOOLS)  # gpubench import nccl-tests|rccl-tests
 
     @classmethod
     def charts(cls, runs, out):
         return charts_comm.comm(runs, out)
-
-    def run_engine(self, engine: str, request: RunRequest, options: Options, dtypes: list[str] | None) -> int:
-        return binaries.sweep(request, options, dtypes)
-
-    @classmethod
-    def import_logs(cls, paths: list[str], *, tool: str, **how: Any) -> Any:
-        return read_logs(paths, tool=tool, **{**how, "collective": _collective(how.get("collective"))})
 
     # --- the grid ----------------------------------------------------------------------------------------
     def cases(self, ctx: GridContext) -> Iterable[Case]:

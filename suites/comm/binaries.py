@@ -384,9 +384,10 @@ def _run_one(plan: _SweepPlan, options: Mapping[str, Any], name: str, binary: Pa
     return record, str(staging / f"{stem}.log"), None
 
 
-def sweep(request: RunRequest, options: Mapping[str, Any], dtypes: list[str] | None) -> int:
-    """Run the nccl-tests binaries over comm's sweep (``options``: comm's options) and import their logs as a run."""
-    plan = _plan_sweep(request, options, dtypes)
+def sweep(request: RunRequest) -> int:
+    """``--engine nccl-tests``: run the binaries over comm's sweep and import their logs as a run of its table."""
+    options = request.what.options[commtable.SUITE]
+    plan = _plan_sweep(request, options, list(request.what.dtypes) if request.what.dtypes else None)
     out, cluster = request.how.out, request.how.cluster
     ensure_writable(out, cluster)
     console = out_console()
