@@ -48,12 +48,16 @@ def figure(base: Mapping[str, Any], suite: str, version: int, case: Case, metric
     }
 
 
+def joined(*messages: Any) -> str:
+    """Messages of one row, in order, the empty ones left out (no leading or doubled "; "), cut to a cell."""
+    return "; ".join(str(m) for m in messages if m)[:MAX_MESSAGE]
+
+
 def finish(row: dict[str, Any], status: str, message: str) -> dict[str, Any]:
     """The row's status and message, set last: the case's own message (why it failed or skipped) first, then what
     the workload noted in its extra columns (the graph fallback's "timed eager: ..."), which must not replace it."""
-    noted = str(row.get("message") or "")
     row["status"] = status
-    row["message"] = "; ".join(m for m in (message, noted) if m)[:MAX_MESSAGE]
+    row["message"] = joined(message, row.get("message"))
     return row
 
 

@@ -31,7 +31,7 @@ from gpubench.ranks import agree, describe, ending
 from gpubench.ranks.group import Group, GroupError
 from gpubench.request import RunRequest
 from gpubench.rounds import rounds, spec
-from gpubench.rows import MAX_MESSAGE, case_rows, derive, first_line, mark_rows
+from gpubench.rows import MAX_MESSAGE, case_rows, derive, first_line, joined, mark_rows
 from gpubench.rundir import ABANDONED, RunDir, Unwritten
 from gpubench.suite import Case, GridContext, Skip, Suite
 
@@ -355,7 +355,7 @@ class Single:
                 self.watch.mark(suite.name, r["case"], r["contended"], r["host_load"])
             if stop.set:
                 for r in derived:
-                    r["message"] = (r["message"] + "; run interrupted: over the cases measured")[:MAX_MESSAGE]
+                    r["message"] = joined(r["message"], "run interrupted: over the cases measured")
             derived = self._share(derived)
             if derived:
                 rows.extend(derived)

@@ -260,6 +260,16 @@ def test_ctrl_c_still_summarizes_the_cases_measured(capsys, tmp_path, scripted, 
     assert df.loc[-1, "value"] == 2 and df.loc[-1, "message"] == "cases [0, 1]; run interrupted: over the cases measured"
 
 
+def test_an_interrupted_runs_derived_row_with_no_message_of_its_own_starts_with_the_interruption(
+        capsys, tmp_path, scripted, monkeypatch):
+    monkeypatch.setattr(Scripted, "summarize", lambda self, rows: [Derived(Case.of(i=-1), TIME, 1.0, "")])
+    scripted.script = {1: "sigint"}
+    code, _, _ = run(capsys, "run", "--suite", "scripted", "--backend", "fake", "--out", str(tmp_path), "--cluster", "t")
+    assert code == 130
+    df = results.load(only_run_dir(tmp_path)).set_index("i")
+    assert df.loc[-1, "message"] == "run interrupted: over the cases measured"
+
+
 def test_second_ctrl_c_stops_at_once_and_keeps_earlier_cases(capsys, tmp_path, scripted):
     scripted.script = {2: "sigint2"}
     code, out, _ = run(capsys, "run", "--suite", "scripted", "--backend", "fake", "--out", str(tmp_path), "--cluster", "t")
