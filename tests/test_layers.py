@@ -195,3 +195,19 @@ def test_no_module_outside_the_suites_names_a_suite():
                     found.append(f"{module}:{node.lineno}: {node.value!r}")
     assert not found, "library code names a suite (declare it on the suite instead):\n" + "\n".join(found)
     assert used == set(NOT_SUITE_NAMES), f"allowed but no longer there: {set(NOT_SUITE_NAMES) - used}"
+
+
+def test_one_place_builds_a_row():
+    # A result row is built by gpubench/rows.py alone (beside the schema): a dict display naming a row's suite,
+    # metric, value and samples anywhere else is a second row builder, free to drift from the schema and from
+    # rows.finish (compare's own tables, which hold no samples, are not result rows).
+    found = []
+    for name, path in _modules().items():
+        if name == "gpubench.rows":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Dict):
+                keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+                if {"suite", "metric", "value", "samples"} <= keys:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not found, "rows built outside gpubench/rows.py (use rows.figure and rows.finish):\n" + "\n".join(found)

@@ -29,7 +29,9 @@ from gpubench.errors import UsageError
 from gpubench.options import Option
 from gpubench.ranks.python import module_command
 from gpubench.request import RunRequest
+from gpubench.rows import figure, finish
 from gpubench.rundir import RunDir, ensure_writable
+from gpubench.suite import Case
 from gpubench.suites.autotune import exports, knobs, winners
 from gpubench.suites.comm import table as commtable
 
@@ -74,10 +76,9 @@ def _rows_of(child_run: Path, config: knobs.Config, grid: dict, run_id: str, ver
 
 def _placeholder(config: knobs.Config, grid: dict, run_id: str, version: int, status: str, message: str) -> list[dict]:
     """Rows for a configuration that measured nothing: one per comm metric, so it shows in every view."""
-    return [{"run_id": run_id, "suite": SUITE, "suite_version": version, "case": f"config={config.name}",
-             "config": config.name, **{k: config.get(k) or "" for k in grid}, "metric": m.name, "unit": m.unit,
-             "better": m.better, "value": float("nan"), "n": 0, "samples": [], "status": status,
-             "message": message[:500]} for m in commtable.METRICS]
+    knobs_set = {k: config.get(k) or "" for k in grid}
+    return [finish({**figure({"run_id": run_id}, SUITE, version, Case.of(config=config.name), m, []), **knobs_set},
+                   status, message) for m in commtable.METRICS]
 
 
 def run(request: RunRequest, version: int, params: tuple[str, ...], child_options: Sequence[Option]) -> int:

@@ -24,7 +24,7 @@ from typing import Any
 
 from gpubench.console import fmt_value
 from gpubench.nccltests.model import NCCL_TYPES  # nccl-tests' own names: its parsers read them too
-from gpubench.stats import summarize
+from gpubench.rows import figure, finish
 from gpubench.suite import Case, Metric
 
 SUITE = "comm"
@@ -123,32 +123,10 @@ def imported_rows(
     message = f"{said} wrong elements reported by {engine}" if valid is False else ""
     rows = []
     for m, v in ((TIME, time_us), (ALGBW, algbw), (BUSBW, busbw)):
-        st = summarize([v] if v is not None and math.isfinite(v) else [])
-        rows.append({
-            **(base or {}),
-            "suite": SUITE,
-            "suite_version": SUITE_VERSION,
-            "case": c.id,
-            **c.as_dict(),
-            "metric": m.name,
-            "unit": m.unit,
-            "better": m.better,
-            "value": st["median"],
-            **{k: st[k] for k in ("mean", "min", "max", "stdev", "iqr", "cv")},
-            "n": st["n"],
-            "samples": [float(v)] if st["n"] else [],
-            "noisy": False,
-            "status": status,
-            "message": message,
-            "work_bytes": int(nbytes),
-            "count": int(count),
-            "world_size": int(world_size),
-            "nnodes": nnodes,
-            "valid": valid,
-            "wrong": wrong,
-            "engine": engine,
-            "root": int(root),
-        })
+        row = figure(base or {}, SUITE, SUITE_VERSION, c, m, [float(v)] if v is not None and math.isfinite(v) else [])
+        row.update({"noisy": False, "work_bytes": int(nbytes), "count": int(count), "world_size": int(world_size),
+                    "nnodes": nnodes, "valid": valid, "wrong": wrong, "engine": engine, "root": int(root)})
+        rows.append(finish(row, status, message))
     return rows
 
 
