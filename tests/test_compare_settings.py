@@ -75,6 +75,25 @@ def test_how_the_comm_rows_were_measured_is_a_difference():
     assert settings.differences(window, plain) == ["graph: mixed (False, True) → False"]
 
 
+def test_how_the_ranks_were_laid_out_is_a_difference_where_it_is_not_the_case_itself():
+    import pandas as pd
+
+    def side(case, layout):
+        return SimpleNamespace(runs=[_meta(nccl="2.28.9", env={})], raw=pd.DataFrame({"case": case, "layout": layout}))
+
+    comm = ["collective=all_reduce,bytes=1048576", "collective=all_reduce,bytes=4194304"]
+    torch_engine = settings.of_side(side(comm, ["process per GPU"] * 2))
+    one_thread = settings.of_side(side(comm, ["thread per 4 GPUs"] * 2))
+    assert settings.differences(torch_engine, one_thread) == ["layout: process per GPU → thread per 4 GPUs"]
+    # gemm's layout is a case parameter (in its case id): other grids on the two sides are not another method.
+    gemm = settings.of_side(side(["shape=square,dtype=bf16,layout=NT", "shape=square,dtype=bf16,layout=NN"],
+                                 ["NT", "NN"]))
+    gemm_nt = settings.of_side(side(["layout=NT,shape=square,dtype=bf16"], ["NT"]))
+    assert settings.differences(gemm, gemm_nt) == [] and "layout" not in gemm.method
+    both = settings.of_side(side([comm[0], "shape=square,dtype=bf16,layout=NT"], ["process per GPU", "NT"]))
+    assert both.method["layout"] == "process per GPU"
+
+
 def _changed(info):
     info["gpubench_version"] = "0.2.0"
     info["fingerprint"]["identity"]["nccl"] = "2.28.9"

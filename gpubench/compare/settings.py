@@ -71,7 +71,9 @@ def pinning_text(pinning: Any) -> str | None:
 UNSET = "unset"
 MIXED = "mixed"
 # Row columns that say how a figure was measured (the comm suite's options), in the order they are shown.
-METHOD_COLUMNS = ("graph", "alloc", "register")
+# How a row was measured, beside what it measured: comm's graphs, buffers and how its ranks were laid out (one
+# process or thread per GPU, or one thread driving several: nccl-tests' -g N reads less at small sizes).
+METHOD_COLUMNS = ("graph", "alloc", "register", "layout")
 
 
 def _of_run(meta: dict[str, Any]) -> tuple[dict[str, str], dict[str, str] | None]:
@@ -110,7 +112,12 @@ def _method(raw: Any) -> dict[str, str]:
     knows it shows nothing."""
     out = {}
     for col in METHOD_COLUMNS:
-        known = raw[col].dropna() if raw is not None and col in raw.columns else []
+        if raw is None or col not in raw.columns:
+            continue
+        known = raw[col]
+        if "case" in raw.columns:  # a column the case id names is what the case is (gemm's layout), not how
+            known = known[~raw["case"].astype(str).str.contains(rf"(?:^|,){col}=", regex=True)]
+        known = known.dropna()
         if len(known):
             out[col] = _merge([str(v) for v in known])
     return out

@@ -27,7 +27,7 @@ from gpubench.compare.load import is_run_dir, scan
 from gpubench.errors import UsageError
 
 # The columns the page needs of a night's tables: the figure, its median and samples, and how it was measured
-# (a suite's version; comm's graph/alloc/register, which compare lists among settings).
+# (a suite's version; comm's graph/alloc/register/layout, which compare lists among settings).
 COLUMNS = ("suite", "suite_version", "case", "metric", "unit", "better", "status", "value", "samples",
            *settings.METHOD_COLUMNS)
 # Nights read before the first night shown (--since, --last), for the baseline band of the first ones: a
@@ -161,8 +161,11 @@ def _settings(night: Night) -> settings.Settings:
     """The night's settings as compare reads them; its rows stand in by the distinct values of their method
     columns, which is all compare reads of them."""
     method = {}
+    case = night.table.column("case").cast("string")
     for col in settings.METHOD_COLUMNS:
-        known = pc.unique(night.table.column(col).drop_null()).to_pylist()
+        # As compare: a column the case id names is what the case is (gemm's layout), not how it was measured.
+        how = pc.filter(night.table.column(col), pc.invert(pc.match_substring_regex(case, rf"(?:^|,){col}=")))
+        known = pc.unique(how.drop_null()).to_pylist()
         if known:
             method[col] = known
     width = max((len(v) for v in method.values()), default=0)
