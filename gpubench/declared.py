@@ -1,4 +1,5 @@
-"""What the suites declare (name, version, backends, metrics, description, options), read without importing them.
+"""What the suites declare (name, version, backends, metrics, description, options, the names of their engines,
+importers and exporters, and where their class is), read without importing them.
 
 A suite's module imports torch, and through the library pandas and matplotlib: seconds on a busy machine. The
 command line needs only the declarations for ``gpubench list``, ``gpubench run --help`` and a mistyped ``--suite``,
@@ -27,7 +28,10 @@ from gpubench.options import Option
 from gpubench.suite import Metric
 
 # Bump when what is stored changes: an old cache is then rebuilt, never misread.
-FORMAT = 1
+# 1: name, version, backends, metrics, description, options. 2: source and ways.
+FORMAT = 2
+# The kinds of gpubench.ways a suite declares, by the name of its class attribute.
+WAY_KINDS = ("engines", "importers", "exporters")
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,9 @@ class Declared:
     metrics: tuple[Metric, ...]
     description: str
     options: tuple[Option, ...]
+    # ``module:qualname`` of the class: the registry imports that suite alone to reach one of its ways.
+    source: str = ""
+    ways: tuple[tuple[str, str], ...] = ()  # (kind, name) of each Engine, Importer and Exporter it declares
 
 
 def of(cls: Any) -> Declared:
@@ -48,8 +55,9 @@ def of(cls: Any) -> Declared:
     declarations reads every value as text (the run parses again with the suites themselves)."""
     options = tuple(Option(o.name, o.help, default=o.default, switch=o.switch, many=o.many, choices=o.choices,
                            metavar=o.metavar) for o in cls.options)
+    ways = tuple((kind, w.name) for kind in WAY_KINDS for w in getattr(cls, kind, ()))
     return Declared(cls.name, int(cls.version), frozenset(cls.backends), tuple(cls.metrics), cls.description or "",
-                    options)
+                    options, f"{cls.__module__}:{cls.__qualname__}", ways)
 
 
 def suites() -> list[Declared]:
@@ -142,7 +150,7 @@ def _read(path: Path, key: str) -> list[Declared] | None:
 def _declared(d: dict[str, Any]) -> Declared:
     options = tuple(Option(**{**o, "choices": tuple(o["choices"]) if o["choices"] else None}) for o in d["options"])
     return Declared(d["name"], d["version"], frozenset(d["backends"]), tuple(Metric(*m) for m in d["metrics"]),
-                    d["description"], options)
+                    d["description"], options, d["source"], tuple((k, n) for k, n in d["ways"]))
 
 
 def _jsonable(value: Any) -> Any:
@@ -161,7 +169,8 @@ def _write(path: Path, key: str, found: list[Declared]) -> None:
          "metrics": [[m.name, m.unit, m.better] for m in d.metrics],
          "options": [{"name": o.name, "help": o.help, "default": _jsonable(o.default), "switch": o.switch,
                       "many": o.many, "choices": list(o.choices) if o.choices else None, "metavar": o.metavar}
-                     for o in d.options]}
+                     for o in d.options],
+         "source": d.source, "ways": [list(w) for w in d.ways]}
         for d in found]}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -177,4 +186,4 @@ def _write(path: Path, key: str, found: list[Declared]) -> None:
         Path(tmp).unlink(missing_ok=True)  # a full disk: nothing half-written is left
 
 
-__all__ = ["Declared", "FORMAT", "of", "remember", "suites"]
+__all__ = ["Declared", "FORMAT", "WAY_KINDS", "of", "remember", "suites"]

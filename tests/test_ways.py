@@ -4,6 +4,9 @@ suite the library has never seen is reached the same way, and what the command l
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -31,10 +34,11 @@ def test_each_built_in_way_is_found_by_its_name_and_is_what_its_kind_holds():
                              ("exporters", Exporter, {"tunableop", "triton-configs"})):
         found = registry.ways(kind)
         assert names <= set(found), (kind, sorted(found))
-        for name, (suite, way) in found.items():
+        for name, owner in found.items():
+            suite, way = registry.way(kind, name)
+            assert suite.name == owner and suite is registry.all_suites()[owner]
             assert isinstance(way, cls) and way.name == name and callable(way.run if cls is Engine else
                                                                             way.read if cls is Importer else way.write)
-            assert registry.way(kind, name) == (suite, way)
     assert registry.way("engines", "nccl-tests")[0].name == "comm"
     assert registry.way("exporters", "tunableop")[0].name == "autotune-kernels"
     drivers = {name: cls.driver for name, cls in registry.all_suites().items() if cls.driver}
@@ -42,6 +46,19 @@ def test_each_built_in_way_is_found_by_its_name_and_is_what_its_kind_holds():
     # The old per-suite hooks are gone: one way per thing, no second path that could drift from it.
     for gone in ("drives", "drive", "run_engine", "import_logs", "imports", "exports"):
         assert not hasattr(Suite, gone), gone
+
+
+def test_reaching_a_way_imports_its_suite_alone(tmp_path):
+    # gpubench import needs comm's importer: not elementwise's module and torch with it (seconds on a busy VM).
+    # The first command after an install writes the suites' declarations (importing them all); the next reads them.
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    probe = ("import sys; from gpubench.registry import way; cls, w = way('importers', 'rccl-tests'); "
+             "print(cls.name, w.name, sorted(m for m in ('gpubench.suites.elementwise', 'gpubench.suites.gemm', "
+             "'torch') if m in sys.modules))")
+    first = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0 and first.stdout.startswith("comm rccl-tests"), first.stderr[-2000:]
+    second = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0 and second.stdout.strip() == "comm rccl-tests []", (second.stdout, second.stderr)
 
 
 def test_a_name_no_suite_declares_is_a_usage_error_naming_those_there_are():

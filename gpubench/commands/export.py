@@ -8,7 +8,7 @@ import argparse
 
 from gpubench.commands import history
 from gpubench.errors import UsageError
-from gpubench.registry import ways
+from gpubench.registry import way, ways
 
 OWN = "pytest-benchmark"  # written by gpubench.export, from any suite's time figures
 
@@ -51,7 +51,7 @@ def _suite_format(args: argparse.Namespace) -> int:
     if args.format not in declared:
         raise UsageError(f"unknown --format {args.format!r}: choose from "
                          f"{', '.join([OWN, *history.FORMATS, *sorted(declared)])}")
-    suite, exporter = declared[args.format]
+    suite, exporter = way("exporters", args.format)
     df = results.load(args.run)
     if "suite" not in df.columns or not (df["suite"] == suite.name).any():
         raise UsageError(f"{args.run} has no {suite.name} rows: run gpubench run --suite {suite.name} first")
