@@ -17,6 +17,7 @@ line, exit 1.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import threading
 import time
@@ -114,6 +115,12 @@ class Group:
         self.control = (self.data if data_backend == "gloo"
                         else dist.new_group(backend="gloo", timeout=gloo_timeout))
         self.step("ready")
+        if self.rank != 0:
+            # Rank 0 hosts the store under srun, mpirun and a bare launch: who it is, read here, on the client that
+            # has just served init, so that a rank 0 lost a moment later is named with its pid and host (on the
+            # thread alone, 2 ranks under mpirun on a loaded VM lost rank 0 one case in, before the thread had
+            # read it: CI of d1d08b0). Should rank 0 stop right now, the watchdog ends this rank as in a collective.
+            self._roster.update({0: json.loads(self.store.get(beats.key(0)))})
         # Every rank has beaten: who each is, on a thread and a store client of its own (the watchdog's beats
         # must not wait behind a slow answer).
         threading.Thread(target=self._know_everyone, args=(lambda: store_client(renv, max(timeout_s, 60.0)),),
