@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import inspect
 import json
 import os
 import sys
@@ -24,8 +25,9 @@ from typing import Any
 
 import gpubench
 from gpubench import __version__
+from gpubench.errors import UsageError
 from gpubench.options import Option
-from gpubench.suite import Metric
+from gpubench.suite import Metric, Suite
 
 # Bump when what is stored changes: an old cache is then rebuilt, never misread.
 # 1: name, version, backends, metrics, description, options. 2: source and ways.
@@ -186,4 +188,47 @@ def _write(path: Path, key: str, found: list[Declared]) -> None:
         Path(tmp).unlink(missing_ok=True)  # a full disk: nothing half-written is left
 
 
-__all__ = ["Declared", "FORMAT", "WAY_KINDS", "of", "remember", "suites"]
+def ways(kind: str) -> dict[str, str]:
+    """Every ``kind`` ("engines", "importers" or "exporters": gpubench.ways) the installed suites declare, by
+    name, with the name of the suite that declares it (the first where two do): read from the suites'
+    declarations, so that no suite is imported to learn it."""
+    found: dict[str, str] = {}
+    for d in suites():
+        for k, name in d.ways:
+            if k == kind:
+                found.setdefault(name, d.name)
+    return found
+
+
+def way(kind: str, name: str) -> tuple[Any, Any]:
+    """The suite that declares the ``kind`` called ``name``, and the object, importing that suite alone; a
+    UsageError naming those there are where none is."""
+    known = ways(kind)
+    if name not in known:
+        what = {"engines": "runs with --engine", "importers": "imports logs of", "exporters": "exports"}[kind]
+        raise UsageError(f"no suite {what} {name!r}: choose from {', '.join(sorted(known)) or 'none installed'}")
+    cls = suite_class(known[name])
+    return cls, next(w for w in getattr(cls, kind) if w.name == name)
+
+
+def suite_class(name: str) -> Any:
+    """The class of the suite called ``name``, importing its module alone where its declaration says where it is
+    (``gpubench import`` needs comm's, not torch through the others'); else from every suite."""
+    from gpubench.registry import all_suites  # the full search, where the declaration's place is stale
+
+    for d in suites():
+        if d.name != name or not d.source:
+            continue
+        module, _, qualname = d.source.partition(":")
+        try:
+            obj: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError):
+            break  # moved since the declarations were read: the full search below finds it
+        if inspect.isclass(obj) and issubclass(obj, Suite) and obj.name == name:
+            return obj
+    return all_suites()[name]
+
+
+__all__ = ["Declared", "FORMAT", "WAY_KINDS", "of", "remember", "suites", "ways", "way", "suite_class"]

@@ -91,51 +91,6 @@ def point_label(row: Mapping[str, Any]) -> str:
     return cls.point_label(row) if cls else str(row.get("suite"))
 
 
-def ways(kind: str) -> dict[str, str]:
-    """Every ``kind`` ("engines", "importers" or "exporters": gpubench.ways) the installed suites declare, by
-    name, with the name of the suite that declares it (the first where two do): read from the suites'
-    declarations, so that no suite is imported to learn it."""
-    from gpubench import declared
-
-    found: dict[str, str] = {}
-    for d in declared.suites():
-        for k, name in d.ways:
-            if k == kind:
-                found.setdefault(name, d.name)
-    return found
-
-
-def way(kind: str, name: str) -> tuple[type[Suite], Any]:
-    """The suite that declares the ``kind`` called ``name``, and the object, importing that suite alone; a
-    UsageError naming those there are where none is."""
-    known = ways(kind)
-    if name not in known:
-        what = {"engines": "runs with --engine", "importers": "imports logs of", "exporters": "exports"}[kind]
-        raise UsageError(f"no suite {what} {name!r}: choose from {', '.join(sorted(known)) or 'none installed'}")
-    cls = suite_class(known[name])
-    return cls, next(w for w in getattr(cls, kind) if w.name == name)
-
-
-def suite_class(name: str) -> type[Suite]:
-    """The class of the suite called ``name``, importing its module alone where its declaration says where it is
-    (``gpubench import`` needs comm's, not torch through the others'); else from every suite."""
-    from gpubench import declared
-
-    for d in declared.suites():
-        if d.name != name or not d.source:
-            continue
-        module, _, qualname = d.source.partition(":")
-        try:
-            obj: Any = importlib.import_module(module)
-            for part in qualname.split("."):
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError):
-            break  # moved since the declarations were read: the full search below finds it
-        if inspect.isclass(obj) and issubclass(obj, Suite) and obj.name == name:
-            return obj
-    return all_suites()[name]
-
-
 def check_names(names: str | list[str], known: Iterable[str]) -> list[str]:
     """``"a,b"`` → ``["a", "b"]``; none given, or a name not in ``known``, is a UsageError listing the known ones."""
     if isinstance(names, str):

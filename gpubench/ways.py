@@ -1,6 +1,7 @@
 """The other ways into and out of a suite's table than gpubench's own case loop, each a small object a suite
-declares (``Suite.driver``, ``Suite.engines``, ``Suite.importers``, ``Suite.exporters``) and the registry finds
-by name (gpubench.registry.way): the command that reaches one never asks which suite it belongs to.
+declares (``Suite.driver``, ``Suite.engines``, ``Suite.importers``, ``Suite.exporters``) and a command finds by
+name in the suites' declarations (gpubench.declared.way, which imports the declaring suite alone): the command that
+reaches one never asks which suite it belongs to.
 
 - An :class:`Engine` runs a suite's grid another way and writes the suite's own table: ``gpubench run --engine
   NAME`` (comm: the nccl-tests binaries), or, as a suite's ``driver``, always in place of the case loop

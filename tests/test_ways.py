@@ -32,15 +32,15 @@ def _one_line(err: str) -> str:
 def test_each_built_in_way_is_found_by_its_name_and_is_what_its_kind_holds():
     for kind, cls, names in (("engines", Engine, {"nccl-tests"}), ("importers", Importer, {"nccl-tests", "rccl-tests"}),
                              ("exporters", Exporter, {"tunableop", "triton-configs"})):
-        found = registry.ways(kind)
+        found = declared.ways(kind)
         assert names <= set(found), (kind, sorted(found))
         for name, owner in found.items():
-            suite, way = registry.way(kind, name)
+            suite, way = declared.way(kind, name)
             assert suite.name == owner and suite is registry.all_suites()[owner]
             assert isinstance(way, cls) and way.name == name and callable(way.run if cls is Engine else
                                                                             way.read if cls is Importer else way.write)
-    assert registry.way("engines", "nccl-tests")[0].name == "comm"
-    assert registry.way("exporters", "tunableop")[0].name == "autotune-kernels"
+    assert declared.way("engines", "nccl-tests")[0].name == "comm"
+    assert declared.way("exporters", "tunableop")[0].name == "autotune-kernels"
     drivers = {name: cls.driver for name, cls in registry.all_suites().items() if cls.driver}
     assert set(drivers) == {"autotune"} and isinstance(drivers["autotune"], Engine) and drivers["autotune"].alone
     # The old per-suite hooks are gone: one way per thing, no second path that could drift from it.
@@ -52,7 +52,7 @@ def test_reaching_a_way_imports_its_suite_alone(tmp_path):
     # gpubench import needs comm's importer: not elementwise's module and torch with it (seconds on a busy VM).
     # The first command after an install writes the suites' declarations (importing them all); the next reads them.
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
-    probe = ("import sys; from gpubench.registry import way; cls, w = way('importers', 'rccl-tests'); "
+    probe = ("import sys; from gpubench.declared import way; cls, w = way('importers', 'rccl-tests'); "
              "print(cls.name, w.name, sorted(m for m in ('gpubench.suites.elementwise', 'gpubench.suites.gemm', "
              "'torch') if m in sys.modules))")
     first = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
@@ -63,7 +63,7 @@ def test_reaching_a_way_imports_its_suite_alone(tmp_path):
 
 def test_a_name_no_suite_declares_is_a_usage_error_naming_those_there_are():
     with pytest.raises(Exception, match=r"no suite exports 'yaml': choose from .*tunableop") as e:
-        registry.way("exporters", "yaml")
+        declared.way("exporters", "yaml")
     assert type(e.value).__name__ == "UsageError"
 
 

@@ -8,7 +8,7 @@ import argparse
 
 from gpubench.commands import history
 from gpubench.errors import UsageError
-from gpubench.registry import way, ways
+from gpubench.declared import way, ways
 
 OWN = "pytest-benchmark"  # written by gpubench.export, from any suite's time figures
 

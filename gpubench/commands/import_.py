@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from gpubench.commands import EXIT_FAILED, EXIT_OK
 from gpubench.errors import UsageError
 from gpubench.nccltests.model import TOOLS
-from gpubench.registry import way
+from gpubench.declared import way
 
 
 def add(p: argparse.ArgumentParser) -> None:

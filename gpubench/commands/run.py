@@ -27,7 +27,8 @@ from gpubench.errors import UsageError
 from gpubench.memory import TOO_BIG
 from gpubench.options import read
 from gpubench.ranks.env import detect
-from gpubench.registry import all_suites, select, way
+from gpubench.declared import way
+from gpubench.registry import all_suites, select
 from gpubench.request import DEFAULT_PROCESSES, Conduct, Placement, RunRequest, Selection
 from gpubench.units import parse_size_list
 
