@@ -47,7 +47,7 @@ class Declared:
     metrics: tuple[Metric, ...]
     description: str
     options: tuple[Option, ...]
-    # ``module:qualname`` of the class: the registry imports that suite alone to reach one of its ways.
+    # ``module:qualname`` of the class: :func:`suite_class` imports that suite alone to reach one of its ways.
     source: str = ""
     ways: tuple[tuple[str, str], ...] = ()  # (kind, name) of each Engine, Importer and Exporter it declares
 

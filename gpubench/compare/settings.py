@@ -106,6 +106,12 @@ class Settings:
     method: dict[str, str] = field(default_factory=dict)  # METHOD_COLUMNS some row of the side knows
 
 
+def named_by_case(col: str) -> str:
+    """The pattern of a case id that names ``col`` (``layout=NT`` in gemm's): there the column is what the case
+    is, not how it was measured, and is no method setting. Compare and the history page both read it so."""
+    return rf"(?:^|,){col}="
+
+
 def _method(raw: Any) -> dict[str, str]:
     """The METHOD_COLUMNS of a side's rows. Rows without one (a case skipped before it was prepared, an older
     run, an import whose log does not tell it) do not know it: they are left out, and a side where no row
@@ -116,7 +122,7 @@ def _method(raw: Any) -> dict[str, str]:
             continue
         known = raw[col]
         if "case" in raw.columns:  # a column the case id names is what the case is (gemm's layout), not how
-            known = known[~raw["case"].astype(str).str.contains(rf"(?:^|,){col}=", regex=True)]
+            known = known[~raw["case"].astype(str).str.contains(named_by_case(col), regex=True)]
         known = known.dropna()
         if len(known):
             out[col] = _merge([str(v) for v in known])
@@ -155,4 +161,5 @@ def differences(baseline: Settings, current: Settings) -> list[str]:
     return out + cross.differences(baseline.method, current.method)
 
 
-__all__ = ["pinning_text", "SOFTWARE_KEYS", "METHOD_COLUMNS", "Settings", "of_side", "differences", "run_options"]
+__all__ = ["pinning_text", "SOFTWARE_KEYS", "METHOD_COLUMNS", "Settings", "named_by_case", "of_side", "differences",
+           "run_options"]

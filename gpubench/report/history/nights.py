@@ -164,7 +164,7 @@ def _settings(night: Night) -> settings.Settings:
     case = night.table.column("case").cast("string")
     for col in settings.METHOD_COLUMNS:
         # As compare: a column the case id names is what the case is (gemm's layout), not how it was measured.
-        how = pc.filter(night.table.column(col), pc.invert(pc.match_substring_regex(case, rf"(?:^|,){col}=")))
+        how = pc.filter(night.table.column(col), pc.invert(pc.match_substring_regex(case, settings.named_by_case(col))))
         known = pc.unique(how.drop_null()).to_pylist()
         if known:
             method[col] = known
