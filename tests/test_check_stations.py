@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -334,3 +336,22 @@ def test_a_gpu_its_run_has_no_row_for_is_not_measured_never_absent(tmp_path):
     assert set(evs) == {"gpu0", "gpu1"} and evs["gpu0"].row is not None and evs["gpu1"].row is None
     v = Judge(_env(), host=HOST).one(evs["gpu1"], [])
     assert v.state == "FAIL" and v.text == "not measured: its run (failed) has no row of it"
+
+
+@pytest.mark.timeout(120)
+def test_a_station_whose_check_is_gone_ends_in_one_line():
+    # The check's end closes the station's protocol before its parent poll notices (srun killing a node's step,
+    # 4 x H100, 2026-11-27): the station's next answer cannot be written. It ends in one line, exit 1, no traceback.
+    proc = subprocess.Popen([sys.executable, "-m", "gpubench.check.station", "fake", "0", "1"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(proc.stdout.readline())["event"] == "ready"
+        proc.stdout.close()
+        proc.stdin.write(json.dumps({"do": "ungroup"}) + "\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=60) == 1
+        err = proc.stderr.read()
+    finally:
+        proc.kill()
+    assert "Traceback" not in err, err
+    assert err.strip().splitlines() == [f"gpubench: error: {station.GONE}"], err

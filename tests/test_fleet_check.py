@@ -70,6 +70,29 @@ def test_the_fleet_median_leaves_the_node_out_and_names_a_slow_gpu(tmp_path):
     assert {f["gpu"] for f in nodes["n2"]["fleet"]} == {3} and len(nodes["n2"]["fleet"]) == len(CHECKS)
 
 
+def test_a_figure_the_host_sets_is_never_held_to_the_fleet(tmp_path):
+    # Two idle nodes of 2 H100s under the stand-in srun (2026-11-27): node2's host-timed launch read 10.89 µs against
+    # node1's 8.21, 33 % apart, and the gather WARNed a healthy node. The node's own check holds such a figure to its
+    # envelope alone (check.judge); across nodes the same. The GPU's own figures are still held to the fleet.
+    docs = [_doc(f"n{i}", 2, i, slow_gpu=1 if i == 1 else None) for i in range(3)]
+    for i, d in enumerate(docs):
+        for g in range(2):
+            value = 10.89 if (i, g) == (2, 1) else 8.2
+            d["verdicts"].append({"check": "host_launch", "target": f"gpu{g}", "state": "PASS", "text": f"{value} µs",
+                                  "kind": "performance", "gpu": g, "pair": None, "title": "host launch", "value": value,
+                                  "unit": "us", "better": "lower", "ci": [value * 0.99, value * 1.01], "notes": [],
+                                  "run_dir": "r", "case": "measure=host_launch", "host_set": "host-timed"})
+    _write(tmp_path, docs)
+    nodes = {n["host"]: n for n in gather.gather(tmp_path)}
+    assert nodes["n2"]["state"] == "PASS" and nodes["n2"]["fleet"] == [], nodes["n2"]["fleet"]
+    assert nodes["n1"]["state"] == "WARN" and {f["check"] for f in nodes["n1"]["fleet"]} == set(CHECKS)
+    # A version 2 verdict (no host_set) is held to the fleet as before: nothing says the host sets it.
+    for v in docs[2]["verdicts"]:
+        v.pop("host_set", None)
+    _write(tmp_path, docs)
+    assert {f["check"] for f in {n["host"]: n for n in gather.gather(tmp_path)}["n2"]["fleet"]} == {"host_launch"}
+
+
 def test_the_median_leaving_a_node_out_is_numpys_over_the_rest():
     import numpy as np
 

@@ -78,13 +78,15 @@ Pool = dict[tuple[str, str], _Figure]  # (model, check) -> that figure over ever
 
 def _outliers(doc: dict[str, Any], pool: Pool) -> list[dict[str, Any]]:
     """Fleet findings for one node: its GPUs' figures worse than the other nodes' median by more than PEER_FAIL,
-    beyond the figure's own interval."""
+    beyond the figure's own interval; never a figure the host sets."""
     out = []
     model = next((g.get("name") for g in doc.get("gpus", []) if g.get("name")), "")
     for v in doc.get("verdicts", []):
         value = v.get("value")
         if v.get("kind") != "performance" or not isinstance(value, (int, float)) or not math.isfinite(value):
             continue
+        if v.get("host_set"):  # the host's, not the GPU's: held to its envelope alone, as on the node (check.judge)
+            continue  # (2 nodes of 2 H100s, 2026-11-27: an idle node's host-timed launch read 33 % above the other's)
         figure = pool.get((model, v["check"]))
         fleet = figure.median_without(doc["host"]) if figure is not None else None
         if fleet is None:

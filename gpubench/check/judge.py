@@ -184,7 +184,8 @@ def _base(ev: Evidence) -> Verdict:
     better = row.get("better")
     return Verdict(check=ev.figure.key, target=ev.target, state="SKIP", text="", kind="performance", gpu=ev.gpu,
                    pair=ev.pair, title=ev.figure.title, value=ev.value if math.isfinite(ev.value) else None,
-                   unit=row.get("unit"), better=better, run_dir=ev.run_dir, case=row.get("case"))
+                   unit=row.get("unit"), better=better, run_dir=ev.run_dir, case=row.get("case"),
+                   host_set=set_by_host(ev.row) or None)
 
 
 def _not_measured(v: Verdict, ev: Evidence) -> Verdict:

@@ -21,8 +21,11 @@ _RANK = {s: i for i, s in enumerate(STATES)}
 #    total); "simulated" (the fake backend's verdicts, and each of its verdicts); "host_class"; each GPU's
 #    "binding" (the CPUs its measuring process ran on); "phases" (what was measured, how long each took). A
 #    version 1 verdict reads the same but for those.
+# 3 (2026-11-27): each verdict's "host_set": why the host sets its figure (gpubench.levels.set_by_host: host-timed,
+#    host-bound, pageable copy), null where it does not. Such a figure is held to its envelope only, never to its
+#    peers, on the node and across the fleet (--gather). A version 2 verdict reads as one with host_set null.
 FORMAT = "gpubench-check"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 # What every verdict of a check on made-up GPUs (the fake backend) says first, in every format.
 SIMULATED = "simulated"
 OUT = "gpubench-check"  # where the check's run directories go by default: <OUT>/<cluster>/<run id>
@@ -71,6 +74,9 @@ class Verdict:
     notes: list[str] = field(default_factory=list)
     # A verdict on a made-up GPU (the fake backend): its facts and figures are the simulation's, not hardware's.
     simulated: bool = False
+    # Why the host sets the figure (host-timed launches, copies to host memory), where it does: held to its envelope
+    # only, never to other GPUs' figures (how they differ is how the processes landed on the host).
+    host_set: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)

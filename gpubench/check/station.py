@@ -56,6 +56,7 @@ Emit = Callable[..., None]
 # GPUBENCH_FAKE_CALL_S, which wins where set).
 FAKE_COLLECTIVE_S = 1e-3
 _PARENT_POLL_S = 1.0
+GONE = "the gpubench check that started this measuring process is gone"
 
 
 class _Recorded:
@@ -232,7 +233,7 @@ def _orphan_watch(parent: int) -> None:
         while True:
             time.sleep(_PARENT_POLL_S)
             if os.getppid() != parent:  # its run, if one is open, is closed as interrupted with what it kept
-                ending.end("interrupted", "the gpubench check that started this measuring process is gone", 1)
+                ending.end("interrupted", GONE, 1)
 
     threading.Thread(target=watch, name="gpubench-station-parent", daemon=True).start()
 
@@ -244,7 +245,11 @@ def main(argv: list[str]) -> int:
     ending.install()  # a SIGTERM (the check ending a station that would not stop) closes its run: interrupted
 
     def emit(event: str, **fields: Any) -> None:
-        protocol.write(json.dumps({"event": event, **fields}) + "\n")
+        try:
+            protocol.write(json.dumps({"event": event, **fields}) + "\n")
+        except (BrokenPipeError, ValueError):  # its reader closed: the check ended before its parent poll saw it
+            # (a node's step killed under Slurm, 2026-11-27 on 4 x H100: each station printed a traceback here)
+            ending.end("interrupted", GONE, 1)
 
     try:
         station = Station(argv[0], int(argv[1]), int(argv[2]) if len(argv) > 2 else 1, emit)

@@ -7,6 +7,8 @@
 # the nccl-tests engine with -g N (one thread for every GPU) for all_reduce; one NCCL REG log of a sendrecv.
 # ROUNDS=N (default 1) repeats the two default runs N times, alternated, and compares medians. Prints
 # bus_ratios.py's tables; every run directory stays under OUT_DIR/runs; invalid rows are listed.
+# COLLECTIVES=a,b limits the alternated rounds to those collectives; PARTS (default "rounds alloc eager one reg")
+# picks the runs (PARTS=rounds with MIN_BYTES/MAX_BYTES: more rounds of a few cells).
 set -u -o pipefail
 out=${1:?OUT_DIR}; cluster=${2:?CLUSTER_LABEL}
 mkdir -p "$out"
@@ -18,24 +20,38 @@ last() { ls -d "$out"/runs/"$cluster"/*/ | tail -1; }
 t() { local s=$EPOCHREALTIME; "$@"; echo "rc=$? wall=$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $s}") s: $*"; }
 g() { t gpubench run --suite comm --out "$out/runs" --cluster "$cluster" "$@"; }
 
+parts=" ${PARTS:-rounds alloc eager one reg} "
+has() { [[ $parts == *" $1 "* ]]; }
+cols=(${COLLECTIVES:+--collectives "$COLLECTIVES"})
+r() { python3 "$(dirname "$0")/bus_ratios.py" "$@" | tee -a "$out/ratios.txt"; }
 nt= torch=
 for i in $(seq 1 "${ROUNDS:-1}"); do
-  g --engine nccl-tests "${sweep[@]}" >"$out/nt-$i.log" 2>&1; nt=$nt${nt:+,}$(last)
-  g "${sweep[@]}" >"$out/torch-$i.log" 2>&1; torch=$torch${torch:+,}$(last)
+  has rounds || break
+  g --engine nccl-tests "${cols[@]}" "${sweep[@]}" >"$out/nt-$i.log" 2>&1; nt=$nt${nt:+,}$(last)
+  g "${cols[@]}" "${sweep[@]}" >"$out/torch-$i.log" 2>&1; torch=$torch${torch:+,}$(last)
 done
-g --alloc torch --collectives sendrecv,alltoall,all_gather "${sweep[@]}" >"$out/torch-alloc.log" 2>&1; talloc=$(last)
-g --engine nccl-tests "${eager[@]}" >"$out/nt-eager.log" 2>&1; nte=$(last)
-g "${eager[@]}" >"$out/torch-eager.log" 2>&1; te=$(last)
-g --engine nccl-tests --nccl-tests-layout one-thread --collectives all_reduce "${sweep[@]}" >"$out/nt-one.log" 2>&1
-one=$(last)
-NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,REG g --collectives sendrecv --sizes 64M >"$out/reg.log" 2>&1
-grep -E "regAddr|register|p2p channels" "$out/reg.log" | sort | uniq -c | sort -rn | head -8
-r() { python3 "$(dirname "$0")/bus_ratios.py" "$@" | tee -a "$out/ratios.txt"; }
-r "torch engine / nccl-tests, graphs" "$torch" "$nt"
-r "torch engine --alloc torch / nccl-tests, graphs" "$talloc" "$nt"
-r "torch engine / nccl-tests, eager" "$te" "$nte" --from 64M
-r "nccl-tests engine / torch engine, graphs" "$nt" "$torch"
-r "nccl-tests -g N / -t N -g 1, graphs" "$one" "$nt" --band 0 10
+if has alloc; then
+  g --alloc torch --collectives sendrecv,alltoall,all_gather "${sweep[@]}" >"$out/torch-alloc.log" 2>&1; talloc=$(last)
+fi
+if has eager; then
+  g --engine nccl-tests "${eager[@]}" >"$out/nt-eager.log" 2>&1; nte=$(last)
+  g "${eager[@]}" >"$out/torch-eager.log" 2>&1; te=$(last)
+fi
+if has one; then
+  g --engine nccl-tests --nccl-tests-layout one-thread --collectives all_reduce "${sweep[@]}" >"$out/nt-one.log" 2>&1
+  one=$(last)
+fi
+if has reg; then
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,REG g --collectives sendrecv --sizes 64M >"$out/reg.log" 2>&1
+  grep -E "regAddr|register|p2p channels" "$out/reg.log" | sort | uniq -c | sort -rn | head -8
+fi
+if has rounds; then
+  r "torch engine / nccl-tests, graphs" "$torch" "$nt"
+  r "nccl-tests engine / torch engine, graphs" "$nt" "$torch"
+fi
+has alloc && r "torch engine --alloc torch / nccl-tests, graphs" "$talloc" "$nt"
+has eager && r "torch engine / nccl-tests, eager" "$te" "$nte" --from 64M
+has one && r "nccl-tests -g N / -t N -g 1, graphs" "$one" "$nt" --band 0 10
 grep -h "^comm:" "$out"/torch*.log | sort | uniq
 python3 - "$out/runs/$cluster" <<'PY'
 import pathlib, sys
