@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.backends import backend_class, resolve_name
-from gpubench.check import checkset, drive, envelope, facts, history
+from gpubench.check import checkset, drive, envelope, facts, history, visible
 from gpubench.check.formats import to_json
 from gpubench.check.judge import SHARED_NOTE, Judge, pids_in
 from gpubench.check.model import FORMAT, FORMAT_VERSION, HISTORY, OUT, SIMULATED, NodeVerdict, Verdict
@@ -44,6 +44,10 @@ class Request:
 
 
 def _resolve(req: Request) -> tuple[str, list[int]]:
+    if req.backend in ("auto", "cuda"):
+        count = visible.cuda_count()  # NVML's count: torch is imported by the stations, in parallel (visible.py)
+        if count:
+            return "cuda", parse_devices(req.devices, count)
     name = resolve_name(req.backend)
     cls = backend_class(name)
     ok, why = cls.available()
