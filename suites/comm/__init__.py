@@ -65,6 +65,11 @@ _CHUNK = 1 << 24  # elements generated per (seed, rank, chunk): bounds the memor
 # of sync around it), and a 1 KiB case got 16-20 calls from a finer rule (one H100, 2026-11-25). The rows say
 # how many (graph_calls).
 _GRAPH_CALLS = 20
+# Below this, torch.distributed's captured point-to-point call reads under nccl-tests' sendrecv by a per-call cost
+# of its own (2 x H100 and 4 x H100, 2026-11-27: 0.92 at 1 MiB, 0.93-0.96 at 4 MiB, 0.98-1.00 at 16 MiB; docs/comm.md).
+P2P_OWN_COST_BELOW = 16 << 20
+P2P_NOTE = ("torch.distributed's batch_isend_irecv costs more per call than nccl-tests' sendrecv below 16 MiB, "
+            "in graphs too (docs/comm.md, sendrecv below 16 MiB): --engine nccl-tests gives NCCL's own figure")
 _LONG_CALL_S = 1e-3
 _GRAPH_SPAN_S = 4e-3
 # Samples of a graph's replays: the ranks' streams are lined up before each batch, so a few ms suffice.
@@ -613,7 +618,7 @@ class Comm(Suite):
             return b.recv
 
         extra = {"count": count, "world_size": world, "nnodes": ranks.renv.nnodes, "engine": "torch",
-                 "layout": commtable.layout_name(1, 1),
+                 "layout": commtable.layout_name(1, 1), "message": _own_cost(coll.name, nbytes, graph, backend),
                  "root": 0 if coll.name in commtable.ROOTED else -1, "valid": None, "wrong": None,
                  "graph": graph, "alloc": alloc, "register": register}
 
@@ -652,6 +657,14 @@ class Comm(Suite):
         state.columns.append(extra)  # the notes count the cases whose capture failed
         return Workload(run=run_one, make_inputs=lay.buffers, bytes=nbytes, check=check, footprint=footprint,
                         derive=derive, extra=extra, method=method)
+
+
+def _own_cost(collective: str, nbytes: int, graph: bool, backend: Backend) -> str:
+    """What a row says of a cost torch.distributed adds (P2P_NOTE), where it is timed in a graph (a capture that
+    fails says that instead: gpubench.graphs)."""
+    if collective == "sendrecv" and nbytes < P2P_OWN_COST_BELOW and graph and backend.graphs() is not None:
+        return P2P_NOTE
+    return ""
 
 
 def _itemsize(dtype: str) -> int:
