@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 from gpubench.check import affinity, checkset, envelope, history, station, stations
 from gpubench.check.checkset import Evidence, Figure
 from gpubench.check.judge import Judge
+from gpubench.ranks import group
 
 H2D = Figure("h2d", "h2d", "copy", r"direction=h2d,memory=pinned,src=host,dst=gpu\d+,copy_bytes=\d+", "bandwidth",
              run="turns", largest="copy_bytes")
@@ -355,3 +357,69 @@ def test_a_station_whose_check_is_gone_ends_in_one_line():
         proc.kill()
     assert "Traceback" not in err, err
     assert err.strip().splitlines() == [f"gpubench: error: {station.GONE}"], err
+
+
+_ORPHANS = """
+import os, sys, time
+from gpubench.check import stations
+pool = stations.Pool("fake", [0, 1], {})
+pool.start()
+group = pool.get([0, 1])
+stations.form([group])
+for _ in range(30):  # collective jobs queued (over gloo, a few tenths of a second each): the check dies meanwhile
+    for s in group:
+        s.send(do="run", kind="ranks", what="node", suites=["comm"], filter="collective=all_reduce",
+               sizes=[1 << 20], out=sys.argv[1], cluster="t", devices="0,1")
+print(" ".join(str(s.proc.pid) for s in group), flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_station_group_names_the_check_not_a_spawner_when_its_parent_is_gone():
+    # 4 x H100, 2026-11-27, a node's step killed under the stand-in srun: the stations' groups said "gpubench's
+    # spawner (pid …), which hosts it, is gone" of the check, which is no spawner and hosts no store (the station of
+    # rank 0 does).
+    assert group.store_host({"GPUBENCH_STORE_HOSTED": "check"}) == group.CHECK
+    assert group.store_host({"GPUBENCH_STORE_HOSTED": "1"}) == group.SPAWNER
+    line = group.parent_gone(group.CHECK, 1, "127.0.0.1:37497", 5750, "vm")
+    assert line == "rank 1: the gpubench check (pid 5750 on vm) that started this measuring process is gone"
+    assert group.parent_gone(group.SPAWNER, 1, "127.0.0.1:37497", 5750, "vm") == (
+        "rank 1 lost the rendezvous store at 127.0.0.1:37497: gpubench's spawner (pid 5750 on vm), which hosts it, "
+        "is gone")
+
+
+@pytest.mark.timeout(180)
+def test_stations_in_a_group_end_in_one_line_naming_the_check_when_it_is_killed(tmp_path):
+    # A check killed while its stations measure in a group (a node's step killed by srun): each station ends within a
+    # few seconds in one `gpubench: error:` line that names the check (its own parent watch or its group's, whichever
+    # sees it first), no traceback.
+    err = tmp_path / "err"
+    with err.open("w") as sink:
+        check = subprocess.Popen([sys.executable, "-c", _ORPHANS, str(tmp_path / "runs")], stdout=subprocess.PIPE,
+                                 stderr=sink, text=True)
+        pids = [int(p) for p in check.stdout.readline().split()]
+        assert len(pids) == 2, err.read_text()[-2000:]
+        time.sleep(2)  # the jobs are under way
+        check.kill()
+        check.wait(timeout=30)
+        deadline = time.time() + 60
+        while time.time() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.2)
+    try:
+        assert not any(_alive(p) for p in pids), "a station outlived its check by a minute"
+    finally:
+        for p in pids:
+            if _alive(p):
+                os.kill(p, 9)
+    lines = [ln for ln in err.read_text().splitlines() if ln.strip()]
+    assert "Traceback" not in err.read_text(), err.read_text()[-3000:]
+    errors = [ln for ln in lines if ln.startswith("gpubench: error:")]
+    assert len(errors) == 2 and all("gpubench check" in ln and "spawner" not in ln for ln in errors), lines
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"

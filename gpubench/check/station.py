@@ -135,7 +135,7 @@ class Station:
                                        wait_for_workers=False)
             port = self.store.port
             self.emit("store", port=port)
-        os.environ["GPUBENCH_STORE_HOSTED"] = "1"  # a station hosts the store: the group is not rank 0's to host
+        os.environ["GPUBENCH_STORE_HOSTED"] = "check"  # a station hosts the store; the group ends with the check
         renv = RankEnv("check", rank, world, rank, world, "127.0.0.1", int(port), 1)
         gpu = self.backend.name in ("cuda", "hip")
         self.group = Group(renv, "nccl" if gpu else "gloo", timeout, device=self.backend.torch_device if gpu else None)

@@ -38,11 +38,18 @@ _GLOO_BACKSTOP_S = 600.0
 _POLITE = ("SIGTERM", "SIGHUP", "SIGINT")  # a rank that ended on one of these was stopped, not lost
 
 
+SPAWNER, CHECK = "gpubench's spawner", "the gpubench check"  # parents that hold the store up (GPUBENCH_STORE_HOSTED)
+
+
 def store_host(env: dict[str, str] | None = None) -> str:
-    """Who hosts the rendezvous store: gpubench's spawner, torchrun's agent, or rank 0."""
+    """Who holds the rendezvous store up: gpubench's spawner (which hosts it), the gpubench check (whose station
+    of rank 0 hosts it: GPUBENCH_STORE_HOSTED=check), torchrun's agent, or rank 0."""
     env = os.environ if env is None else env
-    if env.get("GPUBENCH_STORE_HOSTED") == "1":
-        return "gpubench's spawner"
+    hosted = env.get("GPUBENCH_STORE_HOSTED")
+    if hosted == "1":
+        return SPAWNER
+    if hosted == "check":
+        return CHECK
     if env.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
         return "torchrun's agent"
     return "rank 0"
@@ -53,6 +60,14 @@ def store_client(renv: RankEnv, timeout_s: float, *, master: bool = False):
 
     return dist.TCPStore(renv.master_addr, renv.master_port, renv.world_size, master,
                          timeout=dt.timedelta(seconds=timeout_s), wait_for_workers=False)
+
+
+def parent_gone(host: str, rank: int, address: str, pid: int | None, node: str) -> str:
+    """The line of a rank whose parent, which held its store up, is gone: gpubench's spawner hosts the store
+    itself; a check's stations host it in the station of rank 0, and end with the check."""
+    if host == CHECK:
+        return f"rank {rank}: the gpubench check (pid {pid} on {node}) that started this measuring process is gone"
+    return f"rank {rank} lost the rendezvous store at {address}: {host} (pid {pid} on {node}), which hosts it, is gone"
 
 
 class GroupError(RuntimeError):
@@ -86,10 +101,12 @@ class Group:
         self._started = beats.started(os.getpid())
         self._roster: dict[int, dict[str, Any]] = {}  # the last beats read: who each rank is, where
         self._store_host = store_host()
-        self._store_grace_s = _LOCAL_STORE_GONE_S if self._store_host == "gpubench's spawner" else timeout_s
-        # gpubench's spawner is this rank's parent: its end is seen at once, as a new parent (the store's clients
-        # only notice after their connection retries, 5 s, and the grace: a killed spawner's ranks ran on 9-11 s).
-        self._spawner = os.getppid() if self._store_host == "gpubench's spawner" else None
+        parent = self._store_host in (SPAWNER, CHECK)
+        self._store_grace_s = _LOCAL_STORE_GONE_S if parent else timeout_s
+        # gpubench's spawner (or the check) is this rank's parent: its end is seen at once, as a new parent (the
+        # store's clients only notice after their connection retries, 5 s, and the grace: a killed spawner's ranks
+        # ran on 9-11 s).
+        self._spawner = os.getppid() if parent else None
         self.store = store_client(renv, timeout_s, master=renv.rank == 0 and self._store_host == "rank 0")
         # Beats go out and are read on clients of their own, each call bounded: never the client above.
         connect = lambda: store_client(renv, min(timeout_s, _DEADLINE_S))  # noqa: E731
@@ -158,8 +175,8 @@ class Group:
         lost_since = None
         while not self._stop.wait(HEARTBEAT_S):
             if self._spawner is not None and os.getppid() != self._spawner:
-                ending.end("failed", f"rank {self.rank} lost the rendezvous store at {self._address()}: gpubench's "
-                           f"spawner (pid {self._spawner} on {os.uname().nodename}), which hosts it, is gone", 1)
+                ending.end("failed", parent_gone(self._store_host, self.rank, self._address(), self._spawner,
+                                                 os.uname().nodename), 1)
             try:
                 self._beat()
                 lost_since = None
@@ -219,7 +236,8 @@ class Group:
             try:
                 seen = self._read(deadline_s)
             except Exception:  # noqa: BLE001
-                return beats.unreachable(self._roster, self._store_host, self._address(), deadline_s or _DEADLINE_S,
+                host = "rank 0" if self._store_host == CHECK else self._store_host  # a station of rank 0 hosts it
+                return beats.unreachable(self._roster, host, self._address(), deadline_s or _DEADLINE_S,
                                          self._here), "failed", True
             lost = self._lost(seen)
             if lost or time.time() >= end:
@@ -303,4 +321,5 @@ class Group:
         return out
 
 
-__all__ = ["Group", "GroupError", "read_heartbeats", "laggards", "store_client", "store_host"]
+__all__ = ["Group", "GroupError", "read_heartbeats", "laggards", "store_client", "store_host", "SPAWNER", "CHECK",
+           "parent_gone"]
