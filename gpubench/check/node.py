@@ -69,12 +69,15 @@ def _identities(devices: list[int], pool: Pool) -> list[dict[str, Any]]:
     return out
 
 
-def _measure(plan: drive.Plan, say) -> tuple[list[dict[str, Any]], dict, dict, float]:
+def _measure(plan: drive.Plan, say) -> tuple[list[dict[str, Any]], dict, dict, float, list[checkset.Evidence]]:
     """The stations' measurements, with the health facts read meanwhile: (gpus, static facts, facts seen, how long
-    the stations took to start)."""
+    the stations took to start, the figures)."""
     with Pool(plan.backend, plan.devices, plan.env) as pool:
         say(f"starting a measuring process on each of {len(plan.devices)} GPU(s)")
         t0 = time.monotonic()
+        # The tables' reader (pandas, pyarrow) is imported while the stations start, which takes them longer (torch,
+        # the device): the check reads their tables at the end, and paid for that import after them.
+        from gpubench import results  # noqa: F401
         pool.start()
         start_s = time.monotonic() - t0
         gpus = _identities(plan.devices, pool)
@@ -84,7 +87,9 @@ def _measure(plan: drive.Plan, say) -> tuple[list[dict[str, Any]], dict, dict, f
             with facts.FactsWatch(reader, plan.devices, lambda: facts.process_tree(os.getpid())) as watch:
                 drive.measure(plan, pool, say)
             seen = {i: watch.seen(i) for i in plan.devices}
-    return gpus, static, seen, start_s
+        pool.hang_up()  # the stations end (their torch and device teardown) while the check reads their tables
+        evidence = drive.evidence(plan)
+    return gpus, static, seen, start_s, evidence
 
 
 def run(req: Request, argv: list[str]) -> NodeVerdict:
@@ -98,8 +103,7 @@ def run(req: Request, argv: list[str]) -> NodeVerdict:
     ensure_writable(req.out, cluster)
     plan = drive.Plan(backend, devices, req.out, cluster, checkset.load(req.checks or checkset.CHECKS_FILE))
     say = (lambda _m: None) if req.quiet else (lambda m: print(f"check: {m}", file=sys.stderr, flush=True))
-    gpus, static, seen, start_s = _measure(plan, say)
-    evidence = drive.evidence(plan)
+    gpus, static, seen, start_s, evidence = _measure(plan, say)
     _name_gpus(gpus, evidence)
     host = _host_class(plan)
     env = chosen if req.expect not in (None, HISTORY) else _envelope(req, _model(gpus), cluster, say)

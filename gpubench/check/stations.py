@@ -181,10 +181,14 @@ class Pool:
         for s in stations:
             s.close(0)
 
-    def close(self) -> None:
-        """End every station: all told at once (end of input), then each waited for."""
+    def hang_up(self) -> None:
+        """End of input to every station: each leaves once its job is done (:meth:`close` waits for them)."""
         for s in self.stations.values():
             s.hang_up()
+
+    def close(self) -> None:
+        """End every station: all told at once (end of input), then each waited for."""
+        self.hang_up()
         for s in self.stations.values():
             s.close()
 
