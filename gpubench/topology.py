@@ -133,6 +133,26 @@ def gpu_link(backend: str, src_pci: str | None, dst_pci: str | None, *, nvml=Non
     return None
 
 
+def with_nvml(fn, nvml=None):
+    """``fn(nvml)`` between nvmlInit and nvmlShutdown, or None where NVML is not installed, will not start, or
+    ``fn`` raises (``nvml=`` takes a stand-in for tests). For one reading outside telemetry's own session."""
+    try:
+        if nvml is None:
+            import pynvml as nvml
+        nvml.nvmlInit()
+    except Exception:  # noqa: BLE001 — not installed, no driver
+        return None
+    try:
+        return fn(nvml)
+    except Exception:  # noqa: BLE001 — the caller has another source or none
+        return None
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+
 # nvmlGpuTopologyLevel_t, as `nvidia-smi topo -m` names them.
 _NVML_LEVELS = {0: "same board", 10: "PCIe, one switch (PIX)", 20: "PCIe, several switches (PXB)",
                 30: "PCIe, through the host bridge (PHB)", 40: "PCIe, same NUMA node (NODE)",

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.telemetry import normalize_pci_bus_id
-from gpubench.topology import SYSFS, parse_cpulist, pci_numa_node
+from gpubench.topology import SYSFS, parse_cpulist, pci_numa_node, with_nvml
 
 PROC_SELF = Path("/proc/self")
 
@@ -49,23 +49,12 @@ def _sysfs_cpus(pci_bus_id: str, sysfs: Path) -> set[int] | None:
 
 def _nvml_cpus(pci_bus_id: str, nvml: Any = None) -> set[int] | None:
     """The CPUs NVML says are ideal for the GPU (a bit mask in 64-bit words); None where NVML cannot say."""
-    try:
-        if nvml is None:
-            import pynvml as nvml
-        nvml.nvmlInit()
-    except Exception:  # noqa: BLE001 — not installed, no driver: the other source or none
-        return None
-    try:
-        handle = nvml.nvmlDeviceGetHandleByPciBusId(normalize_pci_bus_id(pci_bus_id))
-        words = nvml.nvmlDeviceGetCpuAffinity(handle, max(1, -(-(os.cpu_count() or 1) // 64)))
+    def read(nv: Any) -> set[int]:
+        handle = nv.nvmlDeviceGetHandleByPciBusId(normalize_pci_bus_id(pci_bus_id))
+        words = nv.nvmlDeviceGetCpuAffinity(handle, max(1, -(-(os.cpu_count() or 1) // 64)))
         return {64 * i + b for i, w in enumerate(words) for b in range(64) if int(w) >> b & 1}
-    except Exception:  # noqa: BLE001
-        return None
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
+
+    return with_nvml(read, nvml)  # not installed, no driver: the other source or none
 
 
 def gpu_cpus(pci_bus_id: str | None, sysfs: Path = SYSFS, nvml: Any = None) -> tuple[set[int] | None, str]:

@@ -11,32 +11,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-
-def _nvml_count(nvml: Any) -> int | None:
-    try:
-        nvml.nvmlInit()
-    except Exception:  # noqa: BLE001 — no driver, no library: torch decides
-        return None
-    try:
-        return int(nvml.nvmlDeviceGetCount())
-    except Exception:  # noqa: BLE001
-        return None
-    finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
+from gpubench.topology import with_nvml
 
 
 def cuda_count(env: dict[str, str] | None = None, nvml: Any = None) -> int | None:
     """The GPUs CUDA would number 0..N-1 here, or None where NVML cannot tell (``nvml=`` takes a stand-in)."""
     env = os.environ if env is None else env
-    if nvml is None:
-        try:
-            import pynvml as nvml
-        except ImportError:
-            return None
-    present = _nvml_count(nvml)
+    present = with_nvml(lambda nv: int(nv.nvmlDeviceGetCount()), nvml)
     if not present:
         return None
     mask = env.get("CUDA_VISIBLE_DEVICES")
