@@ -9,10 +9,16 @@ from collections.abc import Callable
 
 
 class StopFlag:
-    """First SIGINT: stop (the runner and the engine look at ``set``). Second: KeyboardInterrupt, at once."""
+    """First SIGINT: stop (the runner and the engine look at ``set``). Second: KeyboardInterrupt, at once.
+
+    ``asked`` is the handler's alone and never cleared; ``set`` may be overwritten by the ranks' agreement on it.
+    A Ctrl-C that lands while that agreement is under way (the flag already sent, the answer not yet back) must
+    count at the next one: were it noted in ``set`` only, the answer would overwrite it and the run go on.
+    """
 
     def __init__(self, on_first: Callable[[], None] | None = None):
         self.set = False
+        self.asked = False
         self._on_first = on_first
         self._old = None
 
@@ -22,9 +28,9 @@ class StopFlag:
         return self
 
     def _handle(self, signum, frame):
-        if self.set:
+        if self.asked:
             raise KeyboardInterrupt
-        self.set = True
+        self.asked = self.set = True
         if self._on_first:
             self._on_first()
 

@@ -413,9 +413,10 @@ class Ranks(Single):
         return set(self.group.gather_objects(os.getpid()))
 
     def _step(self, stop: StopFlag, label: str) -> None:
-        # A Ctrl-C seen by any rank stops them all after the same case.
+        # A Ctrl-C seen by any rank stops them all after the same case (``asked``: one that came during this
+        # agreement is not lost to its answer).
         self.group.step(label)
-        stop.set = self.group.any(stop.set)
+        stop.set = self.group.any(stop.asked)
 
 
 class Fleet(Ranks):
