@@ -244,6 +244,19 @@ def _suite_table(suite: str, rows: pd.DataFrame, params_given: tuple[str, ...],
     return table
 
 
+def cost_line(df: pd.DataFrame) -> str | None:
+    """What the run's cases cost, by suite, the largest first (``case_s``: inputs, warm-up, samples and check, each
+    process's time on a figure included); devices that measured at once count as their slowest. None where no
+    row says (older tables)."""
+    if "case_s" not in df.columns or not df["case_s"].notna().any():
+        return None
+    one = df[df["case_s"].notna()].drop_duplicates(["suite", "case", "host", "device_index"])
+    per_device = one.groupby(["suite", "host", "device_index"], dropna=False)["case_s"].sum()
+    by_suite = per_device.groupby(level="suite").max().sort_values(ascending=False)
+    parts = ", ".join(f"{suite} {seconds:.1f} s" for suite, seconds in by_suite.items())
+    return f"the cases took {by_suite.sum():.1f} s: {parts}"
+
+
 def _cv_cell(cv: Any) -> str:
     return "—" if cv is None or (isinstance(cv, float) and math.isnan(cv)) else f"{100 * cv:.2f}"
 

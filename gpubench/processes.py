@@ -237,6 +237,9 @@ def pool(row: dict[str, Any], other: dict[str, Any], process: int, target_cv: fl
     out["contended"] = _union(row.get("contended"), other.get("contended"))
     loads = [v for v in (row.get("host_load"), other.get("host_load")) if finite(v)]
     out["host_load"] = max(loads) if loads else row.get("host_load")
+    # What the figure cost the run: every process's time on it.
+    spent = [v for v in (row.get("case_s"), other.get("case_s")) if finite(v)]
+    out["case_s"] = sum(spent) if spent else row.get("case_s")
     return out
 
 

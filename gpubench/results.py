@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from gpubench import DISTRIBUTION
 from gpubench.errors import UsageError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # History of SCHEMA_VERSION (bump it for any change a reader could notice; add an upgrade step below):
 #   1 — gpubench 0.1.0 (2026-11): first version. Long format, one row per (case, metric); columns in
 #       COLUMNS below plus each suite's parameter columns; `value` is the median of `samples`; run.json
@@ -41,6 +41,8 @@ SCHEMA_VERSION = 5
 #       measured in several processes; each sample's process), and `host_load` after `contended` (CPUs other
 #       processes used while the case ran). Older tables were measured in one process (`processes` 1, no
 #       labels) and read `host_load` as unknown.
+#   6 — 2026-11-27: `case_s` after `stop`: the seconds the case took, its inputs, warm-up, samples and check, summed
+#       over the processes that measured it (what the figure cost the run); older tables read it as unknown.
 
 META_KEY = b"gpubench"  # parquet footer key holding {"schema_version": ..., "suite": ..., ...}
 RUN_FILE = "run.json"
@@ -78,6 +80,7 @@ BODY = (
     "warmup_s",
     "settled",  # warm-up ended because times agreed (not because its time ran out)
     "stop",  # cv | budget | max_samples | check
+    "case_s",  # wall seconds the case took (inputs, warm-up, samples, check), summed over its processes; None derived
     "check_error",
     "check_tolerance",
     "sm_clock_mhz",  # median during sampling; NaN where unreadable
@@ -130,10 +133,17 @@ def _v4_to_v5(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _v5_to_v6(df: pd.DataFrame) -> pd.DataFrame:
+    # Before v6 no case's own time was kept: unknown.
+    if "case_s" not in df.columns:
+        df["case_s"] = None
+    return df
+
+
 # Upgrade steps: _UPGRADES[v] turns a version-v frame into a version-(v+1) frame; the loader applies them in
 # order, so a change to the schema is one function here.
 _UPGRADES: dict[int, Callable[[pd.DataFrame], pd.DataFrame]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4,
-                                                                 4: _v4_to_v5}
+                                                                 4: _v4_to_v5, 5: _v5_to_v6}
 
 
 def frame(rows: Iterable[Mapping[str, Any]], params: Sequence[str] = ()) -> pd.DataFrame:

@@ -71,8 +71,9 @@ def case_rows(
     workload: Any = None,
     meas: engine.Measurement | None = None,
     config: engine.EngineConfig = engine.FULL,
+    case_s: float | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per declared metric of ``suite`` for ``case``."""
+    """One row per declared metric of ``suite`` for ``case``; ``case_s``: the seconds the case took."""
     per_metric: dict[str, list[float]] = {}
     if status == "ok" and meas is not None and workload is not None:
         per_metric = engine.metric_samples(workload, suite.metrics, meas.samples_s)
@@ -81,7 +82,7 @@ def case_rows(
         row = figure(base, suite.name, suite.version, case, m, [float(s) for s in per_metric.get(m.name, [])])
         row.update({"processes": 1, "sample_process": [],
                     "noisy": bool(not math.isnan(row["cv"]) and row["cv"] > config.target_cv),
-                    **_how(workload, meas)})
+                    **_how(workload, meas), "case_s": case_s})
         if workload is not None:
             row.update(workload.extra)
         if meas is not None:

@@ -13,6 +13,7 @@ import contextlib
 import inspect
 import os
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,7 +97,16 @@ def run_case(
     interrupted: Callable[[], bool] | None = None,
 ) -> list[dict[str, Any]]:
     """The case's rows; with ``interrupted`` (see :func:`engine.measure`), a case abandoned on the way is one
-    ``skipped`` row per metric whose message says so."""
+    ``skipped`` row per metric whose message says so. Each row keeps what the case cost (``case_s``)."""
+    t0 = time.monotonic()
+    how = _outcome(suite, case, backend, config, telemetry, group, tick, ctx, interrupted)
+    return case_rows(suite, case, base, case_s=time.monotonic() - t0, **how)
+
+
+def _outcome(suite: Suite, case: Case, backend: Backend, config: engine.EngineConfig, telemetry: Any,
+             group: Group | None, tick: Callable[[], None] | None, ctx: GridContext | None,
+             interrupted: Callable[[], bool] | None) -> dict[str, Any]:
+    """How the case ended, as :func:`gpubench.rows.case_rows` takes it: status, message, workload, measurement."""
     workload = None
     try:
         getattr(backend, "begin_case", lambda case_id: None)(case.id)  # test stand-ins may lack it
@@ -107,13 +117,13 @@ def run_case(
     except GroupError:
         raise  # the ranks can no longer agree: the run ends (the caller names the ranks)
     except engine.Interrupted:
-        return case_rows(suite, case, base, status="skipped", message=ABANDONED, workload=workload)
+        return {"status": "skipped", "message": ABANDONED, "workload": workload}
     except Skip as e:
-        return case_rows(suite, case, base, status="skipped", message=str(e)[:MAX_MESSAGE], workload=workload)
+        return {"status": "skipped", "message": str(e)[:MAX_MESSAGE], "workload": workload}
     except KeyboardInterrupt:
         raise
     except Exception as e:  # noqa: BLE001 — any failure of one case (OOM, compile error) is that case's row
-        return case_rows(suite, case, base, status="error", message=first_line(e), workload=workload)
+        return {"status": "error", "message": first_line(e), "workload": workload}
     finally:
         try:
             backend.release()
@@ -122,8 +132,8 @@ def run_case(
     if not meas.valid:
         chk = meas.check
         msg = chk.detail or f"check failed: error {chk.error:.3g} > tolerance {chk.tolerance:.3g}"
-        return case_rows(suite, case, base, status="invalid", message=msg[:MAX_MESSAGE], workload=workload, meas=meas)
-    return case_rows(suite, case, base, status="ok", workload=workload, meas=meas, config=config)
+        return {"status": "invalid", "message": msg[:MAX_MESSAGE], "workload": workload, "meas": meas}
+    return {"status": "ok", "workload": workload, "meas": meas, "config": config}
 
 
 _WHO = ("host", "device_index", "device", "gpu_uuid", "pci_bus_id")

@@ -103,3 +103,21 @@ def test_a_pipe_with_columns_set_gets_tables_that_wide(monkeypatch, capsys):
     assert max(len(line) for line in out.splitlines()) <= 80, out
     for name in all_suites():
         assert name in out
+
+
+def test_the_cost_line_counts_each_case_once_and_devices_at_once_as_the_slowest():
+    import pandas as pd
+
+    from gpubench.console import cost_line
+
+    def rows(suite, case, device, seconds, metrics=("time", "bandwidth")):
+        return [{"suite": suite, "case": case, "host": "n1", "device_index": device, "metric": m, "case_s": seconds}
+                for m in metrics]
+
+    df = pd.DataFrame([
+        *rows("copy", "a", 0, 2.0), *rows("copy", "b", 0, 3.0),  # two metrics a case: its time counts once
+        *rows("copy", "a", 1, 4.0), *rows("copy", "b", 1, 4.5),  # a second device measuring at once: the slowest
+        *rows("launch", "x", 0, 1.25), *rows("launch", "fit", 0, None),  # a derived figure costs nothing of its own
+    ])
+    assert cost_line(df) == "the cases took 9.8 s: copy 8.5 s, launch 1.2 s"
+    assert cost_line(df.drop(columns="case_s")) is None  # a table from before v6

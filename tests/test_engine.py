@@ -445,3 +445,34 @@ def test_a_rows_own_message_outlives_the_graph_fallbacks_note(monkeypatch, statu
     first = "wrong answer" if status == "invalid" else "RuntimeError: CUDA out of memory"
     assert row["message"].startswith(first), row["message"]
     assert "graph capture failed, timed eager" in row["message"] and row["graph"] is False
+
+
+@pytest.mark.parametrize("ends", ["ok", "skipped", "error"])
+def test_each_row_keeps_what_its_case_cost_in_wall_time(ends):
+    # case_s is the run's own cost, not a figure: real seconds from laying out the case to its check, whatever the
+    # fake clock says, and kept on a row that was skipped or failed too (a case that took a minute to fail cost it).
+    import time
+
+    from gpubench import runner
+    from gpubench.suite import Case, Metric, Skip, Suite
+
+    class Slow(Suite):
+        name, version, backends = "slow", 1, frozenset({"fake"})
+        metrics = (Metric("time", "s", "lower"),)
+
+        def cases(self, ctx):
+            return [Case.of(n=1)]
+
+        def prepare(self, case, backend, ctx=None):
+            time.sleep(0.3)  # as a suite laying out a GiB of inputs
+            if ends == "skipped":
+                raise Skip("not here")
+            if ends == "error":
+                raise RuntimeError("CUDA out of memory")
+            return make_workload()
+
+    t0 = time.monotonic()
+    (row,) = runner.run_case(Slow(), Case.of(n=1), FakeBackend(durations=[1e-3]), {}, ONE_CALL, None)
+    took = time.monotonic() - t0
+    assert row["status"] == ends
+    assert 0.3 <= row["case_s"] <= took

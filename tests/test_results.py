@@ -28,7 +28,7 @@ def sample_frame():
             "samples": [2990.0, 3000.0 + i, 3010.0], "noisy": False, "status": "ok", "message": "",
             "backend": "cuda", "device": "NVIDIA H100 80GB HBM3", "device_index": 0, "host": "h", "cluster": "c",
             "work_bytes": 1 << 29, "work_flops": 0, "inner": 10, "sets": 1, "warmup_s": 0.3, "settled": True,
-            "stop": "cv", "check_error": 0.0, "check_tolerance": 1e-7, "sm_clock_mhz": 1980.0,
+            "stop": "cv", "case_s": 0.8, "check_error": 0.0, "check_tolerance": 1e-7, "sm_clock_mhz": 1980.0,
             "mem_clock_mhz": 2619.0, "power_w": math.nan, "temp_c": 50.0, "throttle": "",
         })
     return results.frame(rows, ("op", "dtype", "array_bytes"))
@@ -150,7 +150,8 @@ def test_not_a_run_directory(tmp_path):
         results.load(tmp_path / "nope")
 
 
-_V5 = ["processes", "sample_process", "host_load"]
+_V6 = ["case_s"]
+_V5 = ["processes", "sample_process", "host_load", *_V6]
 
 
 @pytest.mark.parametrize("version,dropped", [
@@ -158,6 +159,7 @@ _V5 = ["processes", "sample_process", "host_load"]
     (2, ["host_us", "host_bound", "contended", *_V5]),  # before the host's issue time was measured
     (3, ["contended", *_V5]),  # before other processes on the device were looked for
     (4, _V5),  # before figures were measured in several processes and the host's load per case
+    (5, _V6),  # before a case's own time was kept
 ])
 def test_older_tables_read_with_the_later_columns_unknown(tmp_path, version, dropped):
     path = results.save(sample_frame(), tmp_path / "t.parquet")
@@ -169,7 +171,7 @@ def test_older_tables_read_with_the_later_columns_unknown(tmp_path, version, dro
     # measured in the run's own process: one process, no labels
     assert (back["processes"] == 1).all() and all(s == [] for s in back["sample_process"])
     assert set(results.COLUMNS) <= set(back.columns)
-    assert back.attrs["schema_version"] == 5 and results.SCHEMA_VERSION == 5
+    assert back.attrs["schema_version"] == 6 and results.SCHEMA_VERSION == 6
 
 
 _REPLACER = """

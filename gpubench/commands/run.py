@@ -232,7 +232,7 @@ def _run_plan(request: RunRequest, backend: Backend, group: Group | None) -> int
 
 def _summary(outcome: runner.Outcome, suites: Sequence[Suite]) -> int:
     """The run's tables and closing lines on the terminal; the exit code."""
-    from gpubench.console import out_console, summary_tables
+    from gpubench.console import cost_line, out_console, summary_tables
     from gpubench.ranks import ending
     from gpubench.rundir import saved
 
@@ -243,8 +243,9 @@ def _summary(outcome: runner.Outcome, suites: Sequence[Suite]) -> int:
     for line in outcome.notes:  # what a suite did not measure, or measured otherwise than asked: a line each
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     cases = measured(outcome.frame.reindex(columns=MEASURED_KEYS).to_dict("records"))
-    for line in closing(outcome.contention, cases):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    for line in [*closing(outcome.contention, cases), cost_line(outcome.frame)]:
+        if line:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"run directory: {outcome.run_dir.path}", markup=False, highlight=False)
     if outcome.error:  # the ranks could no longer agree: a peer was lost (it is named), what was kept is above
         ending.end(outcome.status, outcome.error, EXIT_FAILED)  # the line names the run and its cases; no teardown
