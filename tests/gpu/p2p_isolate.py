@@ -1,0 +1,170 @@
+"""Where torch.distributed's point-to-point call loses to nccl-tests' sendrecv below 16 MiB (issue 45).
+
+Run under torchrun, one process per GPU (every process with NVLink multicast off, tests/gpu/setup.sh):
+
+    torchrun --nproc-per-node N tests/gpu/p2p_isolate.py [--sizes 1M,4M,16M,256M] [--out FILE.tsv]
+
+Each rank sends to rank + 1 and receives from rank - 1 (nccl-tests' sendrecv), the same bytes, four ways:
+
+- ``torch-graph``: ``dist.batch_isend_irecv`` and ``work.wait()`` captured in a CUDA graph of 20 calls, as the comm
+  suite times it;
+- ``nccl-graph``: NCCL's own ``ncclGroupStart; ncclSend; ncclRecv; ncclGroupEnd`` (through CuPy's bindings, on a
+  communicator of its own built from the same library torch loaded) on the same torch buffers, captured on the
+  capturing stream itself: no side stream, no events, no torch bookkeeping;
+- ``torch-eager`` and ``nccl-eager``: the same calls, 20 at a time, not captured.
+
+If nccl-graph reads what nccl-tests reads and torch-graph does not, the cost is torch.distributed's own (its
+stream hand-offs and bookkeeping around the NCCL calls); if nccl-graph reads as torch-graph, it is in the buffers or
+the communicator. Each figure: per-call µs, the median over samples of the slowest rank's time (a sample: the ranks
+lined up by a barrier, then 20 calls between two events). ``--device cpu`` runs the torch ways eagerly over gloo, to
+try this script's plumbing on a machine without GPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+CALLS = 20
+SAMPLES = 30
+WARMUP = 5
+
+
+def _size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper().removesuffix("IB").removesuffix("B")
+    return int(float(text[:-1]) * units[text[-1]]) if text and text[-1] in units else int(text)
+
+
+def torch_call(send, recv, rank, world):
+    ops = [dist.P2POp(dist.isend, send, (rank + 1) % world), dist.P2POp(dist.irecv, recv, (rank - 1) % world)]
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
+
+
+def nccl_caller(send, recv, rank, world):
+    """NCCL's own send/recv pair on a communicator of its own, issued on whatever stream is current."""
+    from cupy.cuda import nccl
+
+    uid = [nccl.get_unique_id() if rank == 0 else None]
+    dist.broadcast_object_list(uid, src=0)
+    comm = nccl.NcclCommunicator(world, uid[0], rank)
+    count = send.numel() * send.element_size()
+
+    def call(*_):
+        stream = torch.cuda.current_stream().cuda_stream
+        nccl.groupStart()
+        comm.send(send.data_ptr(), count, nccl.NCCL_INT8, (rank + 1) % world, stream)
+        comm.recv(recv.data_ptr(), count, nccl.NCCL_INT8, (rank - 1) % world, stream)
+        nccl.groupEnd()
+
+    return call, comm
+
+
+def timed(run, device: str, world: int) -> float:
+    """Per-call µs: the median over samples of the slowest rank's time for CALLS calls (``run`` makes them)."""
+    gpu = device == "cuda"
+    per_call = []
+    for i in range(WARMUP + SAMPLES):
+        dist.barrier()
+        if gpu:
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            end.record()
+            end.synchronize()
+            seconds = start.elapsed_time(end) / 1e3
+        else:
+            t0 = time.perf_counter()
+            run()
+            seconds = time.perf_counter() - t0
+        slowest = torch.tensor([seconds], dtype=torch.float64, device=device if gpu else "cpu")
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        if i >= WARMUP:
+            per_call.append(float(slowest) / CALLS * 1e6)
+    return statistics.median(per_call)
+
+
+def graphed(call):
+    """``call`` CALLS times in one CUDA graph: a function that replays it."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # NCCL's lazy set-up outside the capture
+        for _ in range(3):
+            call()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(CALLS):
+            call()
+    torch.cuda.synchronize()
+    return graph.replay
+
+
+def eager(call):
+    def run():
+        for _ in range(CALLS):
+            call()
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1M,4M,16M,256M", help="bytes each rank sends (default 1M,4M,16M,256M)")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--out", default=None, help="also write the table here (TSV), from rank 0")
+    args = ap.parse_args(argv)
+    rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
+    gpu = args.device == "cuda"
+    if gpu:
+        torch.cuda.set_device(local)
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    else:
+        dist.init_process_group("gloo")
+    lines = ["bytes\tway\tus_per_call\tbusbw_GBps"]
+    try:
+        for size in [_size(s) for s in args.sizes.split(",")]:
+            n = size // 4
+            send = torch.rand(n, device=args.device)
+            recv = torch.zeros(n, device=args.device)
+            ways = {"torch-eager": eager(lambda: torch_call(send, recv, rank, world))}
+            if gpu:
+                ways["torch-graph"] = graphed(lambda: torch_call(send, recv, rank, world))
+                call, comm = nccl_caller(send, recv, rank, world)
+                ways["nccl-eager"] = eager(call)
+                ways["nccl-graph"] = graphed(call)
+            for way, run in ways.items():
+                recv.zero_()
+                us = timed(run, args.device, world)
+                # The check: what arrived is what rank - 1 sent (each rank's send is its own random draw).
+                want = torch.empty_like(send)
+                ops = [dist.P2POp(dist.isend, send, (rank + 1) % world), dist.P2POp(dist.irecv, want, (rank - 1) % world)]
+                for work in dist.batch_isend_irecv(ops):
+                    work.wait()
+                if not torch.equal(recv, want):
+                    raise SystemExit(f"rank {rank}: {way} at {size} bytes received other bytes than rank - 1 sent")
+                # sendrecv's bus bandwidth is its algorithm bandwidth (nccl-tests' factor 1)
+                lines.append(f"{size}\t{way}\t{us:.2f}\t{size / us / 1e3:.1f}")
+                if rank == 0:
+                    print(lines[-1], flush=True)
+            if gpu:
+                torch.cuda.synchronize()
+                comm.destroy()
+    finally:
+        dist.destroy_process_group()
+    if rank == 0 and args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
