@@ -8,14 +8,15 @@
 # ROUNDS=N (default 1) repeats the two default runs N times, alternated, and compares medians. Prints
 # bus_ratios.py's tables; every run directory stays under OUT_DIR/runs; invalid rows are listed.
 # COLLECTIVES=a,b limits the alternated rounds to those collectives; PARTS (default "rounds alloc eager one reg")
-# picks the runs (PARTS=rounds with MIN_BYTES/MAX_BYTES: more rounds of a few cells).
+# picks the runs (PARTS=rounds with MIN_BYTES/MAX_BYTES: more rounds of a few cells). STEP=2: every size of the
+# default sweep (×2, as the suite and nccl-tests -f 2), not every other one (the default here, ×4).
 set -u -o pipefail
 out=${1:?OUT_DIR}; cluster=${2:?CLUSTER_LABEL}
 mkdir -p "$out"
 . "$(dirname "$0")/setup.sh"
 nvidia-smi topo -m 2>/dev/null | head -6
-sweep=(--min-bytes ${MIN_BYTES:-1M} --max-bytes ${MAX_BYTES:-4G} --step-factor 4)
-eager=(--min-bytes 64M --max-bytes ${MAX_BYTES:-4G} --step-factor 4 --eager)
+sweep=(--min-bytes ${MIN_BYTES:-1M} --max-bytes ${MAX_BYTES:-4G} --step-factor ${STEP:-4})
+eager=(--min-bytes 64M --max-bytes ${MAX_BYTES:-4G} --step-factor ${STEP:-4} --eager)
 last() { ls -d "$out"/runs/"$cluster"/*/ | tail -1; }
 t() { local s=$EPOCHREALTIME; "$@"; echo "rc=$? wall=$(awk "BEGIN{printf \"%.1f\", $EPOCHREALTIME - $s}") s: $*"; }
 g() { t gpubench run --suite comm --out "$out/runs" --cluster "$cluster" "$@"; }
