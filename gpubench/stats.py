@@ -46,6 +46,14 @@ def summarize(samples: Sequence[float]) -> dict[str, float]:
     }
 
 
+def number(x: object) -> float:
+    """``x`` as a float; NaN where it is none (None, text)."""
+    try:
+        return float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+
+
 def finite(x: object) -> bool:
     """Whether ``x`` is a number other than NaN or infinity (None, text and NaN are not)."""
     try:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from gpubench.compare import sensitivity
 from gpubench.compare.verdict import COMPARED, SAME
 from gpubench.console import fmt_value, p_text, param_text, unit_text
+from gpubench.stats import number
 
 if TYPE_CHECKING:
     from gpubench.compare.report import Report
@@ -36,27 +37,20 @@ def jsonable(x: Any) -> Any:
     return x
 
 
-def _num(x: Any) -> float:
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return math.nan
-
-
 def pct(x: Any, signed: bool = False) -> str:
-    v = _num(x)
+    v = number(x)
     if not math.isfinite(v):
         return "—"
     return f"{100 * v:+.1f}%" if signed else f"{fmt_value(100 * v)}%"
 
 
 def _value(x: Any, unit: Any) -> str:
-    v = _num(x)
+    v = number(x)
     return "—" if not math.isfinite(v) else f"{fmt_value(v)} {unit_text(unit) if unit else ''}".strip()
 
 
 def _peak(x: Any) -> str:
-    v = _num(x)
+    v = number(x)
     return "—" if not math.isfinite(v) else f"{v:.1f}%"
 
 
@@ -68,7 +62,7 @@ def _basis(r: dict) -> str:
 
 
 def _int(x: Any) -> str:
-    v = _num(x)
+    v = number(x)
     return str(int(v)) if math.isfinite(v) else "0"
 
 
@@ -78,11 +72,11 @@ def _verdict(r: dict) -> str:
 
 def row_cells(r: dict, cross_cluster: bool) -> list[str]:
     """The cells every human-readable format shows for a row, in HEADERS order."""
-    p = _num(r["p_value"])
+    p = number(r["p_value"])
     cells = [_verdict(r), str(r["suite"]), str(r["case"]), str(r["metric"]), _value(r["baseline"], r["unit"]),
              _value(r["current"], r["unit"]), pct(r["change"], signed=True)]
     if cross_cluster:
-        ratio = _num(r["ratio"])
+        ratio = number(r["ratio"])
         cells += [f"{ratio:.3f}×" if math.isfinite(ratio) else "—", _peak(r["baseline_pct_peak"]),
                   _peak(r["current_pct_peak"])]
     cells += [pct(r["threshold"]), sensitivity.text(r.get("catches")), p_text(p) if math.isfinite(p) else "—",
@@ -120,7 +114,7 @@ _RANK = {"WORSE": 0, "UNKNOWN": 1, "not-ok": 2, "incomparable": 3, "only-baselin
 
 
 def _worse_by(r: dict) -> float:
-    ch = _num(r["change"])
+    ch = number(r["change"])
     if not math.isfinite(ch):
         return -math.inf
     return -ch if r["better"] == "higher" else ch

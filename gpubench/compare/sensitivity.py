@@ -29,6 +29,8 @@ from collections.abc import Iterable
 from statistics import NormalDist
 from typing import Any
 
+from gpubench.stats import number
+
 BLIND = 0.25  # a figure that catches only changes larger than this is not judged at a useful level
 GOAL_GPU, GOAL_HOST = 0.05, 0.15  # what the quick set should catch: figures the GPU times, those the host sets
 POWER = 0.8
@@ -85,7 +87,7 @@ def summary(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     for kind, goal in (("gpu", GOAL_GPU), ("host", GOAL_HOST)):
         out[kind] = {"figures": 0, "within_goal": 0, "goal": goal, "worst": None}
     for r in rows:
-        v = _num(r.get("catches"))
+        v = number(r.get("catches"))
         if math.isnan(v):
             continue
         kind = out["host" if _is_host(r) else "gpu"]
@@ -122,13 +124,6 @@ def line(rows: Iterable[dict[str, Any]]) -> str | None:
         why = ", ".join(f"{n} {w}" for w, n in s["why_blind"].items())
         head += f"; blind (> {100 * BLIND:g}%): {s['blind']} ({why})"
     return head
-
-
-def _num(x: Any) -> float:
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 __all__ = ["BLIND", "GOAL_GPU", "GOAL_HOST", "sample_mde", "smallest", "blind", "text", "summary", "line",

@@ -45,7 +45,7 @@ from gpubench.compare.load import KEY
 from gpubench.compare.thresholds import Thresholds
 from gpubench.console import p_text
 from gpubench.levels import disturbed_by_load, set_by_host
-from gpubench.stats import best_p, mann_whitney, run_spread
+from gpubench.stats import best_p, mann_whitney, number, run_spread
 
 WORSE, BETTER, SAME, UNKNOWN = "WORSE", "BETTER", "SAME", "UNKNOWN"
 INCOMPARABLE = "incomparable"
@@ -112,8 +112,8 @@ def judge(
     if k >= 2:
         b = float(np.median(runs))
     else:
-        b = float(np.median(baseline)) if len(baseline) else _num(baseline_value)
-    c = float(np.median(current)) if len(current) else _num(current_value)
+        b = float(np.median(baseline)) if len(baseline) else number(baseline_value)
+    c = float(np.median(current)) if len(current) else number(current_value)
     spread = run_spread(runs) if k >= 2 else math.nan
     out: dict[str, Any] = {"baseline": b, "current": c, "change": math.nan, "ratio": math.nan,
                            "p_value": math.nan, "basis": "samples", "note": "", "runs_baseline": k,
@@ -242,15 +242,8 @@ def _units(k: int, runs: int | None) -> str:
 
 
 def _finite(x: Any) -> bool:
-    v = _num(x)
+    v = number(x)
     return math.isfinite(v)
-
-
-def _num(x: Any) -> float:
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def _samples(row: dict[str, Any]) -> list[float]:
@@ -259,7 +252,7 @@ def _samples(row: dict[str, Any]) -> list[float]:
 
 
 def _has_figure(row: dict[str, Any] | None) -> bool:
-    return row is not None and (any(math.isfinite(v) for v in _samples(row)) or math.isfinite(_num(row.get("value"))))
+    return row is not None and (any(math.isfinite(v) for v in _samples(row)) or math.isfinite(number(row.get("value"))))
 
 
 def _differing_settings(b: dict[str, Any], c: dict[str, Any]) -> list[str]:
@@ -311,13 +304,13 @@ def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, thresholds: Thresholds
                    threshold=thresholds.for_row(suite, metric, case),
                    suite_version_baseline=b.get("suite_version") if b else None,
                    suite_version_current=c.get("suite_version") if c else None, note="", judged_on="figure",
-                   set_by_host=disturbed_by_load(ref), host_load_baseline=_num(b.get("host_load")) if b else None,
-                   host_load_current=_num(c.get("host_load")) if c else None)
+                   set_by_host=disturbed_by_load(ref), host_load_baseline=number(b.get("host_load")) if b else None,
+                   host_load_current=number(c.get("host_load")) if c else None)
         for name, r in (("baseline", b), ("current", c)):
             if r is not None:
-                row[name] = _num(r.get("value"))
-                row[f"n_{name}"] = int(_num(r.get("n"))) if math.isfinite(_num(r.get("n"))) else 0
-                row[f"cv_{name}"] = _num(r.get("cv"))
+                row[name] = number(r.get("value"))
+                row[f"n_{name}"] = int(number(r.get("n"))) if math.isfinite(number(r.get("n"))) else 0
+                row[f"cv_{name}"] = number(r.get("cv"))
         if b is None or c is None:
             row["status"] = ONLY_CURRENT if b is None else ONLY_BASELINE
         elif b.get("suite_version") != c.get("suite_version"):
@@ -378,7 +371,7 @@ def _judge_pair(b: dict[str, Any], c: dict[str, Any], better: str, threshold: fl
     pb, pc = peaks
     # Efficiency: each side's figure as a fraction of its own hardware's peak, then the usual rule.
     r = judge([v / pb for v in bs], [v / pc for v in cs], better, threshold, alpha,
-              baseline_value=_num(b.get("value")) / pb, current_value=_num(c.get("value")) / pc,
+              baseline_value=number(b.get("value")) / pb, current_value=number(c.get("value")) / pc,
               baseline_runs=[v / pb for v in runs], per_run_n=per_run_n, moves=moves, window=window,
               history_runs=[v / pb for v in history], run_count=run_count)
     # The figures themselves stay in baseline/current (and their ratio); change is the efficiency's.
@@ -389,7 +382,7 @@ def _judge_pair(b: dict[str, Any], c: dict[str, Any], better: str, threshold: fl
 
 
 def _worse_by(change: Any, better: Any) -> float:
-    ch = _num(change)
+    ch = number(change)
     if not math.isfinite(ch):
         return -math.inf
     return -ch if better == "higher" else ch

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from gpubench.compare import sensitivity
 from gpubench.compare.formats import markdown_table, md_cell, pct, short_cases
 from gpubench.compare.verdict import COMPARED
+from gpubench.stats import number
 
 if TYPE_CHECKING:
     from gpubench.compare.report import Report
@@ -18,7 +19,7 @@ HEADERS = ["suite", "case", "metric", "set by", "baseline runs", "run spread", "
 
 
 def _key(r: dict) -> tuple:
-    c = sensitivity._num(r.get("catches"))
+    c = number(r.get("catches"))
     return (-c if c == c else 0.0, str(r["suite"]), str(r["case"]), str(r["metric"]))
 
 
