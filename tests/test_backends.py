@@ -91,3 +91,17 @@ def test_cpu_backend_reads_the_last_level_cache():
     be = CpuBackend()
     assert be.cache_bytes() >= 1 << 20 and be.memory_bytes() > 1 << 30
     assert be.identity()["gpu_count"] == 0
+
+
+def test_the_fake_device_charges_each_kernel_a_call_launches():
+    # A graph replay of 1000 kernels is 1000 kernels' time, not one call's: else the engine batches hundreds of
+    # replays into one sample, and each runs its 1000 operations on the CPU for real (minutes for launch --quick).
+    from types import SimpleNamespace
+
+    from gpubench.backends.fake import default_model
+
+    def work(**extra):
+        return SimpleNamespace(bytes=0, flops=0, extra=extra)
+
+    assert default_model(work(), 0) == pytest.approx(5e-6)
+    assert default_model(work(kernels_per_call=1000), 0) == pytest.approx(5e-3)
