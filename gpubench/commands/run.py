@@ -243,7 +243,8 @@ def _summary(outcome: runner.Outcome, suites: Sequence[Suite]) -> int:
     for line in outcome.notes:  # what a suite did not measure, or measured otherwise than asked: a line each
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     cases = measured(outcome.frame.reindex(columns=MEASURED_KEYS).to_dict("records"))
-    for line in [*closing(outcome.contention, cases), cost_line(outcome.frame)]:
+    # What the cases took, then what shared the machine with them: a warning is the last word before the path.
+    for line in [cost_line(outcome.frame), *closing(outcome.contention, cases)]:
         if line:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"run directory: {outcome.run_dir.path}", markup=False, highlight=False)
