@@ -169,7 +169,11 @@ class RunProgress:
         if self._progress is not None:
             self._progress.console.print(line, markup=False, highlight=False)
         else:
-            print(line, file=sys.stderr, flush=True)
+            # One write, the newline in it: print() writes the line and its end apart, and a rank's closing line
+            # (gpubench.ranks.ending, written from its signal thread) landed between them, in the middle of a line
+            # where nothing that looks for "gpubench: error:" at a line's start finds it (mpirun in CI, 2026-11-27).
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
 
     def discard(self) -> None:
         """Forget the skips and notes held back (the run's one line says what they would have said)."""

@@ -121,3 +121,32 @@ def test_the_cost_line_counts_each_case_once_and_devices_at_once_as_the_slowest(
     ])
     assert cost_line(df) == "the cases took 9.8 s: copy 8.5 s, launch 1.2 s"
     assert cost_line(df.drop(columns="case_s")) is None  # a table from before v6
+
+
+def test_a_progress_line_in_a_log_is_one_write_with_its_newline(monkeypatch):
+    # A rank's closing "gpubench: error:" line is written from its signal thread; between a progress line and its
+    # newline written apart it landed mid-line (mpirun in CI, 2026-11-27: "... ±23%gpubench: error: rank 0 ...").
+    import sys
+
+    from gpubench.console import RunProgress
+
+    class Log:
+        def __init__(self):
+            self.writes = []
+
+        def write(self, text):
+            self.writes.append(text)
+            return len(text)
+
+        def flush(self):
+            pass
+
+        def isatty(self):
+            return False
+
+    log = Log()
+    monkeypatch.setattr(sys, "stderr", log)
+    progress = RunProgress(Console(file=log, force_terminal=False))
+    progress.start(2)
+    progress._say("[1/2] copy direction=h2d: 48.41 GB/s ±1.4%")
+    assert log.writes == ["[1/2] copy direction=h2d: 48.41 GB/s ±1.4%\n"]
