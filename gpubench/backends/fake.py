@@ -48,8 +48,7 @@ def default_model(workload: Any, call_index: int) -> float:
     each its 5 µs), 100 GB/s, 10 TFLOP/s, no noise. Were a replay of 1000 kernels one 5 µs call, the engine would
     batch hundreds of them into a sample, each running its 1000 operations on the CPU for real: minutes for launch's
     quick grid."""
-    kernels = workload.extra.get("kernels_per_call", 1) if isinstance(workload.extra, dict) else 1
-    return 5e-6 * kernels + workload.bytes / 100e9 + workload.flops / 10e12
+    return 5e-6 * workload.extra.get("kernels_per_call", 1) + workload.bytes / 100e9 + workload.flops / 10e12
 
 
 _SLOW_ONCE_TAKEN = False  # this process consumed GPUBENCH_FAKE_SLOW_ONCE's marker: its slowdown holds here

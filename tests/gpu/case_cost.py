@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 from gpubench import results
+from gpubench.console import cost_line
 
 
 def main(argv: list[str]) -> int:
@@ -20,9 +21,7 @@ def main(argv: list[str]) -> int:
     one = df[df["case_s"].notna()].drop_duplicates(["suite", "case", "device_index"])
     meta = json.loads((run / "run.json").read_text())
     wall = (datetime.fromisoformat(meta["end_time"]) - datetime.fromisoformat(meta["start_time"])).total_seconds()
-    print(f"{run.name}: run {wall:.1f} s (start to end as run.json has them), cases {one['case_s'].sum():.1f} s")
-    for suite, s in one.groupby("suite")["case_s"].sum().sort_values(ascending=False).items():
-        print(f"  {suite:<12} {s:6.1f} s over {int((one['suite'] == suite).sum())} cases")
+    print(f"{run.name}: run {wall:.1f} s (start to end as run.json has them); {cost_line(df)}")
     cols = [c for c in ("suite", "case", "processes", "sets", "warmup_s", "n", "case_s") if c in one.columns]
     print(one.sort_values("case_s", ascending=False)[cols].head(top).to_string(index=False))
     return 0
