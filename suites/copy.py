@@ -31,7 +31,8 @@ of every destination with its source.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -84,11 +85,14 @@ class Copy(Suite):
         # k-th peer case at once, each GPU then copies to a different one (no GPU takes every other's writes).
         peers = [(ctx.device_index + k) % ctx.device_count for k in range(1, ctx.device_count)]
         for size in sizes:
+            # The cases of one host memory kind and size follow each other: they take the same host buffers
+            # (_HostPool), which cost far more to make than to copy (a GiB pinned or registered, 64 sets).
             for memory in HOST_MEMORY:
                 yield Case.of(direction="h2d", memory=memory, src=host, dst=me, copy_bytes=size)
                 yield Case.of(direction="d2h", memory=memory, src=me, dst=host, copy_bytes=size)
-            # Pageable copies are synchronous for the host: two of them cannot overlap from one thread.
-            yield Case.of(direction="bidir", memory="pinned", src=host, dst=me, copy_bytes=size)
+                if memory == "pinned":
+                    # Pageable copies are synchronous for the host: two of them cannot overlap from one thread.
+                    yield Case.of(direction="bidir", memory="pinned", src=host, dst=me, copy_bytes=size)
             yield Case.of(direction="d2d", memory="device", src=me, dst=me, copy_bytes=size)
             for p in peers:
                 yield Case.of(direction="peer", memory="device", src=me, dst=_gpu(p), copy_bytes=size)
@@ -136,9 +140,11 @@ class Copy(Suite):
         pageable = memory == "pageable"
         extra["timing_method"] = "host clock, copy + sync" if pageable else "held stream, events"
 
+        pool = _HostPool.of(ctx, memory, size, on_gpu)
+
         def make_inputs() -> Buffers:
             with topology.bind_to_node(gpu_numa) as binding:
-                bufs = _make_buffers(direction, memory, size, backend, on_gpu, case)
+                bufs = _make_buffers(direction, pool, size, backend, on_gpu, case)
             if extra["host_numa"] is None and bufs.host is not None:
                 extra["host_numa"] = topology.address_numa_node(bufs.host.data_ptr(), size)
             extra["numa_bound"] = binding.bound
@@ -177,7 +183,6 @@ class Buffers:
 
     pairs: list[tuple[torch.Tensor, torch.Tensor]]
     host: torch.Tensor | None = None
-    keep: list[Any] = field(default_factory=list)  # page-locked registrations, unlocked when the set goes
 
 
 def _one_copy(b: Buffers) -> None:
@@ -239,9 +244,8 @@ def _peer_facts(backend: Backend, me: int, peer: int, on_gpu: bool) -> tuple[boo
     return True, topology.gpu_link(backend.name, backend.pci_bus_id(me), backend.pci_bus_id(peer))
 
 
-def _make_buffers(direction: str, memory: str, size: int, backend: Backend, on_gpu: bool, case: Case) -> Buffers:
+def _make_buffers(direction: str, pool: _HostPool, size: int, backend: Backend, on_gpu: bool, case: Case) -> Buffers:
     dev = backend.torch_device
-    keep: list[Any] = []
 
     def device(where: str) -> torch.Tensor:
         return torch.empty(size, dtype=torch.uint8, device=f"cuda:{_index(where)}" if on_gpu else dev)
@@ -249,18 +253,8 @@ def _make_buffers(direction: str, memory: str, size: int, backend: Backend, on_g
     hosts: list[torch.Tensor] = []
 
     def host() -> torch.Tensor:
-        if not on_gpu:
-            t = torch.empty(size, dtype=torch.uint8)  # the fake backend: bookkeeping only
-        elif memory == "pinned":
-            t = torch.empty(size, dtype=torch.uint8, pin_memory=True)
-        elif memory == "registered":
-            reg = _Registered(size)
-            keep.append(reg)
-            t = reg.tensor
-        else:
-            t = torch.empty(size, dtype=torch.uint8)
-        hosts.append(t)
-        return t
+        hosts.append(pool.take())
+        return hosts[-1]
 
     if direction == "h2d":
         pairs = [(host(), device(case["dst"]))]
@@ -273,7 +267,9 @@ def _make_buffers(direction: str, memory: str, size: int, backend: Backend, on_g
     for src, dst in pairs:
         _randomize(src, dev)
         dst.fill_(_POISON)
-    return Buffers(pairs, hosts[0] if hosts else None, keep)
+    made = Buffers(pairs, hosts[0] if hosts else None)
+    pool.lend(made)
+    return made
 
 
 def _randomize(t: torch.Tensor, dev: str) -> None:
@@ -290,6 +286,82 @@ def _check(b: Buffers, _out: Any) -> Check:
         want = src[idx.to(src.device)].cpu()
         bad += int((got != want).sum())
     return Check(bad == 0, float(bad), 0.0, "" if bad == 0 else f"{bad} sampled bytes differ from the source")
+
+
+class _HostPool:
+    """The host buffers of the copy cases of one memory kind and size, made once and handed out again.
+
+    Making a GiB of pinned or registered host memory, or touching a GiB of pageable memory for the first time,
+    takes longer than timing copies of it, and a case at 1 MiB takes 64 rotating sets: fresh buffers per case
+    were much of a quick copy run's time (one H100, 2026-11-27, one process: torch.empty, cudaHostRegister and
+    emptying torch's host cache took 4.4 s of the cases' 12 s; and these cases are measured in three
+    processes). A case takes buffers in the order its input sets are made, so no two of its sets share one;
+    the next case of the same kind and size takes the same buffers again, and the first case of another kind
+    or size lets them go. Each case fills its sets afresh (sources random, destinations poisoned), so what a
+    case checks is its own copy. Held in the suite's context for the run (``GridContext.state``): nothing
+    outlives the suite's run.
+    """
+
+    def __init__(self, memory: str, size: int, on_gpu: bool):
+        self.key = (memory, size, on_gpu)
+        self.held: list[torch.Tensor] = []
+        # Per buffer, who has it: None (nobody), _MAKING (a set being made) or a weak reference to the set,
+        # dead once the engine lets the set go (it drops the check's set before it makes the rotating ones).
+        self.owners: list[Any] = []
+        self.chunks: list[_Registered] = []  # what keeps registered buffers locked (and unlocks them when dropped)
+
+    @classmethod
+    def of(cls, ctx: GridContext | None, memory: str, size: int, on_gpu: bool) -> _HostPool:
+        """The pool for a new case: the one in ``ctx`` where it holds this kind and size, else a new one there."""
+        pool = ctx.state.get("copy_host_pool") if ctx is not None else None
+        if pool is None or pool.key != (memory, size, on_gpu):
+            pool = cls(memory, size, on_gpu)  # the old one, and its buffers, go with the last reference
+            if ctx is not None:
+                ctx.state["copy_host_pool"] = pool
+        return pool
+
+    def take(self) -> torch.Tensor:
+        """A buffer no live set has (made if there is none), for the set being made."""
+        i = self._free()
+        if i is None:
+            self._grow()
+            self.owners.extend([None] * (len(self.held) - len(self.owners)))
+            i = self._free()
+        self.owners[i] = _MAKING
+        return self.held[i]
+
+    def _free(self) -> int | None:
+        return next((i for i, owner in enumerate(self.owners)
+                     if owner is None or (owner is not _MAKING and owner() is None)), None)
+
+    def lend(self, made: Buffers) -> None:
+        """The buffers taken for ``made`` are its own until it is gone."""
+        for i, owner in enumerate(self.owners):
+            if owner is _MAKING:
+                self.owners[i] = weakref.ref(made)
+
+    def _grow(self) -> None:
+        memory, size, on_gpu = self.key
+        if not on_gpu:
+            self.held.append(torch.empty(size, dtype=torch.uint8))  # the fake backend: bookkeeping only
+        elif memory == "pinned":
+            self.held.append(torch.empty(size, dtype=torch.uint8, pin_memory=True))
+        elif memory == "registered":
+            # One registration for up to 64 MiB of small buffers: cudaHostRegister costs about 11 ms a call
+            # whatever the size (one H100, 2026-11-27: 134 calls, 1.5 s), and a buffer inside a locked range
+            # is as locked as one that is the whole range.
+            count = max(1, min(64, _REGISTER_CHUNK // size))
+            chunk = _Registered(count * size)
+            self.chunks.append(chunk)
+            self.held.extend(chunk.tensor[i * size : (i + 1) * size] for i in range(count))
+        elif memory == "device":
+            raise AssertionError("device-to-device cases take no host buffers")
+        else:
+            self.held.append(torch.empty(size, dtype=torch.uint8))
+
+
+_REGISTER_CHUNK = 64 << 20
+_MAKING = object()
 
 
 class _Registered:

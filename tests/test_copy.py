@@ -6,6 +6,7 @@ import importlib
 import os
 
 import pytest
+import torch
 
 from gpubench import engine, runner, topology
 from gpubench.backends.cpu import CpuBackend
@@ -30,9 +31,10 @@ def test_grid_covers_every_direction_and_host_memory_kind():
     grid = ids(C.Copy().cases(ctx(sizes=(MiB,))))
     assert grid == [
         ("h2d", "pinned", "host", "gpu0", MiB), ("d2h", "pinned", "gpu0", "host", MiB),
+        ("bidir", "pinned", "host", "gpu0", MiB),
         ("h2d", "pageable", "host", "gpu0", MiB), ("d2h", "pageable", "gpu0", "host", MiB),
         ("h2d", "registered", "host", "gpu0", MiB), ("d2h", "registered", "gpu0", "host", MiB),
-        ("bidir", "pinned", "host", "gpu0", MiB), ("d2d", "device", "gpu0", "gpu0", MiB),
+        ("d2d", "device", "gpu0", "gpu0", MiB),
     ]
     assert {c["copy_bytes"] for c in C.Copy().cases(ctx())} == set(C.SIZES)
     assert {c["copy_bytes"] for c in C.Copy().cases(ctx(quick=True))} == set(C.QUICK_SIZES)
@@ -123,6 +125,85 @@ def test_a_copy_that_did_not_happen_fails_its_check(monkeypatch):
     rows = [r for r in run_cases(FakeBackend()) if r["metric"] == "bandwidth" and r["direction"] == "h2d"]
     assert rows and all(r["status"] == "invalid" for r in rows)
     assert "sampled bytes differ" in rows[0]["message"]
+
+
+def _in_one_run(cases, c=None):
+    """Each (direction, memory, size) prepared in turn with one suite context, as a run prepares them: three
+    sets a case, all alive at once (a check's and two rotating ones), let go before the next case; the host
+    buffers' addresses of each case."""
+    c = c or ctx()
+    out = []
+    for direction, memory, size in cases:
+        src, dst = ("gpu0", "host") if direction == "d2h" else ("host", "gpu0")
+        case = Case.of(direction=direction, memory=memory, src=src, dst=dst, copy_bytes=size)
+        w = C.Copy().prepare(case, FakeBackend(), c)
+        sets = [w.make_inputs() for _ in range(3)]
+        host_ends = {"h2d": [(0, 0)], "d2h": [(0, 1)], "bidir": [(0, 0), (1, 1)]}[direction]
+        out.append([b.pairs[i][j].data_ptr() for b in sets for i, j in host_ends])
+        del sets
+    return out
+
+
+def test_cases_of_one_memory_kind_and_size_take_the_same_host_buffers_in_turn():
+    c = ctx()
+    h2d, d2h, bidir = _in_one_run([("h2d", "pinned", MiB), ("d2h", "pinned", MiB), ("bidir", "pinned", MiB)], c)
+    assert len(set(h2d)) == 3  # no two live sets share a buffer
+    assert d2h == h2d  # d2h takes h2d's buffers, in the same order
+    assert len(set(bidir)) == 6 and set(h2d) <= set(bidir)  # two a set: three more made
+    pool = c.state["copy_host_pool"]
+    for size, memory in ((2 * MiB, "pinned"), (2 * MiB, "pageable")):
+        _in_one_run([("h2d", memory, size)], c)
+        # another size or kind: a pool of its own, the last one's buffers let go
+        assert c.state["copy_host_pool"] is not pool and len(c.state["copy_host_pool"].held) == 3
+        pool = c.state["copy_host_pool"]
+
+
+def test_a_set_let_go_gives_its_buffers_to_the_next_set_of_the_case():
+    w, _ = prepare("h2d", "pinned")  # no run context: a pool of the case's own
+    check_set = w.make_inputs()
+    first = check_set.host.data_ptr()
+    del check_set  # the engine drops the check's set before it makes the rotating ones
+    rotating = [w.make_inputs() for _ in range(2)]
+    assert rotating[0].host.data_ptr() == first and rotating[1].host.data_ptr() != first
+
+
+def test_a_taken_buffer_is_filled_afresh_so_a_missed_copy_still_fails(monkeypatch):
+    c = ctx()
+    cases = [Case.of(direction="h2d", memory="pinned", src="host", dst="gpu0", copy_bytes=64 << 10),
+             Case.of(direction="d2h", memory="pinned", src="gpu0", dst="host", copy_bytes=64 << 10)]
+    h2d = C.Copy().prepare(cases[0], FakeBackend(), c).make_inputs()
+    was = h2d.host.data_ptr()
+    del h2d
+    d2h = C.Copy().prepare(cases[1], FakeBackend(), c).make_inputs()
+    assert d2h.pairs[0][1].data_ptr() == was  # h2d's random source, now d2h's destination
+    assert bool((d2h.pairs[0][1] == C._POISON).all())  # what h2d left there is gone
+    suite = C.Copy()
+    rows = []
+    for direction, src, dst in (("h2d", "host", "gpu0"), ("d2h", "gpu0", "host")):
+        case = Case.of(direction=direction, memory="registered", src=src, dst=dst, copy_bytes=MiB)
+        if direction == "d2h":
+            monkeypatch.setattr(C, "_one_copy", lambda b: None)
+        rows += runner.run_case(suite, case, FakeBackend(), {}, CFG, None, ctx=c)
+    status = {r["direction"]: r["status"] for r in rows if r["metric"] == "bandwidth"}
+    assert status == {"h2d": "ok", "d2h": "invalid"}
+
+
+def test_small_registered_buffers_share_one_registration(monkeypatch):
+    made = []
+
+    class Registered:
+        def __init__(self, size):
+            made.append(size)
+            self.tensor = torch.empty(size, dtype=torch.uint8)
+
+    monkeypatch.setattr(C, "_Registered", Registered)
+    pool = C._HostPool.of(None, "registered", MiB, True)
+    taken = [pool.take() for _ in range(70)]
+    assert made == [64 * MiB, 64 * MiB]  # 64 buffers to a registration
+    assert len({t.data_ptr() for t in taken}) == 70 and all(t.numel() == MiB for t in taken)
+    pool = C._HostPool.of(None, "registered", 1 << 30, True)
+    pool.take()
+    assert made[-1] == 1 << 30  # one buffer larger than a chunk: a registration of its own
 
 
 def test_destinations_start_poisoned_and_sources_random():
