@@ -48,13 +48,20 @@ def torch_call(send, recv, rank, world):
         work.wait()
 
 
-def nccl_caller(send, recv, rank, world):
-    """NCCL's own send/recv pair on a communicator of its own, issued on whatever stream is current."""
+def nccl_comm(rank, world):
+    """A communicator of NCCL's own (through CuPy), one for the whole script: a second one made after the first
+    was destroyed, with graphs of the first still alive, hung on 4 x H100 (2026-11-27)."""
     from cupy.cuda import nccl
 
     uid = [nccl.get_unique_id() if rank == 0 else None]
     dist.broadcast_object_list(uid, src=0)
-    comm = nccl.NcclCommunicator(world, uid[0], rank)
+    return nccl.NcclCommunicator(world, uid[0], rank)
+
+
+def nccl_caller(comm, send, recv, rank, world):
+    """NCCL's own send/recv pair on ``comm``, issued on whatever stream is current."""
+    from cupy.cuda import nccl
+
     count = send.numel() * send.element_size()
 
     def call(*_):
@@ -64,7 +71,7 @@ def nccl_caller(send, recv, rank, world):
         comm.recv(recv.data_ptr(), count, nccl.NCCL_INT8, (rank - 1) % world, stream)
         nccl.groupEnd()
 
-    return call, comm
+    return call
 
 
 def timed(run, device: str, world: int) -> float:
@@ -130,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         dist.init_process_group("gloo")
     lines = ["bytes\tway\tus_per_call\tbusbw_GBps"]
+    comm = nccl_comm(rank, world) if gpu else None
     try:
         for size in [_size(s) for s in args.sizes.split(",")]:
             n = size // 4
@@ -138,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             ways = {"torch-eager": eager(lambda: torch_call(send, recv, rank, world))}
             if gpu:
                 ways["torch-graph"] = graphed(lambda: torch_call(send, recv, rank, world))
-                call, comm = nccl_caller(send, recv, rank, world)
+                call = nccl_caller(comm, send, recv, rank, world)
                 ways["nccl-eager"] = eager(call)
                 ways["nccl-graph"] = graphed(call)
             for way, run in ways.items():
@@ -155,10 +163,13 @@ def main(argv: list[str] | None = None) -> int:
                 lines.append(f"{size}\t{way}\t{us:.2f}\t{size / us / 1e3:.1f}")
                 if rank == 0:
                     print(lines[-1], flush=True)
+            ways.clear()  # this size's graphs go before the next size's are captured
             if gpu:
                 torch.cuda.synchronize()
-                comm.destroy()
     finally:
+        if comm is not None:
+            torch.cuda.synchronize()
+            comm.destroy()
         dist.destroy_process_group()
     if rank == 0 and args.out:
         with open(args.out, "w") as f:
