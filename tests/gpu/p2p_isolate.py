@@ -163,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
                 lines.append(f"{size}\t{way}\t{us:.2f}\t{size / us / 1e3:.1f}")
                 if rank == 0:
                     print(lines[-1], flush=True)
+                    if args.out:  # as it comes: on 4 x H100 (2026-11-27) the teardown below stalled once
+                        with open(args.out, "w") as f:
+                            f.write("\n".join(lines) + "\n")
             ways.clear()  # this size's graphs go before the next size's are captured
             if gpu:
                 torch.cuda.synchronize()
@@ -171,9 +174,6 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.synchronize()
             comm.destroy()
         dist.destroy_process_group()
-    if rank == 0 and args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
     return 0
 
 

@@ -12,7 +12,9 @@ mkdir -p "$out"
 gpus=$(nvidia-smi -L | grep -c '^GPU')
 sizes=${SIZES:-1M,4M,16M,256M}
 for i in $(seq 1 "${ROUNDS:-2}"); do
-  torchrun --nproc-per-node "$gpus" --master-port $((29500 + i)) "$(dirname "$0")/p2p_isolate.py" --sizes "$sizes" \
+  # bounded: the ranks' teardown stalled once after every size had been written (4 x H100, 2026-11-27)
+  timeout "${P2P_TIMEOUT_S:-180}" torchrun --nproc-per-node "$gpus" --master-port $((29500 + i)) \
+    "$(dirname "$0")/p2p_isolate.py" --sizes "$sizes" \
     --out "$out/p2p-$i.tsv" > "$out/p2p-$i.log" 2>&1 || echo "p2p round $i: exit $?"
   if [[ -n "${NCCL_TESTS_DIR:-}" ]]; then
     "$NCCL_TESTS_DIR/sendrecv_perf" -b 1M -e 256M -f 4 -t "$gpus" -g 1 -G 10 -n 30 -w 5 > "$out/nccl-tests-$i.txt" 2>&1 \
