@@ -295,11 +295,12 @@ class _HostPool:
     takes longer than timing copies of it, and a case at 1 MiB takes 64 rotating sets: fresh buffers per case
     were much of a quick copy run's time (one H100, 2026-11-27, one process: torch.empty, cudaHostRegister and
     emptying torch's host cache took 4.4 s of the cases' 12 s; and these cases are measured in three
-    processes). A case takes buffers in the order its input sets are made, so no two of its sets share one;
+    processes). A set being made takes buffers that no live set has, so two sets alive at once never share
+    one, and a set the engine has let go (the check's, before the rotating sets) gives its buffers to the next;
     the next case of the same kind and size takes the same buffers again, and the first case of another kind
-    or size lets them go. Each case fills its sets afresh (sources random, destinations poisoned), so what a
-    case checks is its own copy. Held in the suite's context for the run (``GridContext.state``): nothing
-    outlives the suite's run.
+    or size lets them go (a set whose making failed leaves its buffers taken: never handed out again). Each
+    case fills its sets afresh (sources random, destinations poisoned), so what a case checks is its own copy.
+    Held in the suite's context for the run (``GridContext.state``): nothing outlives the suite's run.
     """
 
     def __init__(self, memory: str, size: int, on_gpu: bool):
