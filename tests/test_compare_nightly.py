@@ -134,6 +134,34 @@ def test_the_default_window_fills_before_it_judges_and_then_catches_a_slowdown(t
     assert {r for r, _ in red(doc)} == {doc["nights"][-1]["run_id"]} and red(doc) == recorded_worse(lab)
 
 
+def test_a_green_night_compares_once_and_a_red_one_twice(tmp_path):
+    # compare costs seconds (issue 48's quick night): a night with nothing WORSE must not judge itself twice
+    real = shutil.which("gpubench", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    shim, calls = tmp_path / "shim", tmp_path / "calls.txt"
+    shim.mkdir()
+    (shim / "gpubench").write_text(f'#!/usr/bin/env bash\necho "$1" >> {calls}\nexec {real} "$@"\n')
+    (shim / "gpubench").chmod(0o755)
+    path = f"{shim}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    assert nightly(tmp_path, BASELINE_WINDOW="0", PATH=path).returncode == 0  # the baseline
+    calls.write_text("")
+    green = nightly(tmp_path, BASELINE_WINDOW="0", PATH=path)
+    assert green.returncode == 0, green.stdout + green.stderr
+    assert calls.read_text().split() == ["run", "compare", "report"]
+    assert green.stdout.count("gpubench compare") == 1 and "SAME" in green.stdout
+    # its verdict is recorded: the run's directory remembers it (the gate's memory)
+    night = sorted((tmp_path / "results" / "lab").glob("2*"))[-1]
+    assert json.loads((night / "verdict.json").read_text())["exit_code"] == 0
+
+    calls.write_text("")
+    red_night = nightly(tmp_path, BASELINE_WINDOW="0", PATH=path, GPUBENCH_FAKE_SLOW_CASES="1.5:op=copy")
+    assert red_night.returncode == 1, red_night.stdout + red_night.stderr
+    assert calls.read_text().split() == ["run", "compare", "run", "compare", "report"]
+    assert red_night.stdout.count("gpubench compare") == 1  # the confirmed verdict only
+    night = sorted((tmp_path / "results" / "lab").glob("2*"))[-1]
+    record = json.loads((night / "verdict.json").read_text())
+    assert record["exit_code"] == 1 and record["rerun"] and len(record["worse"]) == 2
+
+
 def test_a_bad_window_is_a_setup_error_before_anything_runs(tmp_path):
     proc = nightly(tmp_path, BASELINE_WINDOW="five")
     assert proc.returncode == 2
