@@ -78,6 +78,10 @@ def test_a_worse_that_does_not_repeat_is_dropped_and_one_that_repeats_fails(tmp_
     assert ET.parse(tmp_path / "junit.xml").getroot().get("failures") == "0"
     assert len(once.stdout.splitlines()) <= 40  # the night's log is short: the runs' output is in a file
     assert "run directory:" in (tmp_path / "nightly-run.log").read_text()
+    # the first compare recorded WORSE; the rerun's verdict replaced it: the blip leaves no trace in the memory
+    night = sorted((tmp_path / "results" / "lab").glob("2*"))[-1]
+    record = json.loads((night / "verdict.json").read_text())
+    assert record["exit_code"] == 0 and record["worse"] == [] and record["rerun"]
 
     # Slow in every process: the rerun agrees and the night fails.
     always = nightly(tmp_path, **slow)
