@@ -70,9 +70,6 @@ class EngineConfig:
     max_held_inner: int = 256
     rotate_factor: float = 4.0
     max_sets: int = 64
-    # False only for a later slice of a case its process has already checked (gpubench.slices): the same
-    # workload, checked on fresh inputs minutes ago, is not checked again for each few milliseconds of samples.
-    check: bool = True
 
 
 FULL = EngineConfig()
@@ -205,8 +202,8 @@ def _measured(workload: Workload, backend: Backend, config: EngineConfig, teleme
     """``measure``'s steps, the workload already in the form it is timed in (eager, or replays of graphs)."""
     result = Measurement(samples_s=[])
     with fills.stop_with(stop.hook):  # a fill of GiBs takes seconds
-        fresh = agree.together(group, workload.make_inputs) if workload.check is not None and config.check else None
-    result.check = check(workload, backend, fresh, between=stop) if config.check else None
+        fresh = agree.together(group, workload.make_inputs) if workload.check is not None else None
+    result.check = check(workload, backend, fresh, between=stop)
     del fresh
     if result.check is not None and not result.check.ok:
         result.stop = "check"

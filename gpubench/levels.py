@@ -38,19 +38,6 @@ def set_by_host(row: dict[str, Any] | None) -> str:
     return ""
 
 
-def set_by_host_mask(rows: Any) -> np.ndarray:
-    """:func:`set_by_host` of each row of a DataFrame, as booleans (without a Python call per row)."""
-    n = len(rows)
-    out = np.zeros(n, dtype=bool)
-    if "timing_method" in rows.columns:
-        out |= rows["timing_method"].astype(str).str.startswith("host").to_numpy()
-    if "host_bound" in rows.columns:
-        out |= rows["host_bound"].map(lambda v: isinstance(v, (bool, np.bool_)) and bool(v)).to_numpy(dtype=bool)
-    if "memory" in rows.columns:
-        out |= rows["memory"].isin(HOST_MEMORY).to_numpy()
-    return out
-
-
 def disturbed_by_load(row: dict[str, Any] | None) -> str:
     """Why a busy host disturbs a row's figure, or "": the figures the host sets, and every figure of the CPU
     backend (there the CPU is the device)."""
@@ -59,4 +46,4 @@ def disturbed_by_load(row: dict[str, Any] | None) -> str:
     return set_by_host(row) or ("measured on the CPU" if row.get("backend") == "cpu" else "")
 
 
-__all__ = ["set_by_host", "set_by_host_mask", "disturbed_by_load", "HOST_MEMORY"]
+__all__ = ["set_by_host", "disturbed_by_load", "HOST_MEMORY"]

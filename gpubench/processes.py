@@ -139,10 +139,9 @@ class Workers:
             else:
                 self.failed[k] = f"said {line[:200]!r} instead of {READY!r}"
 
-    def measure(self, k: int, own_pids: Sequence[int], cases: dict[str, list[str]],
-                sliced: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
-        """Worker k measures ``cases`` (suite -> case ids, of those its spec names), ``sliced`` of them in later
-        slices too (gpubench.slices); its rows. WorkerError when it could not."""
+    def measure(self, k: int, own_pids: Sequence[int], cases: dict[str, list[str]]) -> list[dict[str, Any]]:
+        """Worker k measures ``cases`` (suite -> case ids, of those its spec names); its rows. WorkerError when
+        it could not."""
         self.wait_ready()
         if k in self.failed:
             raise WorkerError(self.failed[k])
@@ -151,11 +150,11 @@ class Workers:
         if self.pinning.cpus:  # every thread it has, and those it starts, on the measuring CPUs
             pin_threads(proc.pid, self.pinning.cpus)
         try:
-            proc.stdin.write(json.dumps({"own": sorted(own_pids), "cases": cases, "sliced": sliced or {}}) + "\n")
+            proc.stdin.write(json.dumps({"own": sorted(own_pids), "cases": cases}) + "\n")
             proc.stdin.flush()
         except OSError as e:
             raise WorkerError(f"could not be told to start: {e}") from e
-        n = sum(len(c) for c in cases.values()) + sum(len(c) for c in (sliced or {}).values())
+        n = sum(len(c) for c in cases.values())
         try:
             line = self._line(k, 60.0 + CASE_TIMEOUT_S * n)
         except WorkerError:

@@ -5,12 +5,11 @@ run's rows (:mod:`gpubench.processes`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 
-from gpubench import contention, engine, results, slices
+from gpubench import contention, engine, results
 from gpubench import processes as proc
 from gpubench.backends.base import Backend
 from gpubench.planner import Plan
@@ -30,11 +29,10 @@ def spec(p: Plan, backend: Backend, config: engine.EngineConfig, telemetry: bool
 
 def rounds(p: Plan, workers: proc.Workers, count: int, watch: contention.Watch, run_dir: Any,
            tables: dict[str, pd.DataFrame], base: dict[str, Any], config: engine.EngineConfig,
-           progress: Any, own: Callable[[dict[str, list[str]]], list[dict[str, Any]]] | None = None) -> list[str]:
-    """The run's own process measures the later slices of the sliced cases (``own``: their rows, gpubench.slices),
-    then workers 1..count-1 measure the per-process cases one after the other, slicing the same ones; each one's
-    samples join the rows (and the suites' derived rows are made again over them), and the suites' ``tables`` in
-    ``run_dir`` are rewritten after each. The notes of workers that could not."""
+           progress: Any) -> list[str]:
+    """Workers 1..count-1 measure the per-process cases one after the other; each one's samples join the rows
+    (and the suites' derived rows are made again over them), and the suites' ``tables`` in ``run_dir`` are
+    rewritten after each. The notes of workers that could not."""
     notes: list[str] = []
     # Only the cases the run measured ok: a case it skipped (no GPU, too large) or that failed is not measured again.
     ok = {name: sorted(set(tables[name].query("status == 'ok'")["case"]) & set(ids))
@@ -43,16 +41,10 @@ def rounds(p: Plan, workers: proc.Workers, count: int, watch: contention.Watch, 
     n = sum(len(c) for c in ok.values())
     if not n:
         return notes
-    sliced = slices.chosen((r for name in ok for r in tables[name].to_dict("records")), ok)
-    for k in range(0 if own is not None else 1, count):
+    for k in range(1, count):
         t0 = time.monotonic()
         try:
-            if k == 0:
-                if not sliced:
-                    continue
-                got = own(sliced)
-            else:
-                got = workers.measure(k, sorted(watch.own), ok, sliced)
+            got = workers.measure(k, sorted(watch.own), ok)
         except proc.WorkerError as e:
             line = f"process {k + 1} of {count}: {e}; its cases keep the samples of the other processes"
             notes.append(line)
@@ -79,9 +71,8 @@ def rounds(p: Plan, workers: proc.Workers, count: int, watch: contention.Watch, 
             run_dir.write_table(suite.name, df)
             tables[suite.name] = df
         if progress:
-            what = (f"{sum(len(c) for c in sliced.values())} case(s) set per process in {slices.LATER} more slices"
-                    if k == 0 else f"the {n} case(s) set per process")
-            progress.note(f"process {k + 1} of {count}: measured {what} ({time.monotonic() - t0:.1f} s)")
+            progress.note(f"process {k + 1} of {count}: measured the {n} case(s) set per process "
+                          f"({time.monotonic() - t0:.1f} s)")
     return notes
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench import contention, engine, results, slices
+from gpubench import contention, engine, results
 from gpubench import processes as proc
 from gpubench.backends.base import Backend
 from gpubench.errors import UsageError
@@ -285,10 +285,7 @@ class Single:
             "notes": list(self.p.notes),
             "telemetry": getattr(self.reader, "source", "none") if self.telemetry else "off",
             "processes": {"asked": self._processes_asked(), "cases": self.per_process,
-                          "pinning": self.pinning.as_dict(),
-                          # each process's slices of a case it measures (those whose first cost at most this)
-                          "slices": 1 + slices.LATER if self.per_process else 1,
-                          "slice_cost_s": slices.SLICE_COST_S},
+                          "pinning": self.pinning.as_dict()},
             "fingerprint": self.fingerprint,
         }
 
@@ -322,8 +319,7 @@ class Single:
                 status = self._suites(stop)
                 if self.workers is not None and not stop.set:
                     notes += rounds(self.p, self.workers, self.request.how.processes, self.watch, self.rd,
-                                    self.outcome.tables, self.base, self.config, self.progress,
-                                    own=lambda sliced: self._later_slices(stop, sliced))
+                                    self.outcome.tables, self.base, self.config, self.progress)
                     if stop.set:
                         status = "interrupted"
         except KeyboardInterrupt:
@@ -389,18 +385,6 @@ class Single:
         new = self._run_case(suite, case, cfg, (lambda: stop.set) if self.abandon else None)
         mark_rows(new, *self.watch.end(token, suite.name, case.id))
         return new
-
-    def _later_slices(self, stop: StopFlag, sliced: dict[str, list[str]]) -> list[dict[str, Any]]:
-        """This process's later slices of the ``sliced`` cases (gpubench.slices), one row per case and metric,
-        marked with who else used the machine while they were measured."""
-        cfg = slices.later_config(self.config, self.request.how.processes)
-        cases = [(s, c) for s in self.p.suites for c in self.p.cases[s.name] if c.id in sliced.get(s.name, ())]
-        interrupted = (lambda: stop.set) if self.abandon else None
-        token = self.watch.begin()
-        rows = slices.measure_later(cases, lambda s, c: self._run_case(s, c, cfg, interrupted),
-                                    self.config.target_cv, lambda: stop.set)
-        mark_rows(rows, *self.watch.end(token))
-        return rows
 
     def _write(self, suite: Suite, rows: list[dict[str, Any]]) -> None:
         df = results.frame(rows, suite.params)

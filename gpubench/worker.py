@@ -23,7 +23,7 @@ from pathlib import Path
 
 # None of these prints when imported: the protocol's standard output is set up in main, before any suite or
 # device library (torch) is loaded.
-from gpubench import contention, processes, runner, slices
+from gpubench import contention, processes, runner
 from gpubench.rows import mark_rows
 from gpubench.backends import open_backend
 from gpubench.registry import select
@@ -45,9 +45,8 @@ def main(argv: list[str]) -> int:
     if not go.strip():
         return 0
     job = json.loads(go)
-    own, wanted, sliced = {int(p) for p in job["own"]}, job["cases"], job.get("sliced") or {}
+    own, wanted = {int(p) for p in job["own"]}, job["cases"]
     cases = [(s, c) for s in plan.suites for c in plan.cases[s.name] if c.id in set(wanted.get(s.name, ()))]
-    later = [(s, c) for s, c in cases if c.id in set(sliced.get(s.name, ()))]
     reader = backend.telemetry()
     sampler = reader if spec.telemetry else None
     # The device was busy with this run's own work a moment ago (the run's process, the worker before): that is
@@ -64,14 +63,6 @@ def main(argv: list[str]) -> int:
             new = runner.run_case(suite, case, backend, base, config, sampler, ctx=plan.contexts.get(suite.name))
             mark_rows(new, *watch.end(token))
             rows.extend(new)
-        if later:  # the same cases the run's own process slices, the same way (gpubench.slices)
-            cfg = slices.later_config(spec.config, spec.processes)
-            token = watch.begin()
-            more = slices.measure_later(later, lambda s, c: runner.run_case(s, c, backend, base, cfg, sampler,
-                                                                            ctx=plan.contexts.get(s.name)),
-                                        spec.config.target_cv)
-            mark_rows(more, *watch.end(token))
-            rows = slices.joined(rows, more, spec.config.target_cv)
     finally:
         try:
             reader.close()

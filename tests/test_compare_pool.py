@@ -12,8 +12,7 @@ from synthetic_nights import make_nights, night
 
 from gpubench import results
 from gpubench.compare.load import resolve
-from gpubench.compare.pool import KEY, LEVEL_QUANTILE, pool
-from gpubench.levels import set_by_host
+from gpubench.compare.pool import KEY, pool
 from gpubench.processes import labels
 from gpubench.stats import summarize
 
@@ -25,26 +24,10 @@ def _finite(x):
         return False
 
 
-def _level_sign(ok):
-    """-1/+1 where the host sets the figure (lower/higher is better), else 0."""
-    if not any(set_by_host(r) for r in ok.to_dict("records")):
-        return 0
-    return {"lower": -1, "higher": 1}.get(ok["better"].iloc[-1], 0)
-
-
 def _per_run(ok):
     runs = ok["run_id"] if "run_id" in ok.columns else pd.Series(["?"] * len(ok), index=ok.index)
     values, fewest = [], None
-    sign = _level_sign(ok)
     for _, g in ok.groupby(runs.fillna("?").astype(str), sort=False):
-        if sign:  # the host's level: a low quantile of a time, a high one of a rate, over all the run's samples
-            samples = [float(s) for ss in g["samples"] for s in (ss if ss is not None else [])]
-            q = LEVEL_QUANTILE if sign < 0 else 1 - LEVEL_QUANTILE
-            finite = [float(v) for v in g["value"] if _finite(v)]
-            if samples or finite:
-                values.append(float(np.quantile(samples, q)) if samples else float(np.median(finite)))
-            fewest = len(samples) if fewest is None else min(fewest, len(samples))
-            continue
         split: dict[int, list[float]] = {}
         if "sample_process" in g.columns:
             for row in g[["samples", "sample_process"]].to_dict("records"):
@@ -85,7 +68,6 @@ def pool_by_loop(raw, history=None):
         samples = [float(s) for ss in ok["samples"] for s in (ss if ss is not None else [])]
         row["run_values"], row["run_n"] = _per_run(ok)
         row["run_count"] = int(ok["run_id"].nunique()) if "run_id" in ok.columns else len(ok)
-        row["level_quantile"] = LEVEL_QUANTILE if _level_sign(ok) else math.nan
         past = older.get(tuple(row[k] for k in KEY))
         if past is not None:
             past = past[past["suite_version"] == row["suite_version"]]
@@ -107,8 +89,6 @@ def same(a, b) -> bool:
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     if a is None or b is None or (isinstance(a, float) and math.isnan(a)):
         return pd.isna(a) and pd.isna(b)
-    if isinstance(a, float) and isinstance(b, float):  # a quantile's last bit differs between numpy and pandas
-        return math.isclose(a, b, rel_tol=1e-12)
     return a == b
 
 
@@ -164,10 +144,4 @@ def test_one_run_s_rows_pool_as_they_are(tmp_path):
     assert_pooled_alike(raw)
     got = pool(raw)
     several = got[got["processes"] > 1]
-    host = several[several["level_quantile"].notna()]
-    assert len(host) and all(len(v) == 1 for v in host["run_values"])  # a host-set figure: the run's level
-    for r in host.to_dict("records"):
-        q = LEVEL_QUANTILE if r["better"] == "lower" else 1 - LEVEL_QUANTILE
-        assert r["run_values"][0] == pytest.approx(float(np.quantile(r["samples"], q)), rel=1e-12)
-    others = several[several["level_quantile"].isna()]
-    assert all(len(v) == 3 for v in others["run_values"])  # any other: one value per process
+    assert len(several) and all(len(v) == 3 for v in several["run_values"])  # one value per process

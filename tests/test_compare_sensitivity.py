@@ -96,14 +96,11 @@ def test_every_output_states_what_each_figure_catches(capsys, nights, tmp_path):
     gemm = [r for k, r in rows.items() if k[0] == "gemm" and k[2] == "throughput"]
     assert gemm and all(r["verdict"] == WORSE and r["catches"] <= sensitivity.GOAL_GPU for r in gemm)
     launch = [r for k, r in rows.items() if k[1].startswith("measure=host_launch")]
-    # the host-timed launches, 30 % slower, judged on the host's level: caught where what the figure catches
-    # (from its runs' spread) is under the change, and only there (None: blind, inf in JSON)
-    assert launch and any(r["verdict"] == WORSE for r in launch)
-    for r in launch:
-        assert (r["verdict"] == WORSE) == (r["catches"] is not None and r["change"] >= r["catches"]), r
-        assert r["judged_on"].startswith("host level")
+    # the synthetic host-timed launches spread as an H100's did: a 30 % slowdown is not caught, and says so
+    assert launch and all(r["verdict"] != WORSE for r in launch)
+    assert all(r["catches"] is None or r["catches"] > 0.30 for r in launch)  # None: blind (inf in JSON)
     s = doc["sensitivity"]
-    assert s["figures"] == sum(r["status"] == "compared" for r in doc["rows"])
+    assert s["figures"] == sum(r["status"] == "compared" for r in doc["rows"]) and s["blind"] >= len(launch)
     assert "catches: " in " ".join(out.split()) and "blind (> 25%)" in " ".join(out.split())
     head = next(ln for ln in md.read_text().splitlines() if ln.startswith("| verdict"))
     assert "| threshold | catches |" in head

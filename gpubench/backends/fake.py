@@ -147,11 +147,6 @@ class FakeBackend(Backend):
             self._duration = lambda workload, i: level * model(workload, i)
         self._slow_cases = _slow_cases()
         self._case_factor = 1.0
-        # GPUBENCH_FAKE_MOMENT_LEVELS=F0,F1,...: the host's level follows the moment, not the process (as on an
-        # H100, gpubench.slices): the n-th case this process begins (a slice is a case begun again) takes
-        # F[(n + k) % len] times as long, k the process's index. For tests of figures sampled across time.
-        self._moments = [float(x) for x in os.environ.get("GPUBENCH_FAKE_MOMENT_LEVELS", "").split(",") if x.strip()]
-        self._moment = int(os.environ.get("GPUBENCH_WORKER_INDEX", "0"))
         self._cache = cache_bytes
         self._memory = memory_bytes
         self._available = memory_bytes if available_bytes is None else available_bytes
@@ -254,9 +249,6 @@ class FakeBackend(Backend):
 
     def begin_case(self, case_id: str) -> None:
         self._case_factor = self._slow_cases[1] if self._slow_cases and self._slow_cases[0].search(case_id) else 1.0
-        if self._moments:
-            self._case_factor *= self._moments[self._moment % len(self._moments)]
-            self._moment += 1
 
     def call(self, workload: Any, inputs: Any) -> Any:
         out = workload.run(inputs)

@@ -5,15 +5,8 @@ with rows of several devices is compared as one). A window of runs is pooled too
 of evidence: ``run_values`` keeps each run's own median (one process's samples share its level, so the runs, not
 the samples, say how far a figure moves when nothing changed) and ``run_n`` the fewest samples any of its runs
 has. A run that measured a figure in several processes (``sample_process``, gpubench.processes) gives one value
-per process instead: its processes are evidence of the same kind (but see below for a figure the host sets).
-``history_values`` adds the run medians of
+per process instead: its processes are evidence of the same kind. ``history_values`` adds the run medians of
 older runs of a directory (gpubench.compare.load), for figures the host sets, which drift.
-
-A figure the host sets (gpubench.levels) has two levels on one machine, and which one a stretch of samples reads
-belongs to the moment (gpubench.slices). A run of such a figure therefore gives one value, not one per process:
-the level the host reached in it, :data:`LEVEL_QUANTILE` of its samples from the better end (the 10th percentile
-of a time, the 90th of a bandwidth). The median of a mixture of two levels lands on either one as their shares
-move around a half; the better level's quantile does not, once a tenth of the run's samples read it.
 
 Everything is computed with group-bys over the concatenated rows and their flattened samples, never a Python
 loop per run or per process: a window of 20 quick-set nights holds some 3,000 rows and 60,000 samples, and
@@ -28,11 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gpubench.levels import set_by_host_mask
 from gpubench.stats import summarize
 
 KEY = ("suite", "case", "metric")
-LEVEL_QUANTILE = 0.1  # from the better end: a host-set figure's run value (see above)
 _STATS = ("mean", "min", "max", "stdev", "iqr", "cv")
 
 
@@ -85,18 +76,14 @@ class _Values:
     count: np.ndarray
 
 
-def run_values(rows: pd.DataFrame, group: np.ndarray, groups: int,
-               level: np.ndarray | None = None) -> tuple[list[list[float]], np.ndarray]:
+def run_values(rows: pd.DataFrame, group: np.ndarray, groups: int) -> tuple[list[list[float]], np.ndarray]:
     """For each of ``groups`` groups of ok ``rows`` (``group``: each row's, 0..groups-1): each run's median of
     the figure, oldest first (rows of several devices of one run: their median; a run that measured it in several
     processes: each process's median, by process), and the fewest samples a run (or process) has.
 
     A run of one row gives that row's value (a derived figure's value is not its samples' median); a run without
-    samples, the median of its rows' values. ``level`` (per group: -1 lower is better, +1 higher, 0 neither): a
-    group whose figure the host sets gets one value per run, its level (:func:`levels_of`)."""
+    samples, the median of its rows' values."""
     rows = rows.reset_index(drop=True)
-    if level is not None and len(group) and np.any(level[group] != 0):
-        return _with_levels(rows, group, groups, level)
     flat = _flatten(rows)
     run = rows["run_id"].fillna("?").astype(str).to_numpy() if "run_id" in rows.columns else np.full(len(rows), "?")
     # a unit is one run of one group, numbered as the runs first appear (oldest first)
@@ -123,51 +110,6 @@ def run_values(rows: pd.DataFrame, group: np.ndarray, groups: int,
                   np.concatenate([x.count for x in parts]))
     fewest[fewest == none] = 0
     return values, fewest
-
-
-def _with_levels(rows: pd.DataFrame, group: np.ndarray, groups: int,
-                 level: np.ndarray) -> tuple[list[list[float]], np.ndarray]:
-    """:func:`run_values` of the groups without a level, and of those with one: each run's level."""
-    host = level[group] != 0
-    values, fewest = run_values(rows[~host], group[~host], groups) if (~host).any() else \
-        ([[] for _ in range(groups)], np.zeros(groups, dtype=np.int64))
-    part = rows[host].reset_index(drop=True)
-    g = group[host]
-    flat = _flatten(part)
-    run = part["run_id"].fillna("?").astype(str).to_numpy() if "run_id" in part.columns else np.full(len(part), "?")
-    unit = pd.DataFrame({"g": g, "r": run}).groupby(["g", "r"], sort=False).ngroup().to_numpy()
-    n_units = int(unit.max()) + 1
-    unit_group = np.zeros(n_units, dtype=np.int64)
-    unit_group[unit] = g
-    # a time's level is its low quantile, a rate's its high one: quantile q of -x is -(1 - q) of x
-    sign = level[g][flat.row] if len(flat.values) else np.zeros(0)
-    signed = pd.Series(flat.values * -sign).groupby(unit[flat.row]).quantile(LEVEL_QUANTILE)
-    value = np.full(n_units, math.nan)
-    value[signed.index.to_numpy()] = -signed.to_numpy() * level[unit_group[signed.index.to_numpy()]]
-    bare = np.isnan(value)  # runs without samples: their rows' median value
-    if bare.any():
-        v = pd.to_numeric(part["value"], errors="coerce").to_numpy(dtype=float)
-        med = _medians(v[np.isfinite(v)], unit[np.isfinite(v)], n_units)
-        value[bare] = med[bare]
-    count = np.bincount(unit[flat.row], minlength=n_units) if len(flat.values) else np.zeros(n_units, np.int64)
-    keep = np.flatnonzero(np.isfinite(value))  # units as they first appear: each group's runs oldest first
-    for gi, v in zip(unit_group[keep].tolist(), value[keep].tolist()):
-        values[gi].append(v)
-    hosts = np.unique(g)
-    fewest[hosts] = np.iinfo(np.int64).max
-    np.minimum.at(fewest, unit_group, count)
-    return values, fewest
-
-
-def levels_of(rows: pd.DataFrame, group: np.ndarray, groups: int) -> np.ndarray:
-    """Per group: -1 (lower is better) or +1 (higher) where the host sets the figure (gpubench.levels), else 0."""
-    host = set_by_host_mask(rows)
-    better = rows["better"].to_numpy(dtype=object) if "better" in rows.columns else np.full(len(rows), None)
-    sign = np.where(better == "lower", -1, np.where(better == "higher", 1, 0)) * host
-    up, down = np.zeros(groups, dtype=bool), np.zeros(groups, dtype=bool)
-    up[group[sign > 0]] = True
-    down[group[sign < 0]] = True
-    return up.astype(np.int64) - down.astype(np.int64)  # a figure is better one way: never both
 
 
 def _single_runs(rows: pd.DataFrame, flat: _Flat, unit: np.ndarray, n_units: int, single: np.ndarray) -> _Values:
@@ -222,8 +164,7 @@ def pool(raw: pd.DataFrame, history: pd.DataFrame | None = None) -> pd.DataFrame
     latest = np.where(last_ok >= 0, version[np.maximum(last_ok, 0)], None)
     kept = ok & (last_ok[group] >= 0) & (version == latest[group]).astype(bool)
     rows = df[kept]
-    level = levels_of(rows, group[kept], groups)
-    values, fewest = run_values(rows, group[kept], groups, level)
+    values, fewest = run_values(rows, group[kept], groups)
     runs = _run_counts(rows, group[kept], groups)
     older = _history(history)
     last_row = np.full(groups, -1, dtype=np.int64)
@@ -238,8 +179,6 @@ def pool(raw: pd.DataFrame, history: pd.DataFrame | None = None) -> pd.DataFrame
             row["pooled"] = 0
             continue
         row["run_values"], row["run_n"], row["run_count"] = values[k], int(fewest[k]), int(runs[k])
-        # a run's value is the host's level (see the module docstring): the verdict judges the current side on it
-        row["level_quantile"] = LEVEL_QUANTILE if level[k] else math.nan
         past = older.get((*(row[c] for c in KEY), row["suite_version"]))
         row["history_values"] = (past or []) + row["run_values"]
         if count[k] > 1:
@@ -286,11 +225,10 @@ def _history(history: pd.DataFrame | None) -> dict[tuple, list[float]]:
         return {}
     cols = [*KEY, "suite_version"]
     group = ok.groupby(cols, sort=False, dropna=False).ngroup().to_numpy()
-    n = int(group.max()) + 1
-    values, _ = run_values(ok, group, n, levels_of(ok, group, n))
+    values, _ = run_values(ok, group, int(group.max()) + 1)
     # ngroup numbers the figures as they first appear, as drop_duplicates lists them
     keys = [tuple(r) for r in ok.drop_duplicates(cols)[cols].itertuples(index=False)]
     return dict(zip(keys, values))
 
 
-__all__ = ["pool", "run_values", "levels_of", "KEY", "LEVEL_QUANTILE"]
+__all__ = ["pool", "run_values", "KEY"]

@@ -42,7 +42,6 @@ from gpubench.compare import sensitivity
 from gpubench.compare.cross import pct_of_peak, spec_peak
 from gpubench.compare.defaults import DEFAULT_ALPHA
 from gpubench.compare.load import KEY
-from gpubench.compare.pool import LEVEL_QUANTILE
 from gpubench.compare.thresholds import Thresholds
 from gpubench.console import p_text
 from gpubench.levels import disturbed_by_load, set_by_host
@@ -360,26 +359,19 @@ def _judge_pair(b: dict[str, Any], c: dict[str, Any], better: str, threshold: fl
     per_run_n = int(b["run_n"]) if _finite(b.get("run_n")) else None
     run_count = int(b["run_count"]) if _finite(b.get("run_count")) else None
     moves = moves_between_runs(b) or moves_between_runs(c)
-    current_value = c.get("value")
-    level = _level(b, c)
-    if level is not None:
-        # The host's level (gpubench.compare.pool): the current side is its runs' level, as the baseline's runs
-        # are; its samples mix two levels, so the rank test over them says nothing and the run values decide.
-        cs, current_value = [], level
     if not cross_cluster:
-        r = judge(bs, cs, better, threshold, alpha, baseline_value=b.get("value"), current_value=current_value,
-                  baseline_runs=runs, per_run_n=per_run_n, moves=moves, window=window, history_runs=history,
-                  run_count=run_count)
-        return {**r, "judged_on": LEVEL_TEXT} if level is not None else r
+        return judge(bs, cs, better, threshold, alpha, baseline_value=b.get("value"), current_value=c.get("value"),
+                     baseline_runs=runs, per_run_n=per_run_n, moves=moves, window=window, history_runs=history,
+                     run_count=run_count)
     peaks = _efficiency(b, c)
     if peaks is None:
-        r = judge(bs, cs, better, math.inf, alpha, baseline_value=b.get("value"), current_value=current_value)
+        r = judge(bs, cs, better, math.inf, alpha, baseline_value=b.get("value"), current_value=c.get("value"))
         return {**r, "verdict": UNKNOWN, "judged_on": "not judged",
                 "note": "different hardware and no spec peak for this figure: the ratio is shown, not judged"}
     pb, pc = peaks
     # Efficiency: each side's figure as a fraction of its own hardware's peak, then the usual rule.
     r = judge([v / pb for v in bs], [v / pc for v in cs], better, threshold, alpha,
-              baseline_value=number(b.get("value")) / pb, current_value=number(current_value) / pc,
+              baseline_value=number(b.get("value")) / pb, current_value=number(c.get("value")) / pc,
               baseline_runs=[v / pb for v in runs], per_run_n=per_run_n, moves=moves, window=window,
               history_runs=[v / pb for v in history], run_count=run_count)
     # The figures themselves stay in baseline/current (and their ratio); change is the efficiency's.
@@ -387,17 +379,6 @@ def _judge_pair(b: dict[str, Any], c: dict[str, Any], better: str, threshold: fl
              if r["baseline"] else math.nan, judged_on="% of peak")
     r["note"] = "; ".join(x for x in ("on % of each side's spec peak", r["note"]) if x)
     return r
-
-
-LEVEL_TEXT = f"host level (p{round(100 * LEVEL_QUANTILE)} from the better end)"
-
-
-def _level(b: dict[str, Any], c: dict[str, Any]) -> float | None:
-    """The current side's level where both sides judge the figure on the host's level, else None."""
-    if not (_finite(b.get("level_quantile")) and _finite(c.get("level_quantile"))):
-        return None
-    runs = [float(v) for v in (c.get("run_values") or []) if _finite(v)]
-    return float(np.median(runs)) if runs else None
 
 
 def _worse_by(change: Any, better: Any) -> float:
