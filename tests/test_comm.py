@@ -630,6 +630,28 @@ def test_a_failed_nccl_allocation_is_the_cases_error(world_of_one, monkeypatch):
             engine.check(w, CpuBackend())
 
 
+# What a stand-in binary prints of a real log: its lines, the result rows of the sizes its -b and -e ask for alone
+# (and no footer average, which was of every row). It appends its argv to ARGV.
+_STAND_IN = """
+a = sys.argv[1:]
+lo, hi = int(a[a.index('-b') + 1]), int(a[a.index('-e') + 1])
+with open(ARGV, 'a') as f:
+    f.write(' '.join(a) + '\\n')
+for line in pathlib.Path(LOG).read_text().splitlines():
+    cells = line.split()
+    if cells and cells[0].isdigit() and not lo <= int(cells[0]) <= hi or 'Avg bus bandwidth' in line:
+        continue
+    print(line)
+"""
+
+
+def _stand_in(path: Path, log: Path, argv: Path, before: str = "") -> None:
+    path.write_text(f"#!{sys.executable}\nimport sys, pathlib\n"
+                    "if '-h' in sys.argv: print('usage: -b -e -f -g'); sys.exit(0)\n" + before
+                    + _STAND_IN.replace("ARGV", repr(str(argv))).replace("LOG", repr(str(log))))
+    path.chmod(0o755)
+
+
 @pytest.mark.parametrize("register,layout", [(False, None), (True, None), (False, "one-thread")],
                          ids=["default", "register", "one-thread"])
 def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_path, register, layout):
@@ -637,15 +659,9 @@ def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_pat
     log = ROOT / "tests" / "fixtures" / "nccl-tests" / "nt-2.19.6-all_reduce-h200x2.txt"
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    fake = bindir / "all_reduce_perf"
-    fake.write_text(f"#!{sys.executable}\nimport sys, pathlib\n"
-                    "if '-h' in sys.argv: print('usage: -b -e -f -g'); sys.exit(0)\n"
-                    f"pathlib.Path({str(tmp_path / 'argv')!r}).write_text(' '.join(sys.argv[1:]))\n"
-                    "import os\n"
-                    f"pathlib.Path({str(tmp_path / 'env')!r})"
-                    ".write_text(os.environ.get('NCCL_P2P_DIRECT_DISABLE', '-'))\n"
-                    f"print(pathlib.Path({str(log)!r}).read_text())\n")
-    fake.chmod(0o755)
+    _stand_in(bindir / "all_reduce_perf", log, tmp_path / "argv",
+              "import os\n" f"pathlib.Path({str(tmp_path / 'env')!r})"
+              ".write_text(os.environ.get('NCCL_P2P_DIRECT_DISABLE', '-'))\n")
     proc = _gpubench("run", "--suite", "comm", "--engine", "nccl-tests", "--nccl-tests-dir", bindir,
                      "--collectives", "all_reduce", "--min-bytes", "1M", "--max-bytes", "8G", "--step-factor", "4",
                      "--nproc", "2", "--out", tmp_path / "r", "--cluster", "t", *(["--register"] * register),
@@ -655,8 +671,11 @@ def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_pat
     # One thread per GPU by default (-t 2 -g 1: one rank per GPU, as the torch engine lays them out); -g 2, one
     # thread driving both, only when asked.
     ranks = "-g 2" if layout else "-t 2 -g 1"
-    assert (tmp_path / "argv").read_text() == (f"-b 1048576 -e 8589934592 -f 4 -d float -o sum -n 20 -w 5 -c 1 {ranks}"
-                                               + " -R 1" * register)
+    # The sweep in two runs of the binary: the sizes under 16 MiB, then the rest (SPLIT_BYTES: a sweep to 4 GiB
+    # read nccl-tests' small sizes low after its warm-up at the largest)
+    rest = f"-f 4 -d float -o sum -n 20 -w 5 -c 1 {ranks}" + " -R 1" * register
+    assert (tmp_path / "argv").read_text().splitlines() == [f"-b 1048576 -e 4194304 {rest}",
+                                                            f"-b 16777216 -e 8589934592 {rest}"]
     run = next((tmp_path / "r" / "t").iterdir())
     df = results.load(run)
     assert (df["engine"] == "nccl-tests").all() and (df["world_size"] == 2).all()
@@ -665,9 +684,11 @@ def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_pat
     assert [set(df[c]) for c in ("graph", "alloc", "register")] == [{False}, {"nccl"}, {register}]
     printed = [line.split() for line in log.read_text().splitlines() if line.strip()[:1].isdigit()]
     busbw = df[(df.metric == "busbw") & (~df.inplace)].set_index("bytes")["value"]
+    assert sorted(busbw.index) == sorted(int(row[0]) for row in printed)  # every size once, from either run
     for row in printed:
         assert busbw[int(row[0])] == float(row[7])  # out-of-place busbw, exactly as printed
     meta = json.loads((run / "run.json").read_text())
+    assert len(meta["engine"]["runs"]) == 2 and meta["engine"]["split_bytes"] == 16 << 20
     assert " ".join(meta["engine"]["runs"][0]["command"]).endswith(ranks + " -R 1" * register)
     assert meta["engine"]["register"] is register
     # The layout, in run.json and in every row.
@@ -690,14 +711,10 @@ def _fake_launcher(tmp_path, ranks: int, joined: bool) -> Path:
     (tmp_path / "printed.txt").write_text(text)
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    fake = bindir / "all_reduce_perf"
-    fake.write_text(f"#!{sys.executable}\nimport sys, pathlib\n"
-                    "if '-h' in sys.argv: print('usage: -b -e -f -g'); sys.exit(0)\n"
-                    f"print(pathlib.Path({str(tmp_path / 'printed.txt')!r}).read_text())\n")
-    fake.chmod(0o755)
+    _stand_in(bindir / "all_reduce_perf", tmp_path / "printed.txt", tmp_path / "argv")
     launcher = tmp_path / "mpirun"
     launcher.write_text(f"#!{sys.executable}\nimport subprocess, sys, pathlib\n"
-                        f"pathlib.Path({str(tmp_path / 'launched')!r}).write_text(' '.join(sys.argv[1:]))\n"
+                        f"with open({str(tmp_path / 'launched')!r}, 'a') as f: f.write(' '.join(sys.argv[1:]) + '\\n')\n"
                         "n = int(sys.argv[2])  # mpirun -np N BIN ARGS\n"
                         f"for _ in range(1 if {joined} else n):\n"
                         "    subprocess.run(sys.argv[3:], check=True)\n")
@@ -714,7 +731,7 @@ def test_engine_nccl_tests_under_a_launcher_runs_one_gpu_per_process(tmp_path, j
                      "--nccl-tests-launcher", f"{tmp_path / 'mpirun'} -np 2", "--collectives", "all_reduce",
                      "--min-bytes", "1M", "--max-bytes", "8G", "--step-factor", "4", "--nproc", "2",
                      "--out", tmp_path / "r", "--cluster", "t", timeout=120)
-    launched = (tmp_path / "launched").read_text()
+    launched = (tmp_path / "launched").read_text().splitlines()[0]
     assert launched.startswith(f"-np 2 {bindir / 'all_reduce_perf'} -b 1048576") and launched.endswith("-g 1")
     if joined:
         assert proc.returncode == 0, proc.stderr[-3000:]

@@ -220,3 +220,16 @@ def test_leftovers_of_a_finished_binary_are_ended(tmp_path):
 def test_a_binary_that_cannot_start_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="cannot run"):
         run_binary([str(tmp_path / "missing")], timeout_s=5)
+
+
+def test_a_sweep_across_16_mib_runs_as_two_binary_runs():
+    from gpubench.suites.comm.binaries import SPLIT_BYTES, segments
+
+    m = 1 << 20
+    assert SPLIT_BYTES == 16 * m
+    assert segments(m, 4096 * m, 2) == [(m, 8 * m), (16 * m, 4096 * m)]  # the default sweep, every size
+    assert segments(m, 4096 * m, 4) == [(m, 4 * m), (16 * m, 4096 * m)]
+    assert segments(3 * m, 64 * m, 4) == [(3 * m, 12 * m), (48 * m, 64 * m)]  # sizes 3, 12 | 48
+    # a sweep on one side of the split, or of one size, runs whole
+    for whole in ((m, 8 * m, 2), (16 * m, 4096 * m, 2), (m, m, 2), (m, 12 * m, 4)):
+        assert segments(*whole) == [whole[:2]]

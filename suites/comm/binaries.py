@@ -281,6 +281,24 @@ ITERS, WARMUP = 20, 5
 # 80.6–82.6 GB/s busbw with -t 4 -g 1 -G 1, 92.4–92.7 with -G 10, the torch engine's graphs 92.4–92.6 (2026-11-26).
 GRAPH_LAUNCHES = 10
 LAYOUTS = ("threads", "one-thread")
+# nccl-tests warms up at every size of its sweep, smallest to largest, then times from the smallest: its first
+# sizes are timed right after its heaviest calls. On 4 × H100 (2026-11-27, issue 45; results/reference/h100x4/
+# sweep-max-20261127/) a sweep to 4 GiB read all_reduce at 2 MiB 104.5–104.7 GB/s busbw and reduce_scatter
+# 72.4–85.1, a sweep to 8 MiB 120.3–121.3 and 96.8–97.0 (the torch engine, which warms each size up on its own,
+# 122.0 and 96.6), on one machine, alternated twice; from 16 MiB the two engines agreed in sweeps to 4 GiB. So a
+# sweep that crosses this size runs as two binary runs: the sizes under it, then the rest.
+SPLIT_BYTES = 16 << 20
+
+
+def segments(lo: int, hi: int, factor: int) -> list[tuple[int, int]]:
+    """The (min, max) of each binary run of the sweep lo..hi by ``factor``: split before the first size at or
+    over :data:`SPLIT_BYTES` where the sweep has sizes on both sides of it, else the sweep whole."""
+    size = lo
+    while size < SPLIT_BYTES and size * factor <= hi:
+        size *= factor
+    if size < SPLIT_BYTES or size == lo:  # no size at or over the split, or none under it
+        return [(lo, hi)]
+    return [(lo, size // factor), (size, hi)]
 
 
 def _sweep(quick: bool, options: Mapping[str, Any]) -> tuple[int, int, int]:
@@ -356,17 +374,17 @@ def _plan_sweep(request: RunRequest, options: Mapping[str, Any], dtypes: list[st
 
 
 def _run_one(plan: _SweepPlan, options: Mapping[str, Any], name: str, binary: Path, dtype: str, op: str, staging: Path,
-             say) -> tuple[dict[str, Any], str | None, str | None]:
-    """One binary run: (its record for run.json, its log to import or None, why it failed or None)."""
+             say, part: tuple[int, int], stem: str) -> tuple[dict[str, Any], str | None, str | None]:
+    """One binary run of the sizes ``part`` (min, max): (its record for run.json, its log to import or None, why
+    it failed or None)."""
     # Graphs by default, as the torch engine times (nccl-tests -G); --eager, or a binary older than -G, times the
     # calls issued one by one. The rows' graph column says which.
     graph = not options.get("eager") and supports_graph(binary)
-    lo, hi, factor = plan.sizes
+    (lo, hi), factor = part, plan.sizes[2]
     threads, gpus = plan.layout()
     cmd = build_command(binary, min_bytes=lo, max_bytes=hi, step_factor=factor, dtype=dtype, op=op, iters=ITERS,
                         warmup=WARMUP, check=True, graph=GRAPH_LAUNCHES if graph else False, ngpus=gpus,
                         nthreads=threads, launcher_prefix=plan.prefix, register=options.get("register"))
-    stem = f"{name}-{dtype}-{op}"
     say(f"nccl-tests: {' '.join(cmd)}")
     try:
         out, err, rc, elapsed = run_binary(cmd, timeout_s=max(600.0, 10 * plan.timeout), stall_s=plan.timeout)
@@ -394,12 +412,15 @@ def sweep(request: RunRequest) -> int:
     staging = Path(tempfile.mkdtemp(prefix="gpubench-nccl-tests-"))
     logs, runs, failed = [], [], []
     try:
+        parts = segments(*plan.sizes)
         for name, binary, dtype, op in plan.commands():
-            record, log, why = _run_one(plan, options, name, binary, dtype, op, staging,
-                                        lambda line: console.print(line, markup=False, highlight=False))
-            runs.append(record)
-            logs += [log] if log else []
-            failed += [why] if why else []
+            for k, part in enumerate(parts):
+                stem = f"{name}-{dtype}-{op}" + (f"-{k + 1}" if len(parts) > 1 else "")
+                record, log, why = _run_one(plan, options, name, binary, dtype, op, staging,
+                                            lambda line: console.print(line, markup=False, highlight=False), part, stem)
+                runs.append(record)
+                logs += [log] if log else []
+                failed += [why] if why else []
         if not logs:
             raise UsageError(f"every nccl-tests run failed: {'; '.join(failed)}")
         # The binaries inherited this process's environment: its NCCL_*/RCCL_* settings are the ones in force,
@@ -417,7 +438,7 @@ def sweep(request: RunRequest) -> int:
                              "graph": all(r["graph"] for r in runs), "graph_launches": GRAPH_LAUNCHES,
                              "register": bool(options.get("register")), "launcher": plan.prefix,
                              "layout": layout, "threads": plan.layout()[0], "gpus_per_thread": plan.layout()[1],
-                             "runs": runs, "failed": failed}
+                             "split_bytes": SPLIT_BYTES, "runs": runs, "failed": failed}
         rd.flush()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -468,4 +489,5 @@ def _gpus() -> int:
 
 
 __all__ = ["BinaryError", "BinaryStalled", "BinaryTimeout", "build_command", "find_binary", "json_written_to",
+           "segments", "SPLIT_BYTES",
            "run_binary", "supports_json", "sweep"]
