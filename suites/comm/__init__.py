@@ -66,7 +66,8 @@ _CHUNK = 1 << 24  # elements generated per (seed, rank, chunk): bounds the memor
 # how many (graph_calls).
 _GRAPH_CALLS = 20
 # Below this, torch.distributed's captured point-to-point call reads under nccl-tests' sendrecv by a per-call cost
-# of its own (2 x H100 and 4 x H100, 2026-11-27: 0.92 at 1 MiB, 0.93-0.96 at 4 MiB, 0.98-1.00 at 16 MiB; docs/comm.md).
+# of its own (2 x H100 and 4 x H100, 2026-11-27: 0.88-0.92 at 1 MiB, 0.91-0.96 at 4 MiB, 0.93 at 8 MiB, 0.98-1.00 at
+# 16 MiB; docs/comm.md).
 P2P_OWN_COST_BELOW = 16 << 20
 P2P_NOTE = ("torch.distributed's batch_isend_irecv costs more per call than NCCL's own send/recv on the same "
             "buffers below 16 MiB, in graphs too, so this reads under nccl-tests (docs/comm.md, sendrecv below "
