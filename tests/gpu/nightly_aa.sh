@@ -10,7 +10,7 @@
 #   after is a normal night (the shared night is no part of its window);
 #   slow4 is the slowdown again (WORSE since slow4), which `gpubench accept` then accepts, and slow5 is one more
 #     slow night (the accepted level: nothing WORSE).
-# A third argument "aa" runs the A=A nights only. Prints each night's exit code, seconds and counts, and the
+# A third argument "aa" runs the A=A nights only; UNTIL=restored ends the series after the restored night. Prints each night's exit code, seconds and counts, and the
 # rows that are not SAME or BETTER; OUT_DIR gets nights.txt, each night's verdicts and summary, and the run
 # directories (tables, run.json and what compare recorded). ci/nightly.sh's variables pass through.
 # Resumable across device calls (each has a time limit): NIGHTS_STATE=DIR keeps the nights' results there and
@@ -74,6 +74,7 @@ while time.time() < end:
   [[ "$only" == aa ]] && exit 0
   for i in 1 2 3; do night "slow$i" "$scenario" RUN_ARGS="--quick --triton-warps 1" || exit 0; done
   night restored "$scenario" || exit 0
+  [[ "${UNTIL:-}" == restored ]] && exit 0
   if [[ ! -f "$work/shared/done" ]]; then
     pid=$(hog); sleep 8
     night shared "$scenario"; kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
