@@ -284,9 +284,9 @@ LAYOUTS = ("threads", "one-thread")
 # nccl-tests warms up at every size of its sweep, smallest to largest, then times from the smallest: its first
 # sizes are timed right after its heaviest calls. On 4 × H100 (2026-11-27, issue 45; results/reference/h100x4/
 # sweep-max-20261127/) a sweep to 4 GiB read all_reduce at 2 MiB 104.5–104.7 GB/s busbw and reduce_scatter
-# 72.4–85.1, a sweep to 8 MiB 120.3–121.3 and 96.8–97.0 (the torch engine, which warms each size up on its own,
-# 122.0 and 96.6), on one machine, alternated twice; from 16 MiB the two engines agreed in sweeps to 4 GiB. So a
-# sweep that crosses this size runs as two binary runs: the sizes under it, then the rest.
+# 72.4–85.1, a sweep to 8 MiB 120.3–121.3 and 96.8–97.0 (one machine, the two alternated twice; the torch engine,
+# which warms each size up on its own, read 122.0 and 96.6 on two others); from 16 MiB the two engines agreed in
+# sweeps to 4 GiB. So a sweep that crosses this size runs as two binary runs: the sizes under it, then the rest.
 SPLIT_BYTES = 16 << 20
 
 
