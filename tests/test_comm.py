@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from nccl_stand_in import write_stand_in
 
 from gpubench import results
 from gpubench.suites import comm as comm_suite
@@ -630,28 +631,6 @@ def test_a_failed_nccl_allocation_is_the_cases_error(world_of_one, monkeypatch):
             engine.check(w, CpuBackend())
 
 
-# What a stand-in binary prints of a real log: its lines, the result rows of the sizes its -b and -e ask for alone
-# (and no footer average, which was of every row). It appends its argv to ARGV.
-_STAND_IN = """
-a = sys.argv[1:]
-lo, hi = int(a[a.index('-b') + 1]), int(a[a.index('-e') + 1])
-with open(ARGV, 'a') as f:
-    f.write(' '.join(a) + '\\n')
-for line in pathlib.Path(LOG).read_text().splitlines():
-    cells = line.split()
-    if cells and cells[0].isdigit() and not lo <= int(cells[0]) <= hi or 'Avg bus bandwidth' in line:
-        continue
-    print(line)
-"""
-
-
-def _stand_in(path: Path, log: Path, argv: Path, before: str = "") -> None:
-    path.write_text(f"#!{sys.executable}\nimport sys, pathlib\n"
-                    "if '-h' in sys.argv: print('usage: -b -e -f -g'); sys.exit(0)\n" + before
-                    + _STAND_IN.replace("ARGV", repr(str(argv))).replace("LOG", repr(str(log))))
-    path.chmod(0o755)
-
-
 @pytest.mark.parametrize("register,layout", [(False, None), (True, None), (False, "one-thread")],
                          ids=["default", "register", "one-thread"])
 def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_path, register, layout):
@@ -659,9 +638,9 @@ def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_pat
     log = ROOT / "tests" / "fixtures" / "nccl-tests" / "nt-2.19.6-all_reduce-h200x2.txt"
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    _stand_in(bindir / "all_reduce_perf", log, tmp_path / "argv",
-              "import os\n" f"pathlib.Path({str(tmp_path / 'env')!r})"
-              ".write_text(os.environ.get('NCCL_P2P_DIRECT_DISABLE', '-'))\n")
+    write_stand_in(bindir / "all_reduce_perf", log, tmp_path / "argv",
+                   before="import os\n" f"pathlib.Path({str(tmp_path / 'env')!r})"
+                   ".write_text(os.environ.get('NCCL_P2P_DIRECT_DISABLE', '-'))\n")
     proc = _gpubench("run", "--suite", "comm", "--engine", "nccl-tests", "--nccl-tests-dir", bindir,
                      "--collectives", "all_reduce", "--min-bytes", "1M", "--max-bytes", "8G", "--step-factor", "4",
                      "--nproc", "2", "--out", tmp_path / "r", "--cluster", "t", *(["--register"] * register),
@@ -711,7 +690,7 @@ def _fake_launcher(tmp_path, ranks: int, joined: bool) -> Path:
     (tmp_path / "printed.txt").write_text(text)
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    _stand_in(bindir / "all_reduce_perf", tmp_path / "printed.txt", tmp_path / "argv")
+    write_stand_in(bindir / "all_reduce_perf", tmp_path / "printed.txt", tmp_path / "argv")
     launcher = tmp_path / "mpirun"
     launcher.write_text(f"#!{sys.executable}\nimport subprocess, sys, pathlib\n"
                         f"with open({str(tmp_path / 'launched')!r}, 'a') as f: f.write(' '.join(sys.argv[1:]) + '\\n')\n"

@@ -10,10 +10,10 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from nccl_stand_in import write_stand_in
 
 from gpubench import results
 from gpubench.nccltests.model import ParseError
@@ -162,23 +162,8 @@ NCCL_HELP_G = "USAGE: all_reduce_perf \n\t[-G,--cudagraph <num graph launches>] 
 def test_the_nccl_tests_engine_captures_graphs_by_default_and_eager_drops_them(tmp_path, eager):
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    exe = bindir / "all_reduce_perf"
-    exe.write_text(f"#!{sys.executable}\n" + textwrap.dedent(f"""
-        import sys, pathlib
-        if "-h" in sys.argv:
-            sys.stdout.write({NCCL_HELP_G!r}); sys.exit(0)
-        pathlib.Path({str(tmp_path / 'argv')!r}).write_text(" ".join(sys.argv[1:]))
-        text = pathlib.Path({str(FIX / 'nt-2.19.6-all_reduce-h200x2.txt')!r}).read_text()
-        graph = "1" if "-G" in sys.argv else "0"
-        a = sys.argv[1:]
-        lo, hi = int(a[a.index("-b") + 1]), int(a[a.index("-e") + 1])  # the sizes asked for (a split sweep)
-        for line in text.replace("graph: 0", "graph: " + graph).splitlines():
-            cells = line.split()
-            if cells and cells[0].isdigit() and not lo <= int(cells[0]) <= hi or "Avg bus" in line:
-                continue
-            print(line)
-        """))
-    exe.chmod(0o755)
+    write_stand_in(bindir / "all_reduce_perf", FIX / "nt-2.19.6-all_reduce-h200x2.txt", tmp_path / "argv",
+                   help_text=NCCL_HELP_G, graph=True)
     proc = _gpubench("run", "--suite", "comm", "--engine", "nccl-tests", "--nccl-tests-dir", bindir,
                      "--collectives", "all_reduce", "--min-bytes", "1M", "--max-bytes", "8G", "--step-factor", "4",
                      "--nproc", "2", "--out", tmp_path / "r", "--cluster", "t", *(["--eager"] * eager))

@@ -10,9 +10,10 @@
 #   after is a normal night (the shared night is no part of its window);
 #   slow4 is the slowdown again (WORSE since slow4), which `gpubench accept` then accepts, and slow5 is one more
 #     slow night (the accepted level: nothing WORSE).
-# A third argument "aa" runs the A=A nights only; UNTIL=restored ends the series after the restored night. Prints each night's exit code, seconds and counts, and the
-# rows that are not SAME or BETTER; OUT_DIR gets nights.txt, each night's verdicts and summary, and the run
-# directories (tables, run.json and what compare recorded). ci/nightly.sh's variables pass through.
+# A third argument "aa" runs the A=A nights only; UNTIL=restored ends the series after the restored night. Prints
+# each night's exit code, seconds and counts, and the rows that are not SAME or BETTER; OUT_DIR gets nights.txt,
+# each night's verdicts and summary, and the run directories (tables, run.json and what compare recorded).
+# ci/nightly.sh's variables pass through.
 # Resumable across device calls (each has a time limit): NIGHTS_STATE=DIR keeps the nights' results there and
 # skips the nights it already holds; NIGHTS_DEADLINE_S=S starts no night after S seconds; OUT_DIR/state.tgz
 # then holds DIR, to unpack and carry into the next call.
