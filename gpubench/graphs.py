@@ -4,10 +4,10 @@ A workload asks for it with ``Method.graph`` (a :class:`gpubench.suite.Graph`); 
 the engine, before anything else:
 
 1. makes the first input set and calls once on it (lazy set-up, e.g. NCCL connecting, cannot be captured), then
-   times one more call with the host's clock around it and a drained queue, and restores the set's input;
-2. picks the calls per replay from that time (with a group of ranks, the slowest rank's): ``Graph.calls`` for a
-   short call, fewer for a call long enough that launch cost no longer matters (so that a sample of replays lasts
-   a few ms whatever the size);
+   times three more calls with the host's clock around each and a drained queue, and restores the set's input;
+2. picks the calls per replay from the quickest of them (with a group of ranks, the slowest rank's quickest):
+   ``Graph.calls`` for a short call, fewer for a call long enough that launch cost no longer matters (so that a
+   sample of replays lasts a few ms whatever the size);
 3. captures that many calls on the set. Where the capture fails on any rank, every rank times the workload eager
    (calls must match across ranks) and its row says why (``message``: "graph capture failed, timed eager: ...").
 
@@ -79,17 +79,26 @@ def calls_for(spec: Graph, per_call_s: float) -> int:
     return max(1, min(spec.calls, math.ceil(spec.span_s / per_call_s)))
 
 
+# Calls timed on the host to choose the calls per replay, the quickest counting. One call's time can hold a rank
+# arriving late or a hiccup: a 1 MiB reduce timed at over a millisecond got a graph of one call, whose replays
+# each paid a graph launch and read 66.6 GB/s where graphs of 20 read 92.9-93.7 (4 x H100, 2026-11-27).
+TIMED_CALLS = 3
+
+
 def _first_set(workload: Workload, backend: Backend, group: Any, spec: Graph) -> tuple[Any, float]:
-    """The first input set, called once (set-up) and once more under the host's clock, its input restored;
-    with the slowest rank's time for that call. A failure on any rank raises on every rank."""
+    """The first input set, called once (set-up) and ``TIMED_CALLS`` more times under the host's clock, its input
+    restored; with the slowest rank's quickest call. A failure on any rank raises on every rank."""
     inputs, error, per_call = None, None, 0.0
     try:
         inputs = _connected(workload, backend, spec)
-        t0 = backend.host_now()
-        workload.run(inputs)
-        backend.synchronize()
-        per_call = backend.host_now() - t0
-        _refill(spec, inputs)  # the call changed an in-place input: restore it
+        times = []
+        for _ in range(TIMED_CALLS):
+            t0 = backend.host_now()
+            workload.run(inputs)
+            backend.synchronize()
+            times.append(backend.host_now() - t0)
+        per_call = min(times)
+        _refill(spec, inputs)  # the calls changed an in-place input: restore it
     except Exception as e:  # noqa: BLE001 — shared with every rank just below
         if group is None:
             raise

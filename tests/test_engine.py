@@ -390,6 +390,28 @@ def test_a_long_call_gets_a_shorter_graph():
     assert [calls_for(g, t) for t in (1e-5, 9.9e-4, 1e-3, 2e-3, 0.1)] == [20, 20, 4, 2, 1]
 
 
+@pytest.mark.parametrize("host_calls,graph_calls", [
+    ((1e-5, 5e-3, 1e-5, 1e-5), 20),  # one slow timed call (a rank arriving late): still a short call
+    ((1e-5, 5e-3, 5e-3, 5e-3), 1),  # a call that is long every time: a graph of one
+    ((1e-5, 1e-5, 2e-3, 2e-3), 20),
+])
+def test_the_calls_per_replay_follow_the_quickest_timed_call(monkeypatch, host_calls, graph_calls):
+    from gpubench.graphs import TIMED_CALLS
+    from gpubench.suite import Graph
+
+    monkeypatch.setenv("GPUBENCH_FAKE_GRAPHS", "1")
+    be = FakeBackend(durations=[1e-5])
+    w = make_workload()
+    w.method = dataclasses.replace(w.method, graph=Graph(calls=20, long_call_s=1e-3, span_s=4e-3))
+    # The set-up call, then the timed ones: each costs the host what host_calls says (later calls: nothing).
+    costs = iter(host_calls)
+    plain = w.run
+    w.run = lambda x: (be.host_clock.advance(next(costs, 0.0)), plain(x))[1]
+    assert len(host_calls) == 1 + TIMED_CALLS
+    m = engine.measure(w, be, ONE_CALL)
+    assert m.valid and w.extra["graph"] is True and w.extra["graph_calls"] == graph_calls
+
+
 def test_the_stop_rule_says_why_it_stopped():
     from gpubench.stoprule import StopRule
 
