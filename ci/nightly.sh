@@ -15,7 +15,8 @@
 #   SUMMARY, JUNIT, VERDICTS  output files (default: compare-summary.md, compare-junit.xml, compare.json); the
 #                    summary is appended to $GITHUB_STEP_SUMMARY too when that is set
 #   HISTORY          folder of the history page (default: history): HISTORY/index.html, every figure over the
-#                    nights kept in RESULTS_DIR/CLUSTER/ with the gate's verdicts on it (gpubench report DIR)
+#                    nights kept in RESULTS_DIR/CLUSTER/ with the gate's verdicts on it (compare --history draws
+#                    it; gpubench report DIR on the first night and with a pinned baseline)
 #   RUN_LOG          the runs' own output (default: nightly-run.log); this script prints a few lines of it
 #   PYTHON           the interpreter gpubench is installed in (default: python3), for the rerun's plan
 # The window fills as nights are kept: the first night starts it, and until it holds 3 runs a change is listed,
@@ -88,16 +89,9 @@ night_dir=$run_dir
 
 compare=(gpubench compare)
 if [[ "$window" -gt 0 ]]; then
-  # The directory of runs: compare takes the N latest complete runs other than this one. The first night has
-  # none (or only runs that never finished): it is the start of the history, not a failure.
-  earlier=$("$python" -c 'import sys; from pathlib import Path; from gpubench.compare.load import run_candidates
-print(sum(p.resolve() != Path(sys.argv[2]).resolve() for _, p, _ in run_candidates(Path(sys.argv[1]))))' "$dir" "$night_dir")
-  if [[ "$earlier" == 0 ]]; then
-    echo "nightly: no earlier run of $cluster yet: $night_dir starts the baseline window"
-    history_page
-    exit "$night_rc"
-  fi
-  compare+=("$dir" "$night_dir" --baseline-window "$window")
+  # The directory of runs: compare takes the N latest complete runs other than this one, and draws the history
+  # page itself once the verdict is recorded (one interpreter, one read of the runs).
+  compare+=("$dir" "$night_dir" --baseline-window "$window" --history "$history")
 elif [[ -e "$dir/baseline" ]]; then
   compare+=("$dir/baseline" "$night_dir")
 else
@@ -114,9 +108,24 @@ fi
 # second: its cases measured again in a fresh process, and compare again with that rerun, whose outputs and
 # record replace the first's (a compare costs 3-4 s, scipy's import half of it: most nights are green).
 compare_out=$(mktemp)
-trap 'rm -f "$compare_out"' EXIT
+compare_err=$(mktemp)
+stamp=$(mktemp)  # older than anything compare writes: a history page newer than it is tonight's
+trap 'rm -f "$compare_out" "$compare_err" "$stamp"' EXIT
 compare_rc=0
-"${compare[@]}" --out "$summary" --out "$junit" --out "$verdicts" > "$compare_out" || compare_rc=$?
+"${compare[@]}" --out "$summary" --out "$junit" --out "$verdicts" > "$compare_out" 2> "$compare_err" \
+  || compare_rc=$?
+if [[ $compare_rc -eq 2 && "$window" -gt 0 ]]; then
+  # The first night has no earlier run (or only runs that never finished): it starts the history, it is no
+  # failure. Asked only when compare refused, so that other nights pay for no second interpreter.
+  earlier=$("$python" -c 'import sys; from pathlib import Path; from gpubench.compare.load import run_candidates
+print(sum(p.resolve() != Path(sys.argv[2]).resolve() for _, p, _ in run_candidates(Path(sys.argv[1]))))' "$dir" "$night_dir")
+  if [[ "$earlier" == 0 ]]; then
+    echo "nightly: no earlier run of $cluster yet: $night_dir starts the baseline window"
+    history_page
+    exit "$night_rc"
+  fi
+fi
+cat "$compare_err" >&2
 if [[ "${CONFIRM:-1}" != 0 && $compare_rc -eq 1 ]]; then
   # Which cases to measure again: the suites on the first line, an exact --filter on the second.
   mapfile -t plan < <("$python" -m gpubench.compare.confirm "$verdicts" "$night_dir")
@@ -135,7 +144,13 @@ fi
 if [[ -n "${GITHUB_STEP_SUMMARY:-}" && -f "$summary" ]]; then
   cat "$summary" >> "$GITHUB_STEP_SUMMARY"
 fi
-history_page
+if [[ "$window" -eq 0 ]]; then
+  history_page  # a pinned baseline: compare drew no page (see history_page)
+elif [[ "$history/index.html" -nt "$stamp" ]]; then
+  echo "nightly: history page $history/index.html"  # drawn by tonight's compare
+else
+  echo "nightly: the history page could not be drawn (see above)" >&2
+fi
 if [[ $compare_rc -ne 0 ]]; then
   exit "$compare_rc"
 fi

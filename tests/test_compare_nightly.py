@@ -10,6 +10,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from history_nights import embedded, recorded_worse, red
 from test_compare_helpers import copy_run, scaled
 
@@ -138,32 +140,60 @@ def test_the_default_window_fills_before_it_judges_and_then_catches_a_slowdown(t
     assert {r for r, _ in red(doc)} == {doc["nights"][-1]["run_id"]} and red(doc) == recorded_worse(lab)
 
 
-def test_a_green_night_compares_once_and_a_red_one_twice(tmp_path):
-    # compare costs seconds (issue 48's quick night): a night with nothing WORSE must not judge itself twice
+@pytest.mark.parametrize("window", ["0", "5"])
+def test_a_green_night_compares_once_and_a_red_one_twice(tmp_path, window):
+    # compare costs seconds (issue 48's quick night): a night with nothing WORSE must not judge itself twice, and
+    # with a window of runs compare draws the history page itself (no second interpreter for `gpubench report`)
     real = shutil.which("gpubench", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     shim, calls = tmp_path / "shim", tmp_path / "calls.txt"
     shim.mkdir()
     (shim / "gpubench").write_text(f'#!/usr/bin/env bash\necho "$1" >> {calls}\nexec {real} "$@"\n')
     (shim / "gpubench").chmod(0o755)
     path = f"{shim}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    assert nightly(tmp_path, BASELINE_WINDOW="0", PATH=path).returncode == 0  # the baseline
+    page = tmp_path / "history" / "index.html"
+    first = nightly(tmp_path, BASELINE_WINDOW=window, PATH=path)
+    assert first.returncode == 0, first.stdout + first.stderr  # the baseline, or the window's first run
+    pinned = window == "0"
+    # the first night of a window asks compare first: it refuses (no earlier run), and that starts the window
+    assert calls.read_text().split() == (["run", "report"] if pinned else ["run", "compare", "report"])
+    assert ("is now the baseline" if pinned else "starts the baseline window") in first.stdout
+    assert first.stderr == "" and page.is_file()
+    page.unlink()
     calls.write_text("")
-    green = nightly(tmp_path, BASELINE_WINDOW="0", PATH=path)
+    green = nightly(tmp_path, BASELINE_WINDOW=window, PATH=path)
     assert green.returncode == 0, green.stdout + green.stderr
-    assert calls.read_text().split() == ["run", "compare", "report"]
+    assert calls.read_text().split() == (["run", "compare", "report"] if pinned else ["run", "compare"])
     assert green.stdout.count("gpubench compare") == 1 and "SAME" in green.stdout
+    assert "nightly: history page history/index.html" in green.stdout
+    assert len(embedded(page)["nights"]) == 2  # both nights on the page, whichever command drew it
     # its verdict is recorded: the run's directory remembers it (the gate's memory)
     night = sorted((tmp_path / "results" / "lab").glob("2*"))[-1]
     assert json.loads((night / "verdict.json").read_text())["exit_code"] == 0
 
     calls.write_text("")
-    red_night = nightly(tmp_path, BASELINE_WINDOW="0", PATH=path, GPUBENCH_FAKE_SLOW_CASES="1.5:op=copy")
-    assert red_night.returncode == 1, red_night.stdout + red_night.stderr
-    assert calls.read_text().split() == ["run", "compare", "run", "compare", "report"]
+    red_night = nightly(tmp_path, BASELINE_WINDOW=window, PATH=path, GPUBENCH_FAKE_SLOW_CASES="1.5:op=copy")
+    # a window of two runs lists a change, never WORSE: nothing to confirm
+    assert red_night.returncode == (1 if pinned else 0), red_night.stdout + red_night.stderr
+    rerun = ["run", "compare", "run", "compare"] if pinned else ["run", "compare"]
+    assert calls.read_text().split() == rerun + (["report"] if pinned else [])
     assert red_night.stdout.count("gpubench compare") == 1  # the confirmed verdict only
     night = sorted((tmp_path / "results" / "lab").glob("2*"))[-1]
     record = json.loads((night / "verdict.json").read_text())
-    assert record["exit_code"] == 1 and record["rerun"] and len(record["worse"]) == 2
+    assert record["exit_code"] == (1 if pinned else 0) and bool(record["rerun"]) is pinned
+    assert len(record["worse"]) == (2 if pinned else 0)
+    doc = embedded(page)
+    assert doc["nights"][-1]["run_id"] == night.name  # tonight's page, tonight's verdict on it
+    assert red(doc) == recorded_worse(tmp_path / "results" / "lab")
+
+
+def test_a_history_page_that_cannot_be_drawn_leaves_the_gates_exit_code(tmp_path):
+    assert nightly(tmp_path).returncode == 0  # the window's first run
+    shutil.rmtree(tmp_path / "history")
+    (tmp_path / "history").write_text("a file where the page's folder should be\n")
+    night = nightly(tmp_path)
+    assert night.returncode == 0, night.stdout + night.stderr
+    assert "SAME" in (tmp_path / "summary.md").read_text()
+    assert "the history page could not be drawn" in night.stderr
 
 
 def test_a_bad_window_is_a_setup_error_before_anything_runs(tmp_path):

@@ -4,6 +4,7 @@ nothing is WORSE (fleet: no device flagged), 1 when something is, 2 (a UsageErro
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,11 @@ def add(p: argparse.ArgumentParser) -> None:
                    help="don't record the verdict in CURRENT's run directory (by default a run judged against the "
                         "runs of its own directory keeps its verdict there, so that later nights leave its "
                         "regressions out of their baseline: docs/compare.md)")
+    p.add_argument("--history", default=None, metavar="FOLDER",
+                   help="draw the nightly history page of the directory CURRENT is kept in into FOLDER once this "
+                        "verdict is recorded, as gpubench report DIR --out FOLDER does (with this --baseline-window): "
+                        "one process for the gate and its page (ci/nightly.sh); a page that cannot be drawn is "
+                        "said and leaves the exit code the gate's")
     p.add_argument("--cross-cluster", action="store_true",
                    help="compare different systems (GPU model, count, driver): ratios and %% of spec peak")
     p.add_argument("--fleet", action="store_true",
@@ -96,7 +102,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         th.default = thresholds.check_fraction(args.threshold, "--threshold")
     if args.fleet:
         given = {"--baseline-window": args.baseline_window is not None, "--confirm": args.confirm,
-                 "--no-record": args.no_record, "--cross-cluster": args.cross_cluster}
+                 "--no-record": args.no_record, "--cross-cluster": args.cross_cluster, "--history": args.history}
         extra = [flag for flag, on in given.items() if on]
         if extra:
             raise UsageError(f"--fleet sets devices against each other, not against a baseline: drop "
@@ -113,7 +119,28 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     if not args.no_record:
         rep = report.record(rep)
     _emit(args, lambda fmt: formats.get(fmt).compare(rep, args.all_rows))
+    if args.history is not None:
+        _history_page(Path(args.paths[1]), args)
     return rep.exit_code
+
+
+def _history_page(current: Path, args: argparse.Namespace) -> None:
+    """--history: the page of the nights kept beside CURRENT (its parent directory), drawn after the verdict is
+    recorded so that tonight's is on it. Drawing it here spares a night a second interpreter, its imports and a
+    second read of the runs. A page that cannot be drawn is said on stderr: the exit code stays the gate's."""
+    from gpubench.commands import history
+    from gpubench.report.history import is_directory_of_runs
+
+    # CURRENT as compare takes it: a directory of runs (its latest), a run directory, or a table in one.
+    directory = current if is_directory_of_runs(current) else current.parent if current.is_dir() else \
+        current.parent.parent
+    ask = argparse.Namespace(since=None, last=None, filter=None, baseline_window=args.baseline_window)
+    try:
+        if not is_directory_of_runs(directory):
+            raise UsageError(f"{current} is not kept in a directory of runs (results/<cluster>/)")
+        history.report(str(directory), args.history, ask)
+    except Exception as e:  # noqa: BLE001 — whatever stops the page, the gate's verdict stands
+        print(f"gpubench compare: the history page could not be drawn ({type(e).__name__}: {e})", file=sys.stderr)
 
 
 def _side(path: str):
