@@ -141,11 +141,10 @@ class Copy(Suite):
         extra["timing_method"] = "host clock, copy + sync" if pageable else "held stream, events"
 
         pool = _HostPool.of(ctx, memory, size, on_gpu)
-        drawn = object()  # this measurement: the random bytes its sets drew into the pool's buffers
 
         def make_inputs() -> Buffers:
             with topology.bind_to_node(gpu_numa) as binding:
-                bufs = _make_buffers(direction, pool, size, backend, on_gpu, case, drawn)
+                bufs = _make_buffers(direction, pool, size, backend, on_gpu, case)
             if extra["host_numa"] is None and bufs.host is not None:
                 extra["host_numa"] = topology.address_numa_node(bufs.host.data_ptr(), size)
             extra["numa_bound"] = binding.bound
@@ -245,8 +244,7 @@ def _peer_facts(backend: Backend, me: int, peer: int, on_gpu: bool) -> tuple[boo
     return True, topology.gpu_link(backend.name, backend.pci_bus_id(me), backend.pci_bus_id(peer))
 
 
-def _make_buffers(direction: str, pool: _HostPool, size: int, backend: Backend, on_gpu: bool, case: Case,
-                  drawn: object) -> Buffers:
+def _make_buffers(direction: str, pool: _HostPool, size: int, backend: Backend, on_gpu: bool, case: Case) -> Buffers:
     dev = backend.torch_device
 
     def device(where: str) -> torch.Tensor:
@@ -267,15 +265,8 @@ def _make_buffers(direction: str, pool: _HostPool, size: int, backend: Backend, 
     else:  # d2d, peer
         pairs = [(device(case["src"]), device(case["dst"]))]
     for src, dst in pairs:
-        # A host source that already holds the random bytes this measurement drew (its check's set, let go and
-        # taken again by the rotating set) keeps them: drawing a GiB costs a copy of it into host memory (a quick
-        # run on one H100, 2026-11-27: 1.9-2.5 s of each process's 2.8-3.6 s of input sets went to drawing
-        # sources). Destinations are poisoned every time, so a set that is checked still fails on a copy that did
-        # not happen, whichever set it is.
-        if not pool.holds(src, drawn):
-            _randomize(src, dev)
+        _randomize(src, dev)
         dst.fill_(_POISON)
-        pool.holds(dst, None)
     made = Buffers(pairs, hosts[0] if hosts else None)
     pool.lend(made)
     return made
@@ -319,7 +310,6 @@ class _HostPool:
         # dead once the engine lets the set go (it drops the check's set before it makes the rotating ones).
         self.owners: list[Any] = []
         self.chunks: list[_Registered] = []  # what keeps registered buffers locked (and unlocks them when dropped)
-        self.drawn: dict[int, object] = {}  # buffer address -> the measurement whose random bytes it holds
 
     @classmethod
     def of(cls, ctx: GridContext | None, memory: str, size: int, on_gpu: bool) -> _HostPool:
@@ -344,16 +334,6 @@ class _HostPool:
     def _free(self) -> int | None:
         return next((i for i, owner in enumerate(self.owners)
                      if owner is None or (owner is not _MAKING and owner() is None)), None)
-
-    def holds(self, t: torch.Tensor, drawn: object) -> bool:
-        """Whether ``t``, one of this pool's buffers, holds the bytes ``drawn`` names (a measurement's random source
-        bytes); from now on it is said to (None: nothing of note, as a destination). Always False for a buffer
-        that is not the pool's (device buffers are made afresh for every set)."""
-        if not any(t is h for h in self.held):
-            return False
-        had = self.drawn.get(t.data_ptr())
-        self.drawn[t.data_ptr()] = drawn
-        return drawn is not None and had is drawn
 
     def lend(self, made: Buffers) -> None:
         """The buffers taken for ``made`` are its own until it is gone."""

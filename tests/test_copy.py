@@ -188,47 +188,6 @@ def test_a_taken_buffer_is_filled_afresh_so_a_missed_copy_still_fails(monkeypatc
     assert status == {"h2d": "ok", "d2h": "invalid"}
 
 
-def test_a_measurement_draws_a_host_source_once_and_poisons_every_destination(monkeypatch):
-    drawn = []
-    real = C._randomize
-    monkeypatch.setattr(C, "_randomize", lambda t, dev: (drawn.append(t.data_ptr()), real(t, dev))[1])
-    c = ctx()
-    for direction, src, dst in (("h2d", "host", "gpu0"), ("d2h", "gpu0", "host")):
-        case = Case.of(direction=direction, memory="pageable", src=src, dst=dst, copy_bytes=64 << 10)
-        w = C.Copy().prepare(case, FakeBackend(), c)
-        drawn.clear()
-        check_set = w.make_inputs()
-        host = check_set.host
-        was = host.clone()
-        if direction == "d2h":
-            host.fill_(7)  # the check's copy wrote the destination
-        del check_set  # the engine lets the check's set go before it makes the rotating ones
-        rotating = w.make_inputs()
-        assert rotating.host.data_ptr() == host.data_ptr()
-        if direction == "h2d":  # the same random source, drawn once
-            assert drawn.count(host.data_ptr()) == 1 and torch.equal(rotating.host, was)
-        else:  # a destination: poisoned again, never left as the last copy wrote it
-            assert host.data_ptr() not in drawn and bool((rotating.host == C._POISON).all())
-        del rotating
-        # the next measurement of the same case (the same pool, the same buffer) draws its own bytes
-        drawn.clear()
-        again = C.Copy().prepare(case, FakeBackend(), c).make_inputs()
-        assert again.host.data_ptr() == host.data_ptr()
-        assert (host.data_ptr() in drawn) == (direction == "h2d")
-        del again
-
-
-def test_a_buffer_poisoned_as_a_destination_no_longer_holds_a_source():
-    pool = C._HostPool.of(None, "pinned", 64 << 10, False)
-    buf, other, drawn = pool.take(), torch.empty(64 << 10, dtype=torch.uint8), object()
-    assert not pool.holds(buf, drawn) and pool.holds(buf, drawn)  # drawn once, then kept
-    assert not pool.holds(buf, object())  # another measurement's bytes are not these
-    pool.holds(buf, drawn)
-    pool.holds(buf, None)  # poisoned as a destination
-    assert not pool.holds(buf, drawn)  # a source again: drawn again
-    assert not pool.holds(other, drawn) and not pool.holds(other, drawn)  # not the pool's: always drawn
-
-
 def test_small_registered_buffers_share_one_registration(monkeypatch):
     made = []
 
