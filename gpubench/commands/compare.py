@@ -138,6 +138,8 @@ def _history_page(current: Path, args: argparse.Namespace) -> None:
     try:
         if not is_directory_of_runs(directory):
             raise UsageError(f"{current} is not kept in a directory of runs (results/<cluster>/)")
+        if Path(args.history).is_file():  # said here: report's own check would name its --out, not --history
+            raise UsageError(f"--history {args.history} is a file: give a folder")
         history.report(str(directory), args.history, ask)
     except Exception as e:  # noqa: BLE001 — whatever stops the page, the gate's verdict stands
         print(f"gpubench compare: the history page could not be drawn ({type(e).__name__}: {e})", file=sys.stderr)
