@@ -16,7 +16,7 @@ from gpubench import results
 from gpubench.compare import load
 from gpubench.report.page import _shared
 from gpubench.report.runs import Run
-from gpubench.rundir import LEASE, LEASE_STALE_S, RunDir, machine, started, status_of
+from gpubench.rundir import LEASE, LEASE_STALE_S, RunDir, machine, proc_stat, started, status_of
 
 
 def _run(root: Path, run_id: str, status: str, writer: dict | None = None, age_s: float = 0.0) -> Path:
@@ -123,6 +123,16 @@ def test_devices_all_under_a_launcher_with_one_task_per_node_refuses_in_one_line
     assert "1 process(es) on this node for its 2 GPUs" in line and "--ntasks-per-node=2" in line, line
 
 
+def _all_threads_stopped(pid: int, limit_s: float = 30.0) -> None:
+    end = time.monotonic() + limit_s
+    while True:
+        states = [(proc_stat(int(t.name)) or ["?"])[0] for t in Path(f"/proc/{pid}/task").iterdir()]
+        if all(st in ("T", "t") for st in states):
+            return
+        assert time.monotonic() < end, states
+        time.sleep(0.01)
+
+
 def test_a_store_call_to_a_stopped_server_is_given_up_on_at_the_watchdogs_deadline():
     # A TCPStore client's check blocks while the store's process is SIGSTOPped, whatever its timeout: the
     # bounded call gives up at its own deadline, refuses the next at once while the first still hangs, and
@@ -144,6 +154,7 @@ def test_a_store_call_to_a_stopped_server_is_given_up_on_at_the_watchdogs_deadli
                                                    wait_for_workers=False), deadline_s=2.0)
         assert store.call(lambda s: s.check(["k"]), deadline_s=60) is True  # connecting, on a loaded host
         os.kill(server.pid, sig.SIGSTOP)
+        _all_threads_stopped(server.pid)  # a busy host stops them a moment later: one answered first (load 11)
         t0 = time.monotonic()
         try:
             store.call(lambda s: s.check(["k"]))
@@ -212,3 +223,49 @@ def test_a_run_a_peer_closed_first_keeps_the_peers_word_when_its_own_process_fin
     own = RunDir.create(tmp_path, "u", {})
     own.finish("complete")
     assert json.loads((own.path / results.RUN_FILE).read_text())["status"] == "complete"
+
+
+_SIGNALLED_RANK = """
+import os, signal, sys, time
+from gpubench import rundir
+from gpubench.ranks import ending
+
+run, cut = sys.argv[1], sys.argv[2]
+die = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)  # the launcher's SIGKILL, at the worst moment
+
+class Peer0Gone:  # rank 1 of a group whose rank 0 (and its store) died
+    rank, trouble = 1, None
+    def account(self, wait=False, deadline_s=None):
+        return "rank 0 (pid 9 on h) is gone (its process ended) in comm all_reduce", "failed", True
+    def say_ended(self, name, deadline_s=1.0):
+        if cut == "last beat":
+            die()
+
+if cut == "count":
+    rundir.kept = die
+ending.install()
+ending.follow(run_dir=run, group=Peer0Gone())
+print("ready", flush=True)
+while True:
+    time.sleep(0.1)
+"""
+
+
+def test_a_rank_sent_sigterm_closes_its_run_and_says_so_before_what_a_sigkill_could_cut(tmp_path):
+    # Open MPI sends SIGTERM to the ranks left when one dies and SIGKILL a second later (odls_base_sigkill_timeout):
+    # a rank that took its last beat or counted the cases kept before closing the run left it "running" (CI,
+    # 2026-11-27, mpirun, rank 0 killed). Here the SIGKILL comes during each of those; the record and the line stand.
+    for cut in ("last beat", "count"):
+        rd = RunDir.create(tmp_path, cut.replace(" ", "-"), {})
+        p = subprocess.Popen([sys.executable, "-c", _SIGNALLED_RANK, str(rd.path), cut], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        assert p.stdout.readline().strip() == "ready"
+        p.send_signal(15)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == -9, (cut, p.returncode, err)  # it was cut there
+        meta = json.loads((rd.path / results.RUN_FILE).read_text())
+        assert meta["status"] == "failed", (cut, meta)
+        assert meta["error"].startswith("a peer was lost: rank 0 (pid 9 on h) is gone"), meta["error"]
+        assert meta["error"].endswith("then rank 1 stopped by SIGTERM"), meta["error"]
+        lines = [ln for ln in err.splitlines() if ln.startswith("gpubench: error: ")]
+        assert lines == [f"gpubench: error: {meta['error']}"], (cut, err)

@@ -18,14 +18,14 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn
 
-from gpubench.rundir import mark_ended, saved
+from gpubench.rundir import count_kept, mark_ended, saved
 
 ENDING = (signal.SIGTERM, signal.SIGHUP)
 _SIGNAL_STORE_S = 0.4  # each store call made on a launcher's signal: a SIGKILL may follow within a second or two
 _LOCK = threading.Lock()  # taken once, never given back: the process ends while it holds it
-_state: dict[str, Any] = {"run": None, "group": None, "installed": False}
+_state: dict[str, Any] = {"run": None, "group": None, "installed": False, "closed": None}
 
 
 def follow(run_dir: str | os.PathLike | None = None, group: Any = None) -> None:
@@ -36,15 +36,13 @@ def follow(run_dir: str | os.PathLike | None = None, group: Any = None) -> None:
         _state["group"] = group
 
 
-def end(status: str, reason: str, code: int) -> NoReturn:
-    """Mark the run ``status`` with ``reason`` (if it is still running), say so in one line, exit ``code``."""
+def end(status: str, reason: str, code: int, then: Callable[[], None] | None = None) -> NoReturn:
+    """Mark the run ``status`` with ``reason`` (if it is still running), say so in one line, do ``then``, exit
+    ``code``. A launcher's SIGKILL may cut it short anywhere after its SIGTERM: the record and the line come first,
+    what may take a while (``then``, counting the cases kept) after."""
     _LOCK.acquire()  # a second ending (the watchdog and a signal at once) waits here for the process to go
     run, group = _state["run"], _state["group"]
-    try:
-        if run:
-            mark_ended(run, status, reason)
-    except Exception:  # noqa: BLE001 — ending matters more than the record; the reader shows it abandoned
-        pass
+    closed = _close(status, reason)
     line = reason
     if run and (group is None or group.rank == 0):
         try:
@@ -57,8 +55,23 @@ def end(status: str, reason: str, code: int) -> NoReturn:
         sys.stderr.flush()
         if os.environ.get("GPUBENCH_DEBUG_HANG"):
             faulthandler.dump_traceback(all_threads=True)  # where each thread of this process was
+        if then is not None:
+            then()
+        if closed:
+            count_kept(run, closed)
     finally:
         os._exit(code)
+
+
+def _close(status: str, reason: str) -> str | None:
+    """Mark the run this process follows ``status`` with ``reason``, if it is still running, its cases not yet
+    counted: the reason it was closed with (a signal's path closes it first, then :func:`end` counts), or None."""
+    try:
+        if _state["run"] and mark_ended(_state["run"], status, reason, count=False):
+            _state["closed"] = reason
+    except Exception:  # noqa: BLE001 — ending matters more than the record; the reader shows it abandoned
+        pass
+    return _state["closed"]
 
 
 def _on_signal(signum: int) -> NoReturn:
@@ -67,14 +80,15 @@ def _on_signal(signum: int) -> NoReturn:
     status, reason = "interrupted", f"stopped by {name}"
     if group is not None:
         reason = f"rank {group.rank} {reason}"
-        # Both store calls are short: a launcher's SIGKILL follows its SIGTERM soon (mpirun's came 2 s after a
-        # peer's death, before this rank had waited out the store's usual deadline, and the run stayed running).
-        group.say_ended(name, _SIGNAL_STORE_S)  # the peers name this rank and the signal, not a silence
         # A peer already lost: the launcher's signal only followed (mpirun and torchrun end the others when one
-        # rank dies), and the run ended for the peer's reason.
+        # rank dies), and the run ended for the peer's reason. One short store call before the record: a
+        # launcher's SIGKILL follows its SIGTERM soon (Open MPI 4.1: odls_base_sigkill_timeout, 1 s), and a
+        # run this rank closed after its last beat stayed "running" where the SIGKILL came first (CI, 2026-11-27).
         words, lost_status, lost = group.account(wait=False, deadline_s=_SIGNAL_STORE_S)
         if lost or group.trouble:
             status, reason = lost_status, f"{group.trouble or 'a peer was lost'}: {words}; then {reason}"
+        # The last beat after the record and the line: the peers name this rank and the signal, not a silence.
+        end(status, reason, 128 + signum, then=lambda: group.say_ended(name, _SIGNAL_STORE_S))
     end(status, reason, 128 + signum)
 
 
