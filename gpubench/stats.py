@@ -5,8 +5,10 @@ Tables keep the raw samples; everything here is recomputed from them, never stor
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
+from statistics import NormalDist
 
 import numpy as np
 
@@ -103,6 +105,62 @@ def best_p(m: int, n: int) -> float:
     if m < 1 or n < 1:
         return 1.0
     return min(1.0, 2.0 / math.comb(m + n, m))
+
+
+_LARGE = 30  # from this many samples on each side the large-sample formula is within 3.3 % of the simulation
+_CAP = 100  # the larger side simulated as at most this many (5 against 100: 1.738 σ, against 200: 1.679: safe)
+_DRAWS = 2000  # the 80th percentile of 2000 draws: within 0.5 % of 4000's
+
+
+def _p_at(m: int, n: int, u: int) -> float:
+    """The p-value :func:`mann_whitney` gives ``m`` untied samples of which ``u`` pairs lie above ``n`` others."""
+    above = [min(n, max(0, u - n * i)) for i in range(m)]  # how many of the n each of the m exceeds
+    return mann_whitney([a - 0.5 + i * 1e-3 for i, a in enumerate(above)], list(range(n)))[1]
+
+
+@functools.lru_cache(maxsize=256)
+def shift_for_power(m: int, n: int, alpha: float, power: float = 0.8) -> float:
+    """The shift, in standard deviations of normal samples, by which ``m`` samples must move against ``n`` for
+    :func:`mann_whitney` to reach ``alpha`` with probability ``power``; infinite where it never can.
+
+    Small samples are simulated (a fixed seed): the large-sample formula, (z₁₋α/₂ + z_power) · √(π/3) ·
+    √(1/m + 1/n), promises 1.77 σ for 5 samples against 25 at alpha 0.01, which the test reaches about two times
+    in three; the 1.95 σ simulated here, four in five. Each draw's smallest shift that lifts its U to the critical
+    value is an order statistic of its pairwise differences, so the power's quantile is read off at once."""
+    if best_p(m, n) > alpha:
+        return math.inf
+    if min(m, n) >= _LARGE:
+        z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
+        return z * math.sqrt(math.pi / 3) * math.sqrt(1 / m + 1 / n)
+    m, n = min(m, _CAP), min(n, _CAP)
+    lo, hi = 0, m * n  # the smallest U (pairs of current above baseline) the test calls significant
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if _p_at(m, n, mid) <= alpha else (mid + 1, hi)
+    rng = np.random.default_rng(0)
+    need, chunk = [], 250  # draws at a time: at most 250 × 29 × 100 differences in memory
+    for _ in range(_DRAWS // chunk):
+        x, y = rng.standard_normal((chunk, 1, n)), rng.standard_normal((chunk, m, 1))
+        diffs = (x - y).reshape(chunk, -1)  # U(d) = how many of these lie below d
+        need.append(np.partition(diffs, lo - 1, axis=1)[:, lo - 1])
+    return float(np.quantile(np.concatenate(need), power))
+
+
+def pair_quantile(values: Sequence[float], q: float, *, most: int = 200_000) -> float:
+    """The ``q`` quantile of the differences between two of ``values`` (every ordered pair of distinct samples, or
+    ``most`` pairs drawn with a fixed seed where there are more): how far one sample lies above another, which is
+    what a rank test compares. NaN for fewer than two values."""
+    x = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
+    n = len(x)
+    if n < 2:
+        return math.nan
+    if n * (n - 1) <= most:
+        d = (x[:, None] - x[None, :])[~np.eye(n, dtype=bool)]
+    else:
+        rng = np.random.default_rng(0)
+        i, j = rng.integers(0, n, most), rng.integers(0, n - 1, most)
+        d = x[i] - x[j + (j >= i)]  # j ≠ i
+    return float(np.quantile(d, q, method="higher"))
 
 
 def run_spread(run_medians: Sequence[float]) -> float:

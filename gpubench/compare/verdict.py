@@ -159,15 +159,13 @@ def catches(threshold: float, alpha: float, *, runs: Sequence[float], n_runs: in
     if not math.isfinite(threshold):
         return sensitivity.blind("not judged")
     k = len(runs)
-    base_cv = float(np.std(baseline, ddof=1) / abs(np.mean(baseline))) if len(baseline) > 1 and np.mean(baseline) \
-        else math.nan
     if k >= MIN_RUNS and n_runs >= MIN_RUNS:
         margins = [(spread_factor(k) * run_spread(runs), sensitivity.SPREAD)]
         history = [float(v) for v in history_runs if _finite(v)]
         if moves and len(history) > k:
             margins.append((spread_factor(len(history)) * run_spread(history), sensitivity.HISTORY))
         if not (basis != "samples" or min(n_current, n_base_run) < 2 or best_p(n_current, max(1, n_base_run)) > alpha):
-            margins.append((sensitivity.sample_mde(base_cv, len(baseline), n_current, alpha), sensitivity.SAMPLES))
+            margins.append((sensitivity.sample_mde(baseline, n_current, alpha), sensitivity.SAMPLES))
         return sensitivity.smallest(threshold, margins)
     if window:
         return sensitivity.blind(f"window still filling ({max(n_runs, 1)} of {MIN_RUNS} runs)")
@@ -177,8 +175,7 @@ def catches(threshold: float, alpha: float, *, runs: Sequence[float], n_runs: in
         return threshold, sensitivity.THRESHOLD
     if best_p(n_current, len(baseline)) > alpha:
         return sensitivity.blind(f"too few samples (p ≥ {best_p(n_current, len(baseline)):.2g})")
-    return sensitivity.smallest(threshold, [(sensitivity.sample_mde(base_cv, len(baseline), n_current, alpha),
-                                             sensitivity.SAMPLES)])
+    return sensitivity.smallest(threshold, [(sensitivity.sample_mde(baseline, n_current, alpha), sensitivity.SAMPLES)])
 
 
 def _on_runs(out: dict[str, Any], direction: str, alpha: float, *, k: int, run_count: int | None, moves: str,
