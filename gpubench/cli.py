@@ -8,16 +8,14 @@ on stderr saying what to do); 130 interrupted (what was measured is kept).
 from __future__ import annotations
 
 import argparse
-import atexit
 import contextlib
 import importlib
-import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpubench import __version__
+from gpubench import __version__, leave
 from gpubench.commands import EXIT_INTERRUPTED, EXIT_USAGE
 from gpubench.errors import UsageError
 from gpubench.ranks.env import quiet_torch_logs
@@ -109,21 +107,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> None:
-    """The ``gpubench`` command and ``python -m gpubench``: :func:`main`, then out of the process at once.
-
-    With torch loaded, tearing the interpreter down (its thousands of modules and objects) takes seconds on a busy
-    machine: on the 2-core VM beside other jobs, 2-3.6 s after a bare ``import torch``, 5-14 s with 4 GiB of tensors
-    alive, 2.3-2.7 s after a run's last line in a terminal. None of it is gpubench's: tables are written after each
-    case, the exit handlers (temporary folders, child processes) run here, the output is flushed. The process then
-    ends with main's status."""
+    """The ``gpubench`` command and ``python -m gpubench``: :func:`main`, then, with torch loaded, out of the
+    process at once (gpubench.leave: the interpreter's teardown would take seconds); its status is main's."""
     code = main()
     if "torch" not in sys.modules:
         raise SystemExit(code)
-    atexit._run_exitfuncs()  # what atexit would have run at the interpreter's exit
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    os._exit(code)
+    leave.at_once(code)
 
 
 def _unmade(out: Any) -> Path | None:
