@@ -96,12 +96,13 @@ def kept(path: str | os.PathLike) -> int:
         return 0
 
 
-def saved(path: str | os.PathLike | None) -> str:
-    """What a run directory holds, read back from it, in words true whatever it holds: "3 cases were saved in
-    DIR", or that none was (a case a Ctrl-C abandoned, or a figure derived from others, is no case saved)."""
+def saved(path: str | os.PathLike | None, n: int | None = None) -> str:
+    """What a run directory holds, read back from it (or ``n``, its :func:`kept`, read already), in words true
+    whatever it holds: "3 cases were saved in DIR", or that none was (a case a Ctrl-C abandoned, or a figure
+    derived from others, is no case saved)."""
     if path is None:
         return "no case was saved"
-    n = kept(path)
+    n = kept(path) if n is None else n
     if n == 0:
         return f"no case was saved (run directory: {path})"
     return f"{n} case{'s were' if n > 1 else ' was'} saved in {path}"
@@ -256,12 +257,12 @@ def mark_ended(path: str | os.PathLike, status: str, reason: str, count: bool = 
     return True
 
 
-def count_kept(path: str | os.PathLike, reason: str) -> None:
-    """Add the cases kept to a run closed with ``reason``, if that is still its word. Best effort: the run is
-    closed already."""
+def count_kept(path: str | os.PathLike, reason: str, n: int | None = None) -> None:
+    """Add the cases kept (``n``, where read already) to a run closed with ``reason``, if that is still its word.
+    Best effort: the run is closed already."""
     file = Path(path) / results.RUN_FILE
     with contextlib.suppress(Exception):
-        n = kept(path)
+        n = kept(path) if n is None else n
         meta = json.loads(file.read_text())
         if meta.get("error") == reason:  # not a later closer's word
             write_json(file, {**meta, "cases_done": n})

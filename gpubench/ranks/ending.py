@@ -20,12 +20,12 @@ import sys
 import threading
 from typing import Any, Callable, NoReturn
 
-from gpubench.rundir import count_kept, mark_ended, saved
+from gpubench.rundir import count_kept, kept, mark_ended, saved
 
 ENDING = (signal.SIGTERM, signal.SIGHUP)
 _SIGNAL_STORE_S = 0.4  # each store call made on a launcher's signal: a SIGKILL may follow within a second or two
 _LOCK = threading.Lock()  # taken once, never given back: the process ends while it holds it
-_state: dict[str, Any] = {"run": None, "group": None, "installed": False, "closed": None}
+_state: dict[str, Any] = {"run": None, "group": None, "installed": False}
 
 
 def follow(run_dir: str | os.PathLike | None = None, group: Any = None) -> None:
@@ -42,11 +42,12 @@ def end(status: str, reason: str, code: int, then: Callable[[], None] | None = N
     what may take a while (``then``, counting the cases kept) after."""
     _LOCK.acquire()  # a second ending (the watchdog and a signal at once) waits here for the process to go
     run, group = _state["run"], _state["group"]
-    closed = _close(status, reason)
-    line = reason
+    closed = _close(run, status, reason)
+    line, n = reason, None
     if run and (group is None or group.rank == 0):
         try:
-            line = f"{reason}; {saved(run)}"
+            n = kept(run)  # read once: for rank 0's line and for the record
+            line = f"{reason}; {saved(run, n)}"
         except Exception:  # noqa: BLE001
             line = f"{reason}; run directory: {run}"
     try:
@@ -58,20 +59,18 @@ def end(status: str, reason: str, code: int, then: Callable[[], None] | None = N
         if then is not None:
             then()
         if closed:
-            count_kept(run, closed)
+            count_kept(run, reason, n)
     finally:
         os._exit(code)
 
 
-def _close(status: str, reason: str) -> str | None:
-    """Mark the run this process follows ``status`` with ``reason``, if it is still running, its cases not yet
-    counted: the reason it was closed with (a signal's path closes it first, then :func:`end` counts), or None."""
+def _close(run: str | None, status: str, reason: str) -> bool:
+    """Mark ``run`` ``status`` with ``reason`` if it is still running, its cases not yet counted (:func:`end`
+    counts them once its line is said); whether it did."""
     try:
-        if _state["run"] and mark_ended(_state["run"], status, reason, count=False):
-            _state["closed"] = reason
+        return bool(run) and mark_ended(run, status, reason, count=False)
     except Exception:  # noqa: BLE001 — ending matters more than the record; the reader shows it abandoned
-        pass
-    return _state["closed"]
+        return False
 
 
 def _on_signal(signum: int) -> NoReturn:
