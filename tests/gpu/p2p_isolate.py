@@ -2,7 +2,7 @@
 
 Run under torchrun, one process per GPU (every process with NVLink multicast off, tests/gpu/setup.sh):
 
-    torchrun --nproc-per-node N tests/gpu/p2p_isolate.py [--sizes 1M,4M,16M,256M] [--out FILE.tsv]
+    torchrun --nproc-per-node N tests/gpu/p2p_isolate.py [--sizes 1M,4M,16M,256M] [--alloc torch] [--out FILE.tsv]
 
 Each rank sends to rank + 1 and receives from rank - 1 (nccl-tests' sendrecv), the same bytes, four ways:
 
@@ -15,8 +15,12 @@ Each rank sends to rank + 1 and receives from rank - 1 (nccl-tests' sendrecv), t
 
 If nccl-graph reads what nccl-tests reads and torch-graph does not, the cost is torch.distributed's own (its
 stream hand-offs and bookkeeping around the NCCL calls); if nccl-graph reads as torch-graph, it is in the buffers or
-the communicator. Each figure: per-call µs, the median over samples of the slowest rank's time (a sample: the ranks
-lined up by a barrier, then 20 calls between two events). ``--device cpu`` runs the torch ways eagerly over gloo, to
+the communicator. ``--alloc`` says where the two buffers come from: ``torch`` (its caching allocator), ``nccl``
+(each its own ``ncclMemAlloc``, as nccl-tests allocates) or ``nccl-shared`` (both in one chunk of the comm suite's
+pool, gpubench/ranks/ncclmem.py, as a case's buffers share one); with NCCL's buffers the ranks stalled in their
+teardown after the last size was written in 4 runs of 4 (4 x H100, 2026-11-28): run_p2p.sh bounds each run.
+Each figure: per-call µs, the median over samples of the slowest rank's time (a sample: the ranks lined up by a
+barrier, then 20 calls between two events). ``--device cpu`` runs the torch ways eagerly over gloo, to
 try this script's plumbing on a machine without GPUs.
 """
 
@@ -74,6 +78,21 @@ def nccl_caller(comm, send, recv, rank, world):
     return call
 
 
+def buffers(alloc: str, n: int, device: str):
+    """(send, recv) of ``n`` fp32 each: send random, recv zeros, from ``alloc``."""
+    if alloc == "torch" or device != "cuda":
+        return torch.rand(n, device=device), torch.zeros(n, device=device)
+    from gpubench.ranks import ncclmem
+
+    lib = ncclmem.library()
+    shared = ncclmem.Pool(lib, None)
+    pools = [shared, shared] if alloc == "nccl-shared" else [ncclmem.Pool(lib, None), ncclmem.Pool(lib, None)]
+    send, recv = (pool.empty(n, torch.float32, device) for pool in pools)
+    send.copy_(torch.rand(n, device=device))
+    recv.zero_()
+    return send, recv
+
+
 def timed(run, device: str, world: int) -> float:
     """Per-call µs: the median over samples of the slowest rank's time for CALLS calls (``run`` makes them)."""
     gpu = device == "cuda"
@@ -127,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1M,4M,16M,256M", help="bytes each rank sends (default 1M,4M,16M,256M)")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--alloc", choices=("torch", "nccl", "nccl-shared"), default="torch",
+                    help="where the buffers come from (default torch)")
     ap.add_argument("--out", default=None, help="also write the table here (TSV), from rank 0")
     args = ap.parse_args(argv)
     rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
@@ -138,11 +159,11 @@ def main(argv: list[str] | None = None) -> int:
         dist.init_process_group("gloo")
     lines = ["bytes\tway\tus_per_call\tbusbw_GBps"]
     comm = nccl_comm(rank, world) if gpu else None
+    alloc = args.alloc if gpu else "torch"  # gloo's buffers are the host's
     try:
         for size in [_size(s) for s in args.sizes.split(",")]:
             n = size // 4
-            send = torch.rand(n, device=args.device)
-            recv = torch.zeros(n, device=args.device)
+            send, recv = buffers(alloc, n, args.device)
             ways = {"torch-eager": eager(lambda: torch_call(send, recv, rank, world))}
             if gpu:
                 ways["torch-graph"] = graphed(lambda: torch_call(send, recv, rank, world))
@@ -160,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not torch.equal(recv, want):
                     raise SystemExit(f"rank {rank}: {way} at {size} bytes received other bytes than rank - 1 sent")
                 # sendrecv's bus bandwidth is its algorithm bandwidth (nccl-tests' factor 1)
-                lines.append(f"{size}\t{way}\t{us:.2f}\t{size / us / 1e3:.1f}")
+                lines.append(f"{size}\t{alloc}:{way}\t{us:.2f}\t{size / us / 1e3:.1f}")
                 if rank == 0:
                     print(lines[-1], flush=True)
                     if args.out:  # as it comes: on 4 x H100 (2026-11-27) the teardown below stalled once
