@@ -9,9 +9,9 @@ fresh workers one after the other, each measuring every such case once with 1/N 
 rows pool every process's samples, labelled by process (``sample_process``), so one run knows the figure's
 spread between processes.
 
-The workers (``python -m gpubench.worker``) are started with the run and lay out the same cases while it
-measures its other suites, so that their start-up (imports, a device context) is over before any figure the
-host sets is measured; they then wait, idle, for their turn. A worker that fails or stalls costs the run its
+The workers (``python -m gpubench.worker``) are started with the run and lay out the same cases; the run
+measures nothing until their start-up (imports, a device context) is over, since a context opening on the same
+GPU slows what it is timing then. They then wait, idle, for their turn. A worker that fails or stalls costs the run its
 samples, not the run: the rows keep the processes that finished, and a note says which did not.
 """
 

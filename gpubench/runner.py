@@ -316,6 +316,11 @@ class Single:
                                                 self.request.how.processes - 1, stop=lambda: stop.set,
                                                 pinning=self.pinning)
                     self.watch.add_own(self.workers.pids)
+                    # Their start-up ends before any figure is measured, not only those set per process: a worker
+                    # opening its context and laying out its suites on the same GPU slowed samples of the first
+                    # suite by 17-23 % (one or two elementwise rows in 3 of 4 runs on an H100; 0 of 4 waiting, 0 of
+                    # 3 with --processes 1), for 2.6-3.5 s more a run (2026-11-28, docs/measurements.md).
+                    self.workers.wait_ready()
                 status = self._suites(stop)
                 if self.workers is not None and not stop.set:
                     notes += rounds(self.p, self.workers, self.request.how.processes, self.watch, self.rd,
@@ -379,7 +384,6 @@ class Single:
         self.current = f"{suite.name} {case.id}"
         cfg = self.config
         if case.id in self.per_process.get(suite.name, ()):
-            self.workers.wait_ready()  # their start-up is over before a figure the host sets is measured
             cfg = proc.scaled(self.config, self.request.how.processes)
         token = self.watch.begin()
         new = self._run_case(suite, case, cfg, (lambda: stop.set) if self.abandon else None)
