@@ -11,8 +11,8 @@ spread between processes.
 
 The workers (``python -m gpubench.worker``) are started with the run and lay out the same cases; the run
 measures nothing until their start-up (imports, a device context) is over, since a context opening on the same
-GPU slows what it is timing then. They then wait, idle, for their turn. A worker that fails or stalls costs the run its
-samples, not the run: the rows keep the processes that finished, and a note says which did not.
+GPU slows what it is timing then. They then wait, idle, for their turn. A worker that fails or stalls costs the
+run its samples, not the run: the rows keep the processes that finished, and a note says which did not.
 """
 
 from __future__ import annotations

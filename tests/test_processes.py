@@ -228,8 +228,8 @@ def test_the_workers_start_up_before_the_run_measures_anything(capsys, monkeypat
 
     monkeypatch.setattr(processes.Workers, "wait_ready", waited)
     monkeypatch.setattr(runner, "run_case", measured)
+    one_each = "op=copy,dtype=fp32,array_bytes=65536,impl=torch|direction=h2d,memory=pinned"
     code, _, stderr = cli(capsys, "run", "--suite", "elementwise,copy", "--backend", "fake", "--quick", "--sizes",
-                          "64K", "--filter", "op=copy,dtype=fp32,array_bytes=65536,impl=torch|direction=h2d,memory=pinned",
-                          "--out", tmp_path, "--cluster", "t")
+                          "64K", "--filter", one_each, "--out", tmp_path, "--cluster", "t")
     assert code == 0, stderr[-2000:]
     assert said[0] == ("ready", [1, 2]) and said[1] == ("case", "elementwise"), said[:4]

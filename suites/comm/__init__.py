@@ -72,10 +72,10 @@ P2P_OWN_COST_BELOW = 16 << 20
 P2P_NOTE = ("torch.distributed's batch_isend_irecv costs more per call than NCCL's own send/recv on the same "
             "buffers below 16 MiB, in graphs too, so this reads under nccl-tests (docs/comm.md, sendrecv below "
             "16 MiB): --engine nccl-tests gives NCCL's own figure")
-# From there up to this, captured sendrecv reads a few percent under nccl-tests' threads (4 x H100, 2026-11-28: 0.95-0.97
-# at 16 MiB, 0.945-0.948 at 32, 0.97 at 64), and NCCL's own send/recv from one process per GPU reads what torch's
-# call reads (0.99-1.03 of it at 32 MiB, 1.00 at 64); each buffer in an allocation of its own changes nothing
-# (0.996-1.017). What is left is the layout: nccl-tests' threads share one process, torch runs a process per GPU.
+# From there up to this, captured sendrecv reads a few percent under nccl-tests' threads (4 x H100, 2026-11-28:
+# 0.95-0.97 at 16 MiB, 0.945-0.948 at 32, 0.97 at 64), and NCCL's own send/recv from one process per GPU reads what
+# torch's call reads (0.99-1.03 of it at 32 MiB, 1.00 at 64); each buffer in an allocation of its own changes
+# nothing (0.996-1.017). What is left is the layout: nccl-tests' threads share one process, torch a process per GPU.
 P2P_LAYOUT_UP_TO = 64 << 20
 P2P_LAYOUT_NOTE = ("NCCL's own send/recv from one process per GPU reads what torch.distributed reads here, a few "
                    "percent under nccl-tests' threads of one process (docs/comm.md, sendrecv from 16 to 64 MiB): the "
