@@ -2,9 +2,12 @@
 
 Run under torchrun, one process per GPU (every process with NVLink multicast off, tests/gpu/setup.sh):
 
-    torchrun --nproc-per-node N tests/gpu/p2p_isolate.py [--sizes 1M,4M,16M,256M] [--alloc torch] [--out FILE.tsv]
+    torchrun --nproc-per-node N tests/gpu/p2p_isolate.py [--sizes 1M,4M,16M,256M] [--alloc torch]
+        [--collective sendrecv|alltoall] [--out FILE.tsv]
 
-Each rank sends to rank + 1 and receives from rank - 1 (nccl-tests' sendrecv), the same bytes, four ways:
+Each rank sends to rank + 1 and receives from rank - 1 (nccl-tests' sendrecv), the same bytes, four ways (with
+``--collective alltoall``: a chunk to and from every rank, torch's ``all_to_all_single`` against NCCL's own sends
+and receives to each peer in one group, which is what NCCL 2.28 makes of ``ncclAlltoAll``):
 
 - ``torch-graph``: ``dist.batch_isend_irecv`` and ``work.wait()`` captured in a CUDA graph of 20 calls, as the comm
   suite times it;
@@ -52,6 +55,27 @@ def torch_call(send, recv, rank, world):
         work.wait()
 
 
+def torch_alltoall(send, recv, rank, world):
+    dist.all_to_all_single(recv, send)
+
+
+# Per collective: torch's call, and the (peer, byte offset of the chunk, chunk bytes) pairs NCCL's own calls send to
+# and receive from — what NCCL 2.28 splits ncclAlltoAll into (per-peer P2P tasks), and sendrecv's one pair.
+TORCH = {"sendrecv": torch_call, "alltoall": torch_alltoall}
+
+
+def peers(collective, nbytes, rank, world):
+    """[(send to, recv from, offset, bytes)] of one call."""
+    if collective == "sendrecv":
+        return [((rank + 1) % world, (rank - 1) % world, 0, nbytes)]
+    chunk = nbytes // world
+    return [(p, p, p * chunk, chunk) for p in range(world)]
+
+
+def bus_factor(collective, world):
+    return 1.0 if collective == "sendrecv" else (world - 1) / world  # nccl-tests' busbw factors
+
+
 def nccl_comm(rank, world):
     """A communicator of NCCL's own (through CuPy), one for the whole script: a second one made after the first
     was destroyed, with graphs of the first still alive, hung on 4 x H100 (2026-11-27)."""
@@ -62,17 +86,18 @@ def nccl_comm(rank, world):
     return nccl.NcclCommunicator(world, uid[0], rank)
 
 
-def nccl_caller(comm, send, recv, rank, world):
-    """NCCL's own send/recv pair on ``comm``, issued on whatever stream is current."""
+def nccl_caller(comm, send, recv, rank, world, collective="sendrecv"):
+    """NCCL's own sends and receives of ``collective`` in one group on ``comm``, on whatever stream is current."""
     from cupy.cuda import nccl
 
-    count = send.numel() * send.element_size()
+    pairs = peers(collective, send.numel() * send.element_size(), rank, world)
 
     def call(*_):
         stream = torch.cuda.current_stream().cuda_stream
         nccl.groupStart()
-        comm.send(send.data_ptr(), count, nccl.NCCL_INT8, (rank + 1) % world, stream)
-        comm.recv(recv.data_ptr(), count, nccl.NCCL_INT8, (rank - 1) % world, stream)
+        for to, source, offset, count in pairs:
+            comm.send(send.data_ptr() + offset, count, nccl.NCCL_INT8, to, stream)
+            comm.recv(recv.data_ptr() + offset, count, nccl.NCCL_INT8, source, stream)
         nccl.groupEnd()
 
     return call
@@ -148,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--alloc", choices=("torch", "nccl", "nccl-shared"), default="torch",
                     help="where the buffers come from (default torch)")
+    ap.add_argument("--collective", choices=sorted(TORCH), default="sendrecv",
+                    help="sendrecv (to rank + 1, from rank - 1; the default) or alltoall")
     ap.add_argument("--out", default=None, help="also write the table here (TSV), from rank 0")
     args = ap.parse_args(argv)
     rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
@@ -164,24 +191,32 @@ def main(argv: list[str] | None = None) -> int:
         for size in [_size(s) for s in args.sizes.split(",")]:
             n = size // 4
             send, recv = buffers(alloc, n, args.device)
-            ways = {"torch-eager": eager(lambda: torch_call(send, recv, rank, world))}
+            call_torch = TORCH[args.collective]
+            ways = {"torch-eager": eager(lambda: call_torch(send, recv, rank, world))}
             if gpu:
-                ways["torch-graph"] = graphed(lambda: torch_call(send, recv, rank, world))
-                call = nccl_caller(comm, send, recv, rank, world)
+                ways["torch-graph"] = graphed(lambda: call_torch(send, recv, rank, world))
+                call = nccl_caller(comm, send, recv, rank, world, args.collective)
                 ways["nccl-eager"] = eager(call)
                 ways["nccl-graph"] = graphed(call)
             for way, run in ways.items():
                 recv.zero_()
                 us = timed(run, args.device, world)
-                # The check: what arrived is what rank - 1 sent (each rank's send is its own random draw).
+                # The check: what arrived is what the peers sent (each rank's send is its own random draw), each
+                # chunk fetched from its sender by one point-to-point pair per peer, eagerly.
                 want = torch.empty_like(send)
-                ops = [dist.P2POp(dist.isend, send, (rank + 1) % world), dist.P2POp(dist.irecv, want, (rank - 1) % world)]
-                for work in dist.batch_isend_irecv(ops):
+                ops = []
+                for to, source, offset, count in peers(args.collective, n * 4, rank, world):
+                    part = slice(offset // 4, (offset + count) // 4)
+                    if to == rank:  # its own chunk stays (gloo sends nothing to itself)
+                        want[part] = send[part]
+                        continue
+                    ops += [dist.P2POp(dist.isend, send[part], to), dist.P2POp(dist.irecv, want[part], source)]
+                for work in dist.batch_isend_irecv(ops) if ops else []:
                     work.wait()
                 if not torch.equal(recv, want):
-                    raise SystemExit(f"rank {rank}: {way} at {size} bytes received other bytes than rank - 1 sent")
-                # sendrecv's bus bandwidth is its algorithm bandwidth (nccl-tests' factor 1)
-                lines.append(f"{size}\t{alloc}:{way}\t{us:.2f}\t{size / us / 1e3:.1f}")
+                    raise SystemExit(f"rank {rank}: {way} at {size} bytes received other bytes than its peers sent")
+                busbw = size / us / 1e3 * bus_factor(args.collective, world)
+                lines.append(f"{size}\t{alloc}:{args.collective}:{way}\t{us:.2f}\t{busbw:.1f}")
                 if rank == 0:
                     print(lines[-1], flush=True)
                     if args.out:  # as it comes: on 4 x H100 (2026-11-27) the teardown below stalled once
