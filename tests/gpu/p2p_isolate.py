@@ -21,7 +21,8 @@ stream hand-offs and bookkeeping around the NCCL calls); if nccl-graph reads as 
 the communicator. ``--alloc`` says where the two buffers come from: ``torch`` (its caching allocator), ``nccl``
 (each its own ``ncclMemAlloc``, as nccl-tests allocates) or ``nccl-shared`` (both in one chunk of the comm suite's
 pool, gpubench/ranks/ncclmem.py, as a case's buffers share one); with NCCL's buffers the ranks stalled in their
-teardown after the last size was written in 4 runs of 4 (4 x H100, 2026-11-28): run_p2p.sh bounds each run.
+teardown after the last size was written in 4 runs of 4 (4 x H100, 2026-11-28): on a GPU a run that wrote every size
+now leaves without it (not yet run there), and run_p2p.sh bounds each run.
 Each figure: per-call µs, the median over samples of the slowest rank's time (a sample: the ranks lined up by a
 barrier, then 20 calls between two events). ``--device cpu`` runs the torch ways eagerly over gloo, to
 try this script's plumbing on a machine without GPUs.
@@ -225,12 +226,25 @@ def main(argv: list[str] | None = None) -> int:
             ways.clear()  # this size's graphs go before the next size's are captured
             if gpu:
                 torch.cuda.synchronize()
-    finally:
-        if comm is not None:
-            torch.cuda.synchronize()
-            comm.destroy()
-        dist.destroy_process_group()
+    except BaseException:
+        teardown(comm)
+        raise
+    if gpu:
+        # Every size written: out without the teardown, which stalled in 4 runs of 4 with NCCL's buffers (4 x H100,
+        # 2026-11-28); the ranks line up first, so that none leaves while a peer still sends to it.
+        dist.barrier()
+        torch.cuda.synchronize()
+        sys.stdout.flush()
+        os._exit(0)
+    teardown(comm)
     return 0
+
+
+def teardown(comm):
+    if comm is not None:
+        torch.cuda.synchronize()
+        comm.destroy()
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
