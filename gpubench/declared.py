@@ -30,8 +30,8 @@ from gpubench.options import Option
 from gpubench.suite import Metric, Suite
 
 # Bump when what is stored changes: an old cache is then rebuilt, never misread.
-# 1: name, version, backends, metrics, description, options. 2: source and ways.
-FORMAT = 2
+# 1: name, version, backends, metrics, description, options. 2: source and ways. 3: per_process.
+FORMAT = 3
 # The kinds of gpubench.ways a suite declares, by the name of its class attribute.
 WAY_KINDS = ("engines", "importers", "exporters")
 
@@ -50,6 +50,9 @@ class Declared:
     # ``module:qualname`` of the class: :func:`suite_class` imports that suite alone to reach one of its ways.
     source: str = ""
     ways: tuple[tuple[str, str], ...] = ()  # (kind, name) of each Engine, Importer and Exporter it declares
+    # Whether it may set cases per process (its class has its own Suite.per_process): the run then starts its
+    # workers before it imports the suites (gpubench.prestart).
+    per_process: bool = False
 
 
 def of(cls: Any) -> Declared:
@@ -59,7 +62,8 @@ def of(cls: Any) -> Declared:
                            metavar=o.metavar) for o in cls.options)
     ways = tuple((kind, w.name) for kind in WAY_KINDS for w in getattr(cls, kind, ()))
     return Declared(cls.name, int(cls.version), frozenset(cls.backends), tuple(cls.metrics), cls.description or "",
-                    options, f"{cls.__module__}:{cls.__qualname__}", ways)
+                    options, f"{cls.__module__}:{cls.__qualname__}", ways,
+                    getattr(cls, "per_process", Suite.per_process) is not Suite.per_process)
 
 
 def suites() -> list[Declared]:
@@ -152,7 +156,7 @@ def _read(path: Path, key: str) -> list[Declared] | None:
 def _declared(d: dict[str, Any]) -> Declared:
     options = tuple(Option(**{**o, "choices": tuple(o["choices"]) if o["choices"] else None}) for o in d["options"])
     return Declared(d["name"], d["version"], frozenset(d["backends"]), tuple(Metric(*m) for m in d["metrics"]),
-                    d["description"], options, d["source"], tuple((k, n) for k, n in d["ways"]))
+                    d["description"], options, d["source"], tuple((k, n) for k, n in d["ways"]), d["per_process"])
 
 
 def _jsonable(value: Any) -> Any:
@@ -172,7 +176,7 @@ def _write(path: Path, key: str, found: list[Declared]) -> None:
          "options": [{"name": o.name, "help": o.help, "default": _jsonable(o.default), "switch": o.switch,
                       "many": o.many, "choices": list(o.choices) if o.choices else None, "metavar": o.metavar}
                      for o in d.options],
-         "source": d.source, "ways": [list(w) for w in d.ways]}
+         "source": d.source, "ways": [list(w) for w in d.ways], "per_process": d.per_process}
         for d in found]}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,10 +9,11 @@ fresh workers one after the other, each measuring every such case once with 1/N 
 rows pool every process's samples, labelled by process (``sample_process``), so one run knows the figure's
 spread between processes.
 
-The workers (``python -m gpubench.worker``) are started with the run and lay out the same cases; the run
-measures nothing until their start-up (imports, a device context) is over, since a context opening on the same
-GPU slows what it is timing then. They then wait, idle, for their turn. A worker that fails or stalls costs the
-run its samples, not the run: the rows keep the processes that finished, and a note says which did not.
+The workers (``python -m gpubench.worker``) are started with the run (as it begins, where gpubench.prestart says)
+and lay out the same cases once told to; the run measures nothing until their start-up (a device context) is
+over, since a context opening on the same GPU slows what it is timing then. They then wait, idle, for their turn.
+A worker that fails or stalls costs the run its samples, not the run: the rows keep the processes that finished,
+and a note says which did not.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import selectors
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from gpubench import prestart
 from gpubench.errors import UsageError
-from gpubench.ranks.python import module_command
 from gpubench.request import DEFAULT_PROCESSES  # noqa: F401 — where run's --help reads it without numpy
 from gpubench.results import STATS
 from gpubench.stats import finite, summarize
@@ -72,26 +72,27 @@ class WorkerError(Exception):
 class Workers:
     """The run's worker processes 1..N-1, started at once and measured one at a time."""
 
-    def __init__(self, spec: Spec, count: int, *, stop: Callable[[], bool] = lambda: False,
-                 pinning: Pinning | None = None):
-        self.spec = spec
+    def __init__(self, count: int, *, stop: Callable[[], bool] = lambda: False, pinning: Pinning | None = None,
+                 started: prestart.Started | None = None):
+        """``count`` workers: ``started`` (gpubench.prestart, as the run began) where given, else started now."""
         self.stop = stop
         self.pinning = pinning or NOT_PINNED  # where each worker measures (its start-up runs anywhere)
-        self.dir = Path(tempfile.mkdtemp(prefix="gpubench-workers-"))
-        (self.dir / "spec.pkl").write_bytes(pickle.dumps(spec))
-        self.procs: dict[int, subprocess.Popen] = {}
-        self.logs: dict[int, Any] = {}
+        started = started if started is not None else prestart.spawn(count, _threads_env(self.pinning))
+        self.dir = started.dir
+        self.procs, self.logs, self.failed = started.take()
         self.ready: set[int] = set()
-        self.failed: dict[int, str] = {}
-        for k in range(1, count + 1):
-            log = open(self.dir / f"stderr-{k}.txt", "wb")  # noqa: SIM115 — closed in close()
-            self.logs[k] = log
+
+    def start(self, spec: Spec) -> None:
+        """Each worker reads ``spec`` and lays out the same cases, opening its device (then says it is ready)."""
+        self.spec = spec
+        (self.dir / "spec.pkl").write_bytes(pickle.dumps(spec))
+        for k, proc in self.procs.items():
             try:
-                self.procs[k] = subprocess.Popen(
-                    module_command("gpubench.worker", str(self.dir), str(k)), env=_threads_env(self.pinning),
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1)
+                assert proc.stdin is not None
+                proc.stdin.write(f"{prestart.START}\n")
+                proc.stdin.flush()
             except OSError as e:
-                self.failed[k] = f"could not start: {e}"
+                self.failed[k] = f"could not be told to start: {e}"
 
     @property
     def pids(self) -> set[int]:
@@ -297,9 +298,8 @@ def derive(summarize_rows: Callable[[list[dict[str, Any]]], list[Any]],
 # buffers then land there too): ``node`` all of that node's CPUs this process may use, ``core`` one of them, the
 # same for every process (they measure one after the other), ``core:N`` CPU N, ``off`` wherever the OS puts them.
 # Which works is a measurement (tests/gpu/pinning.sh on one H100): GPUBENCH_PIN chooses, DEFAULT_PIN until then.
-PIN_ENV = "GPUBENCH_PIN"
+PIN_ENV, DEFAULT_PIN = prestart.PIN_ENV, prestart.DEFAULT_PIN  # read there too, before numpy is imported
 PIN_MODES = ("off", "node", "core")
-DEFAULT_PIN = "off"
 
 
 @dataclass(frozen=True)

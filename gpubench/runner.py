@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from gpubench import contention, engine, results
+from gpubench import prestart
 from gpubench import processes as proc
 from gpubench.backends.base import Backend
 from gpubench.errors import UsageError
@@ -171,16 +172,18 @@ def _everyones(group: Group, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
 
 
 def execute(p: Plan, backend: Backend, request: RunRequest, *, progress: Any = None, group: Group | None = None,
-            config: engine.EngineConfig | None = None) -> Outcome:
+            config: engine.EngineConfig | None = None, early: prestart.Started | None = None) -> Outcome:
     """Run the plan; ``progress`` gets ``start(total)``, ``advance(suite, case, rows)``, ``note(text)``.
 
     Alone, this process measures (:class:`Single`). With a ``group`` every rank runs the plan in step, and rank 0
     alone writes the run directory: the ranks of a collective suite measure together, the engine agreeing on
     every decision (:class:`Ranks`); on a fleet (``run --devices``) each rank measures its own device alone and
     sends its rows to rank 0 after each case (:class:`Fleet`).
+
+    ``early``: workers started as the command began (gpubench.prestart), for the run alone to take or kill.
     """
     kind = Single if group is None else Fleet if request.where.fleet else Ranks
-    return kind(p, backend, request, progress, config, group).run()
+    return kind(p, backend, request, progress, config, group, early).run()
 
 
 class Single:
@@ -191,8 +194,10 @@ class Single:
     abandon = True
 
     def __init__(self, p: Plan, backend: Backend, request: RunRequest, progress: Any = None,
-                 config: engine.EngineConfig | None = None, group: Group | None = None):
+                 config: engine.EngineConfig | None = None, group: Group | None = None,
+                 early: prestart.Started | None = None):
         self.p, self.backend, self.request, self.progress, self.group = p, backend, request, progress, group
+        self.early = early
         self.config = config or (engine.QUICK if request.how.quick else engine.FULL)
         self.telemetry = request.how.telemetry
         self.current: str | None = None  # "suite case" while it is measured
@@ -249,6 +254,10 @@ class Single:
         self.per_process = self._per_process()
         self.base = self._base()
         self.pinning = proc.choose_pinning(self.base.get("pci_bus_id")) if self.per_process else proc.NOT_PINNED
+        if self.early is not None and not (self.per_process and not self.pinning.cpus
+                                           and self.early.count == self.request.how.processes - 1):
+            self.early.kill()  # not needed, or started without the pinning's environment: none opened a device
+            self.early = None
         meta = self._meta()
         self._join(meta, self.base)
         self.rd = self._run_dir(meta)
@@ -311,10 +320,10 @@ class Single:
         try:
             with StopFlag(lambda: self.progress and self.progress.note(stopping)) as stop:
                 if self.per_process:
-                    self.workers = proc.Workers(spec(self.p, self.backend, self.config, self.telemetry,
-                                                      self.request.how.processes, self.per_process),
-                                                self.request.how.processes - 1, stop=lambda: stop.set,
-                                                pinning=self.pinning)
+                    self.workers = proc.Workers(self.request.how.processes - 1, stop=lambda: stop.set,
+                                                pinning=self.pinning, started=self.early)
+                    self.workers.start(spec(self.p, self.backend, self.config, self.telemetry,
+                                            self.request.how.processes, self.per_process))
                     self.watch.add_own(self.workers.pids)
                     # Their start-up ends before any figure is measured, not only those set per process: a worker
                     # opening its context and laying out its suites on the same GPU slowed samples of the first

@@ -1,7 +1,9 @@
 """``python -m gpubench.worker DIR K``: worker process K of a run (gpubench.processes).
 
-It reads the run's :class:`gpubench.processes.Spec` from ``DIR/spec.pkl``, opens the same device, lays out the
-same suites and picks the cases the spec names, then says ``ready`` and waits. A line on its standard input
+It imports gpubench and every suite, then waits for ``start`` on its standard input (gpubench.prestart: the run
+may start it before it knows what to measure; end of input instead: it leaves, having touched no device). Then it
+reads the run's :class:`gpubench.processes.Spec` from ``DIR/spec.pkl``, opens the same device, lays out the same
+suites and picks the cases the spec names, says ``ready`` and waits. A line on its standard input
 (JSON: ``own``, the pids of the run's own processes, which are not co-tenants, and ``cases``, suite -> the case
 ids to measure: those the run measured ok) starts it: it measures each case once, as the run does
 (gpubench.runner.run_case, the same engine settings, the budget shared between the processes), writes its rows
@@ -23,10 +25,10 @@ from pathlib import Path
 
 # None of these prints when imported: the protocol's standard output is set up in main, before any suite or
 # device library (torch) is loaded.
-from gpubench import contention, leave, processes, runner
+from gpubench import contention, leave, prestart, processes, runner
 from gpubench.rows import mark_rows
 from gpubench.backends import open_backend
-from gpubench.registry import select
+from gpubench.registry import all_suites, select
 
 
 def main(argv: list[str]) -> int:
@@ -34,6 +36,9 @@ def main(argv: list[str]) -> int:
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # prints of libraries go to the log, never into the protocol
     work, index = Path(argv[0]), int(argv[1])
+    all_suites()  # their imports (torch), while the run is still at its own
+    if sys.stdin.readline().strip() != prestart.START:
+        return 0  # the run took no worker: nothing was opened
     spec = pickle.loads((work / "spec.pkl").read_bytes())
     os.environ["GPUBENCH_WORKER_INDEX"] = str(index)  # which process this is (the fake backend reads it)
     backend = open_backend(spec.backend, spec.device)

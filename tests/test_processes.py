@@ -233,3 +233,108 @@ def test_the_workers_start_up_before_the_run_measures_anything(capsys, monkeypat
                           "64K", "--filter", one_each, "--out", tmp_path, "--cluster", "t")
     assert code == 0, stderr[-2000:]
     assert said[0] == ("ready", [1, 2]) and said[1] == ("case", "elementwise"), said[:4]
+
+
+def _spawns(monkeypatch, said: list) -> list:
+    """Every gpubench.prestart.spawn of the test, recorded (its Started) in ``said`` as it happens."""
+    from gpubench import prestart
+
+    spawned, spawn = [], prestart.spawn
+
+    def recorded(count, env=None):
+        started = spawn(count, env)
+        said.append(("spawn", count))
+        spawned.append((started, sorted(p.pid for p in started.procs.values())))
+        return started
+
+    monkeypatch.setattr(prestart, "spawn", recorded)
+    return spawned
+
+
+def test_the_workers_start_before_the_run_imports_its_suites(capsys, monkeypatch, tmp_path):
+    # Their start-up (torch, the suites) cost a quick night 2.6-3.5 s on an H100 once the run waited for it (a70aa88):
+    # started as the command begins, they import while the run does; the same two serve the run.
+    from gpubench.commands import run as run_command
+
+    said: list = []
+    spawned = _spawns(monkeypatch, said)
+    select = run_command.select
+    monkeypatch.setattr(run_command, "select", lambda names: said.append(("select", names)) or select(names))
+    monkeypatch.setenv("GPUBENCH_PRESTART", "1")
+    d, _, err = run(capsys, monkeypatch, tmp_path, levels="1,1.05,0.98")
+    assert said[:2] == [("spawn", 2), ("select", "copy")] and [s[0] for s in said].count("spawn") == 1, said
+    h2d = results.load(d).query("direction == 'h2d' and metric == 'time'").iloc[0]
+    by = {p: [s for s, q in zip(h2d["samples"], h2d["sample_process"]) if q == p] for p in range(3)}
+    assert by[1][0] / by[0][0] == pytest.approx(1.05) and by[2][0] / by[0][0] == pytest.approx(0.98)
+    assert "process 2 of 3: measured the 1 case(s) set per process" in err
+    _all_ended(spawned[0][1])
+
+
+def _all_ended(pids: list[int]) -> None:
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):  # reaped: no such process (a zombie would still answer)
+            os.kill(pid, 0)
+
+
+def test_workers_started_early_that_the_run_does_not_need_are_ended_unopened(capsys, monkeypatch, tmp_path):
+    # The filter leaves only a device-to-device copy, which no worker measures: the two started as the command
+    # began are ended before anything is measured, and none is started later.
+    said: list = []
+    spawned = _spawns(monkeypatch, said)
+    monkeypatch.setenv("GPUBENCH_PRESTART", "1")
+    code, _, err = cli(capsys, "run", "--suite", "copy", "--backend", "fake", "--quick", "--sizes", "64K",
+                       "--filter", "direction=d2d,memory=device", "--out", tmp_path, "--cluster", "t")
+    assert code == 0 and "process 2 of 3" not in err, err[-2000:]
+    assert said == [("spawn", 2)], said
+    _all_ended(spawned[0][1])
+    (d,) = (tmp_path / "t").iterdir()
+    assert json.loads((d / "run.json").read_text())["processes"]["cases"] == {}
+
+
+def test_a_worker_that_is_never_told_to_start_leaves_without_reading_the_run(tmp_path):
+    # Started early, it must not open a device nor read a spec before the run tells it to: given end of input
+    # instead, it leaves cleanly (it would fail reading the spec the run never wrote).
+    from gpubench import prestart
+
+    started = prestart.spawn(1)
+    (proc,) = started.procs.values()
+    proc.stdin.close()
+    assert proc.wait(timeout=120) == 0, (started.dir / "stderr-1.txt").read_text()[-2000:]
+    assert not (started.dir / "rows-1.pkl").exists()
+    started.kill()
+    assert not started.dir.exists()
+
+
+@pytest.mark.parametrize("backend,env,nodes,want", [
+    ("cuda", {}, (), True),
+    ("hip", {}, (), True),
+    ("fake", {}, (), False),  # on the CI VM the speculative imports would compete with the run's own
+    ("cpu", {}, (), False),
+    ("auto", {}, ("present",), True),
+    ("auto", {}, ("absent",), False),
+    ("fake", {"GPUBENCH_PRESTART": "1"}, (), True),
+    ("cuda", {"GPUBENCH_PRESTART": "0"}, (), False),
+    ("cuda", {"GPUBENCH_PIN": "core"}, (), False),  # a pinned run starts them with the pinning's environment
+    ("cuda", {"GPUBENCH_PIN": "off"}, (), True),
+])
+def test_which_runs_start_their_workers_early(tmp_path, backend, env, nodes, want):
+    from gpubench import prestart
+
+    (tmp_path / "present").touch()
+    nodes = tuple(str(tmp_path / n) for n in nodes)
+    assert prestart.wanted(backend, 3, True, env=env, gpu_nodes=nodes) is want
+    assert prestart.wanted(backend, 1, True, env=env, gpu_nodes=nodes) is False  # --processes 1: no worker
+    assert prestart.wanted(backend, 3, False, env=env, gpu_nodes=nodes) is False  # no suite sets a case per process
+
+
+def test_only_a_run_whose_suites_set_cases_per_process_starts_workers_early(monkeypatch):
+    from gpubench import prestart
+
+    monkeypatch.setenv("GPUBENCH_PRESTART", "1")
+    assert prestart.early(["gemm", "elementwise"], "fake", 3) is None
+    started = prestart.early(["gemm", "launch"], "fake", 3)
+    try:
+        assert started is not None and started.count == 2
+    finally:
+        if started is not None:
+            started.kill()

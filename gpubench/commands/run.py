@@ -35,6 +35,7 @@ from gpubench.units import parse_size_list
 if TYPE_CHECKING:
     from gpubench import runner
     from gpubench.backends.base import Backend
+    from gpubench.prestart import Started
     from gpubench.console import RunProgress
     from gpubench.ranks.group import Group
     from gpubench.suite import Suite
@@ -113,6 +114,21 @@ def request_of(args: argparse.Namespace, argv: list[str]) -> RunRequest:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    from gpubench import prestart
+
+    # Before request_of imports the suites (torch): the workers import alongside (gpubench.prestart). Only a plain
+    # run of one device takes them: not --devices, not another --engine.
+    plain = args.devices is None and getattr(args, "engine", "torch") == "torch"
+    names = [n.strip() for n in str(args.suite).split(",")]
+    early = prestart.early(names, args.backend, args.processes) if plain else None
+    try:
+        return _main(args, argv, early)
+    finally:
+        if early is not None:
+            early.kill()  # where the run did not take them (it ended them itself where it did)
+
+
+def _main(args: argparse.Namespace, argv: list[str], early: Started | None) -> int:
     request = request_of(args, argv)
     suites = list(request.what.suites)
     engine = getattr(args, "engine", "torch")  # a suite's --engine: another engine into its table (gpubench.ways)
@@ -132,7 +148,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
                 if getattr(args, dest, None):
                     raise UsageError(f"--{dest.replace('_', '-')} is for --engine {other.name}: add --engine "
                                      f"{other.name}")
-    return _measure(request)
+    return _measure(request, early)
 
 
 def _plan(request: RunRequest, device: Backend, group: Group | None = None,
@@ -145,7 +161,7 @@ def _plan(request: RunRequest, device: Backend, group: Group | None = None,
                        world_size=world_size)
 
 
-def _measure(request: RunRequest) -> int:
+def _measure(request: RunRequest, early: Started | None = None) -> int:
     """The suites' cases, measured on this device, on the ranks of a multi-process suite (comm), or on each device
     of --devices at once. Where no launcher started the processes, the grid is checked here and they are started."""
     from gpubench.ranks import ending, start
@@ -179,7 +195,7 @@ def _measure(request: RunRequest) -> int:
             print(f"backend: {backend.name}, device {backend.device_index} ({backend.device_name()}) "
                   "(--backend auto)", file=sys.stderr, flush=True)
     try:
-        return _run_plan(request, backend, group)
+        return _run_plan(request, backend, group, None if group is not None else early)
     finally:
         if group is not None:
             group.close()
@@ -204,7 +220,7 @@ def _nothing_fits(outcome: runner.Outcome, progress: RunProgress | None) -> None
                      f"{smallest}); choose smaller --sizes")
 
 
-def _run_plan(request: RunRequest, backend: Backend, group: Group | None) -> int:
+def _run_plan(request: RunRequest, backend: Backend, group: Group | None, early: Started | None = None) -> int:
     from gpubench import runner
     from gpubench.console import RunProgress
     from gpubench.ranks import ending
@@ -217,7 +233,7 @@ def _run_plan(request: RunRequest, backend: Backend, group: Group | None) -> int
         ensure_writable(request.how.out, request.how.cluster)
     progress = RunProgress() if root else None
     try:
-        outcome = runner.execute(p, backend, request, progress=progress, group=group)
+        outcome = runner.execute(p, backend, request, progress=progress, group=group, early=early)
         if root:
             _nothing_fits(outcome, progress)
     finally:
