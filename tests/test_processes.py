@@ -338,3 +338,56 @@ def test_only_a_run_whose_suites_set_cases_per_process_starts_workers_early(monk
     finally:
         if started is not None:
             started.kill()
+
+
+def _workers_of(pid: int) -> set[int]:
+    """The pids of ``python -m gpubench.worker`` processes whose parent is ``pid`` (Linux's /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"gpubench.worker" in cmd:
+            found.add(int(entry.name))
+    return found
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state == "Z"  # ended, waiting for init to reap it
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_workers_started_early_end_when_the_run_is_killed_before_it_needs_them(tmp_path, sig):
+    # Started as the command begins, they import while the run does; the run killed then (no finally, no Ctrl-C
+    # handler yet) must not leave them behind: each reads end of input on its standard input and leaves.
+    import signal
+
+    env = {**os.environ, "GPUBENCH_PRESTART": "1"}
+    run = subprocess.Popen([sys.executable, "-m", "gpubench", *COPY, "--out", str(tmp_path), "--cluster", "t"],
+                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        workers: set[int] = set()
+        while len(workers) < 2 and time.monotonic() < deadline and run.poll() is None:
+            workers = _workers_of(run.pid)
+            time.sleep(0.05)
+        assert len(workers) == 2, f"the run started {sorted(workers)} (exit {run.poll()})"
+        run.send_signal(getattr(signal, sig))
+        run.wait(timeout=30)
+        deadline = time.monotonic() + 120  # a worker may still be importing torch on a loaded 2-core VM
+        while not all(_gone(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert all(_gone(p) for p in workers), [p for p in workers if not _gone(p)]
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
