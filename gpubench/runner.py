@@ -254,8 +254,7 @@ class Single:
         self.per_process = self._per_process()
         self.base = self._base()
         self.pinning = proc.choose_pinning(self.base.get("pci_bus_id")) if self.per_process else proc.NOT_PINNED
-        if self.early is not None and not (self.per_process and not self.pinning.cpus
-                                           and self.early.count == self.request.how.processes - 1):
+        if self.early is not None and not (self.per_process and not self.pinning.cpus):
             self.early.kill()  # not needed, or started without the pinning's environment: none opened a device
             self.early = None
         meta = self._meta()

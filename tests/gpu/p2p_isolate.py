@@ -39,6 +39,8 @@ import time
 import torch
 import torch.distributed as dist
 
+from gpubench.suites.comm.table import busbw_factor  # nccl-tests' factors, as the suite reads them
+
 CALLS = 20
 SAMPLES = 30
 WARMUP = 5
@@ -71,10 +73,6 @@ def peers(collective, nbytes, rank, world):
         return [((rank + 1) % world, (rank - 1) % world, 0, nbytes)]
     chunk = nbytes // world
     return [(p, p, p * chunk, chunk) for p in range(world)]
-
-
-def bus_factor(collective, world):
-    return 1.0 if collective == "sendrecv" else (world - 1) / world  # nccl-tests' busbw factors
 
 
 def nccl_comm(rank, world):
@@ -216,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                     work.wait()
                 if not torch.equal(recv, want):
                     raise SystemExit(f"rank {rank}: {way} at {size} bytes received other bytes than its peers sent")
-                busbw = size / us / 1e3 * bus_factor(args.collective, world)
+                busbw = size / us / 1e3 * busbw_factor(args.collective, world)
                 lines.append(f"{size}\t{alloc}:{args.collective}:{way}\t{us:.2f}\t{busbw:.1f}")
                 if rank == 0:
                     print(lines[-1], flush=True)
