@@ -15,7 +15,7 @@ from gpubench.suite import Case, GridContext, Method, Workload
 
 C = importlib.import_module("gpubench.suites.copy")
 CFG = engine.EngineConfig(min_samples=3, budget_s=0.01, min_warmup_s=0.0, max_warmup_s=0.01, min_sample_s=1e-9)
-MiB = 1 << 20
+MiB, GiB = 1 << 20, 1 << 30
 
 
 def ctx(**kw):
@@ -37,7 +37,13 @@ def test_grid_covers_every_direction_and_host_memory_kind():
         ("d2d", "device", "gpu0", "gpu0", MiB),
     ]
     assert {c["copy_bytes"] for c in C.Copy().cases(ctx())} == set(C.SIZES)
-    assert {c["copy_bytes"] for c in C.Copy().cases(ctx(quick=True))} == set(C.QUICK_SIZES)
+    quick = list(C.Copy().cases(ctx(quick=True)))
+    assert {c["copy_bytes"] for c in quick if c["memory"] != "pageable"} == set(C.QUICK_SIZES)
+    # pageable copies, flat in rate from 16 MiB and slow to make and time at a GiB, are timed at 256 MiB in a quick run
+    assert sorted({c["copy_bytes"] for c in quick if c["memory"] == "pageable"}) == [MiB, 256 * MiB]
+    assert len([c for c in quick if c["memory"] == "pageable"]) == 4  # h2d and d2h at both sizes
+    # sizes asked for are taken as asked
+    assert {c["copy_bytes"] for c in C.Copy().cases(ctx(quick=True, sizes=(GiB,)))} == {GiB}
     assert min(C.SIZES) == 4 << 10 and max(C.SIZES) >= 1 << 30  # the 4 KiB … ≥ 1 GiB
 
 
