@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import signal
@@ -660,9 +661,12 @@ def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_pat
     log = ROOT / "tests" / "fixtures" / "nccl-tests" / "nt-2.19.6-all_reduce-h200x2.txt"
     bindir = tmp_path / "bin"
     bindir.mkdir()
+    # Each binary run also notes when it started, and lasts over a second (the run's times have whole seconds).
     write_stand_in(bindir / "all_reduce_perf", log, tmp_path / "argv",
-                   before="import os\n" f"pathlib.Path({str(tmp_path / 'env')!r})"
-                   ".write_text(os.environ.get('NCCL_P2P_DIRECT_DISABLE', '-'))\n")
+                   before="import os, time\n" f"pathlib.Path({str(tmp_path / 'env')!r})"
+                   ".write_text(os.environ.get('NCCL_P2P_DIRECT_DISABLE', '-'))\n"
+                   f"with open({str(tmp_path / 'began')!r}, 'a') as f: f.write(f'{{time.time()}}\\n')\n"
+                   "time.sleep(1.1)\n")
     proc = _gpubench("run", "--suite", "comm", "--engine", "nccl-tests", "--nccl-tests-dir", bindir,
                      "--collectives", "all_reduce", "--min-bytes", "1M", "--max-bytes", "8G", "--step-factor", "4",
                      "--nproc", "2", "--out", tmp_path / "r", "--cluster", "t", *(["--register"] * register),
@@ -692,6 +696,10 @@ def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_pat
     assert len(meta["engine"]["runs"]) == 2 and meta["engine"]["split_bytes"] == 16 << 20
     assert " ".join(meta["engine"]["runs"][0]["command"]).endswith(ranks + " -R 1" * register)
     assert meta["engine"]["register"] is register
+    # The run began when its first binary run did, not when its logs were imported after the last.
+    began = [float(t) for t in (tmp_path / "began").read_text().split()]
+    start, end = (dt.datetime.fromisoformat(meta[k]).timestamp() for k in ("start_time", "end_time"))
+    assert start <= min(began) < max(began) <= end
     # The layout, in run.json and in every row.
     name = "thread per 2 GPUs" if layout else "thread per GPU"
     assert (meta["engine"]["layout"], set(df["layout"])) == (name, {name})

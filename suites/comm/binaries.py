@@ -29,7 +29,7 @@ from gpubench.nccltests.envscrub import scrub
 from gpubench.nccltests.model import NCCL_TYPES, ParseError
 from gpubench.ranks.env import detect
 from gpubench.request import RunRequest
-from gpubench.rundir import ensure_writable
+from gpubench.rundir import ensure_writable, utc_now
 from gpubench.suites.comm import table as commtable
 from gpubench.suites.comm.importer import import_logs, read
 from gpubench.suites.comm.table import COLLECTIVES, DTYPES, GPU_QUICK, GPU_SIZES, TO_NCCL_TYPE, canonical_dtype
@@ -411,6 +411,9 @@ def sweep(request: RunRequest) -> int:
     console = out_console()
     staging = Path(tempfile.mkdtemp(prefix="gpubench-nccl-tests-"))
     logs, runs, failed = [], [], []
+    # The run directory is made by the import, after the binaries: its start is when they began, not when the
+    # import did (run.json read start == end for every such run, 4 x H200, 2026-11-28).
+    started = utc_now()
     try:
         parts = segments(*plan.sizes)
         for name, binary, dtype, op in plan.commands():
@@ -439,6 +442,7 @@ def sweep(request: RunRequest) -> int:
                              "register": bool(options.get("register")), "launcher": plan.prefix,
                              "layout": layout, "threads": plan.layout()[0], "gpus_per_thread": plan.layout()[1],
                              "split_bytes": SPLIT_BYTES, "runs": runs, "failed": failed}
+        rd.meta["start_time"] = started
         rd.flush()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
