@@ -21,7 +21,9 @@ for i in $(seq "$rounds"); do
   for build in other this; do
     site=""; [[ $build == other ]] && site=/tmp/other-site
     start=$(date +%s.%N)
-    PYTHONPATH=$site python3 -m gpubench run --suite "${SUITES:-elementwise,gemm,launch,copy}" --quick --cluster "${CLUSTER:-h100}" \
+    # -P: not the current folder (this checkout) first on the path, or the other build's first process runs this
+    # checkout's code while its workers (started with -P) run the other's.
+    PYTHONPATH=$site python3 -P -m gpubench run --suite "${SUITES:-elementwise,gemm,launch,copy}" --quick --cluster "${CLUSTER:-h100}" \
       --out "/tmp/quick-$build" 2>&1 | stamp > "$out/$build-$i.log"
     rc=${PIPESTATUS[0]}
     echo "$build $i $(python3 -c "print(f'{$(date +%s.%N) - $start:.1f}')") rc=$rc" | tee -a "$out/wall.txt"
