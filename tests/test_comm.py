@@ -710,6 +710,50 @@ def test_engine_nccl_tests_runs_the_binaries_and_keeps_what_they_printed(tmp_pat
     assert (run / meta["engine"]["runs"][0]["log"]).read_text().startswith(log.read_text()[:40])
 
 
+@pytest.mark.parametrize("sig,code,said", [(signal.SIGINT, 130, "interrupted (SIGINT)"),
+                                            (signal.SIGTERM, 143, "stopped by SIGTERM")], ids=["ctrl-c", "sigterm"])
+def test_engine_nccl_tests_stopped_mid_sweep_keeps_what_finished_and_leaves_no_binary(tmp_path, sig, code, said):
+    # all_reduce_perf prints its log; all_gather_perf, next, notes its pid and hangs. The binaries run in a session of
+    # their own (neither a terminal's Ctrl-C nor a signal to gpubench reaches them): the sweep must end them itself,
+    # and keep the all_reduce rows, not lose them with its staging folder.
+    log = ROOT / "tests" / "fixtures" / "nccl-tests" / "nt-2.19.6-all_reduce-h200x2.txt"
+    bindir, pidfile = tmp_path / "bin", tmp_path / "gather.pid"
+    bindir.mkdir()
+    write_stand_in(bindir / "all_reduce_perf", log, tmp_path / "argv")
+    write_stand_in(bindir / "all_gather_perf", log, tmp_path / "argv",
+                   before=f"import os, time\npathlib.Path({str(pidfile)!r}).write_text(str(os.getpid()))\n"
+                          "time.sleep(300)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "gpubench", "run", "--suite", "comm", "--engine", "nccl-tests",
+                             "--nccl-tests-dir", str(bindir), "--collectives", "all_reduce,all_gather",
+                             "--min-bytes", "1M", "--max-bytes", "8M", "--nproc", "2", "--out", str(tmp_path / "r"),
+                             "--cluster", "t"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        gather = int(pidfile.read_text())
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == code, err[-2000:]
+    run = _only_run(tmp_path / "r")
+    assert f"gpubench: {said}; the nccl-tests runs that finished are kept: {run}" in err
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "interrupted" and said in meta["error"]
+    df = results.load(run)
+    assert set(df["collective"]) == {"all_reduce"} and (df["status"] == "ok").any()
+    assert [r["log"] for r in meta["engine"]["runs"]] == ["all_reduce-float32-sum.log"]
+    # the hung binary is gone (ended and reaped by the sweep, not left on the GPUs)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{gather}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{gather}").exists()
+
+
 def _fake_launcher(tmp_path, ranks: int, joined: bool) -> Path:
     """A stand-in `mpirun -np N BIN ARGS`: an MPI build (joined) prints one world's table once, as rank 0 does;
     a build without MPI starts N unrelated processes, each printing a world of one GPU."""

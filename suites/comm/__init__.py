@@ -32,7 +32,7 @@ from typing import Any
 
 from gpubench import graphs
 from gpubench.backends.base import Backend
-from gpubench.suites.comm import binaries
+from gpubench.suites.comm import sweep
 from gpubench.suites.comm import charts as charts_comm
 from gpubench.suites.comm import table as commtable
 from gpubench.suites.comm.importer import import_logs as read_logs
@@ -292,8 +292,8 @@ def _register_alloc(value: bool, options: Any) -> str | None:
 
 
 # Engines besides gpubench's own loop, each writing this suite's table (gpubench.ways): --engine nccl-tests runs
-# the binaries with the same sweep (binaries.py); its layout options are its own.
-ENGINES = (Engine("nccl-tests", binaries.sweep, own_options=("nccl_tests_launcher", "nccl_tests_layout")),)
+# the binaries with the same sweep (sweep.py); its layout options are its own.
+ENGINES = (Engine("nccl-tests", sweep.sweep, own_options=("nccl_tests_launcher", "nccl_tests_layout")),)
 
 OPTIONS = (
     Option("min-bytes", "smallest size, e.g. 8, 1M (as nccl-tests -b)", parse_size, metavar="SIZE"),
