@@ -21,6 +21,7 @@ from gpubench.console import out_console, summary_tables
 from gpubench.errors import UsageError
 from gpubench.nccltests.envscrub import scrub
 from gpubench.nccltests.model import ParseError
+from gpubench.ranks.ending import ENDING
 from gpubench.ranks.env import detect
 from gpubench.request import RunRequest
 from gpubench.rundir import ensure_writable, utc_now
@@ -192,7 +193,7 @@ def _stopping():
     def stop(signum, _frame):
         raise _Stopped(signum)
 
-    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    old = {sig: signal.signal(sig, stop) for sig in ENDING}
     try:
         yield
     finally:
