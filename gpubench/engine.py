@@ -94,6 +94,8 @@ class Measurement:
     # The host's time to issue one call (median over the samples; with a group, the slowest rank's); None where
     # not measured (a held stream, flushed samples, host timing, a CPU backend).
     host_issue_s: float | None = None
+    # Host-timed samples only: the host's pace (gpubench.pace) taken before each sample's batch, one per sample.
+    host_pace_s: list[float] = field(default_factory=list)
 
     @property
     def host_bound(self) -> bool | None:
@@ -323,6 +325,8 @@ def _sample(batches: Batches, agreed: _Agreed, config: EngineConfig, result: Mea
             # Flushed samples come many per batch (and never with a group of ranks), up to the sample cap.
             for t in batches.run(min(inner, rule.room) if flushed else inner):
                 own.append(t)
+                if batches.pace_s is not None:
+                    result.host_pace_s.append(batches.pace_s)
                 value, elapsed = agreed(t, t0)
                 rule.add(value)
             if rule.is_finished(elapsed):

@@ -233,6 +233,7 @@ def pool(row: dict[str, Any], other: dict[str, Any], process: int, target_cv: fl
     lab = labels(row) + [process] * len(other.get("samples") or [])
     st = summarize(samples)
     out = {**row, "samples": samples, "sample_process": lab, "processes": len(set(lab)),
+           "host_pace": _paces(row, other),
            "value": st["median"], **{k: st[k] for k in STATS}, "n": st["n"],
            "noisy": bool(not math.isnan(st["cv"]) and st["cv"] > target_cv)}
     out["contended"] = _union(row.get("contended"), other.get("contended"))
@@ -242,6 +243,18 @@ def pool(row: dict[str, Any], other: dict[str, Any], process: int, target_cv: fl
     spent = [v for v in (row.get("case_s"), other.get("case_s")) if finite(v)]
     out["case_s"] = sum(spent) if spent else row.get("case_s")
     return out
+
+
+def _paces(row: dict[str, Any], other: dict[str, Any]) -> list[float]:
+    """The pooled samples' host paces, where both processes took one per sample (else none: they would not align)."""
+    mine, theirs = _listed(row.get("host_pace")), _listed(other.get("host_pace"))
+    whole = len(mine) == len(row.get("samples") or []) and len(theirs) == len(other.get("samples") or [])
+    return mine + theirs if whole and mine and theirs else []
+
+
+def _listed(x: Any) -> list:
+    """A list column's value as a list (a table read back holds arrays; a missing one, None)."""
+    return [] if x is None or isinstance(x, float) else list(x)
 
 
 def _union(a: Any, b: Any) -> str | None:
@@ -259,8 +272,10 @@ def one_process(row: dict[str, Any], process: int) -> dict[str, Any]:
     samples = [s for s, p in zip(row.get("samples") or [], lab) if p == process]
     if not samples:  # this process has no samples of the row (it failed): the row as the others measured it
         return row
+    paces = _listed(row.get("host_pace"))
+    mine = [v for v, p in zip(paces, lab) if p == process] if len(paces) == len(lab) else []
     return {**row, "samples": samples, "sample_process": [process] * len(samples), "processes": 1,
-            "value": float(np.median(samples))}
+            "host_pace": mine, "value": float(np.median(samples))}
 
 
 def derive(summarize_rows: Callable[[list[dict[str, Any]]], list[Any]],

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from gpubench import DISTRIBUTION
 from gpubench.errors import UsageError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # History of SCHEMA_VERSION (bump it for any change a reader could notice; add an upgrade step below):
 #   1 — gpubench 0.1.0 (2026-11): first version. Long format, one row per (case, metric); columns in
 #       COLUMNS below plus each suite's parameter columns; `value` is the median of `samples`; run.json
@@ -43,6 +43,9 @@ SCHEMA_VERSION = 6
 #       labels) and read `host_load` as unknown.
 #   6 — 2026-11-27: `case_s` after `stop`: the seconds the case took, its inputs, warm-up, samples and check, summed
 #       over the processes that measured it (what the figure cost the run); older tables read it as unknown.
+#   7 — 2026-11-28: `host_pace` after `sample_process`: for samples the host times, the host's pace taken before each
+#       (µs for gpubench.pace's fixed work), so compare can judge them at the baseline's pace; older tables read
+#       it as empty (not taken).
 
 META_KEY = b"gpubench"  # parquet footer key holding {"schema_version": ..., "suite": ..., ...}
 RUN_FILE = "run.json"
@@ -61,6 +64,7 @@ BODY = (
     "samples",  # raw per-sample values in `unit` (each a batch of `inner` calls, divided by inner)
     "processes",  # processes whose samples are pooled here (1: this run's own; more: see gpubench.processes)
     "sample_process",  # the process (0 = the run's own) each sample came from; empty where processes is 1
+    "host_pace",  # host-timed samples: the host's pace (µs, gpubench.pace) before each; empty where not taken
     "noisy",  # cv above the engine's target
     "status",  # ok | invalid (failed its correctness check) | error (raised) | skipped
     "message",  # why, for anything but ok
@@ -140,10 +144,17 @@ def _v5_to_v6(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _v6_to_v7(df: pd.DataFrame) -> pd.DataFrame:
+    # Before v7 no sample carried the host's pace: not taken, so compare judges those figures as measured.
+    if "host_pace" not in df.columns:
+        df["host_pace"] = [[] for _ in range(len(df))]
+    return df
+
+
 # Upgrade steps: _UPGRADES[v] turns a version-v frame into a version-(v+1) frame; the loader applies them in
 # order, so a change to the schema is one function here.
 _UPGRADES: dict[int, Callable[[pd.DataFrame], pd.DataFrame]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4,
-                                                                 4: _v4_to_v5, 5: _v5_to_v6}
+                                                                 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7}
 
 
 def frame(rows: Iterable[Mapping[str, Any]], params: Sequence[str] = ()) -> pd.DataFrame:
@@ -154,7 +165,8 @@ def frame(rows: Iterable[Mapping[str, Any]], params: Sequence[str] = ()) -> pd.D
             df[c] = None
     # A row that says nothing of processes was measured in the run's own process alone.
     df["processes"] = [1 if p is None or (isinstance(p, float) and math.isnan(p)) else int(p) for p in df["processes"]]
-    df["sample_process"] = [list(x) if isinstance(x, (list, tuple)) else [] for x in df["sample_process"]]
+    for col in ("sample_process", "host_pace"):
+        df[col] = [list(x) if isinstance(x, (list, tuple)) else [] for x in df[col]]
     schema = [c for c in dict.fromkeys((*HEAD, *params, *BODY)) if c in df.columns]
     return df[schema + [c for c in df.columns if c not in schema]]
 

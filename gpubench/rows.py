@@ -80,7 +80,7 @@ def case_rows(
     rows = []
     for m in suite.metrics:
         row = figure(base, suite.name, suite.version, case, m, [float(s) for s in per_metric.get(m.name, [])])
-        row.update({"processes": 1, "sample_process": [],
+        row.update({"processes": 1, "sample_process": [], "host_pace": _paces(meas, row["samples"]),
                     "noisy": bool(not math.isnan(row["cv"]) and row["cv"] > config.target_cv),
                     **_how(workload, meas), "case_s": case_s})
         if workload is not None:
@@ -89,6 +89,12 @@ def case_rows(
             row.update(meas.columns)
         rows.append(finish(row, status, message))
     return rows
+
+
+def _paces(meas: engine.Measurement | None, samples: list[float]) -> list[float]:
+    """The host's pace (µs) before each of a row's samples, where the engine took one for every sample."""
+    paces = meas.host_pace_s if meas is not None else []
+    return [p * 1e6 for p in paces] if samples and len(paces) == len(samples) else []
 
 
 def _how(workload: Any, meas: engine.Measurement | None) -> dict[str, Any]:
@@ -123,7 +129,7 @@ def derived_rows(suite: Suite, derived: Sequence[Derived], base: dict[str, Any],
         keep = [k for k, v in enumerate(own) if math.isfinite(v)]
         lab = [lab[k] for k in keep] if lab else []
         row = figure(base, suite.name, suite.version, d.case, d.metric, [float(own[k]) for k in keep], d.value)
-        row.update({"processes": len(set(lab)) if lab else 1, "sample_process": lab, "noisy": False,
+        row.update({"processes": len(set(lab)) if lab else 1, "sample_process": lab, "host_pace": [], "noisy": False,
                     "stop": "derived", **dict(d.extra)})
         rows.append(finish(row, "ok" if math.isfinite(d.value) else "error", d.message))
     return rows

@@ -150,7 +150,8 @@ def test_not_a_run_directory(tmp_path):
         results.load(tmp_path / "nope")
 
 
-_V6 = ["case_s"]
+_V7 = ["host_pace"]
+_V6 = ["case_s", *_V7]
 _V5 = ["processes", "sample_process", "host_load", *_V6]
 
 
@@ -160,6 +161,7 @@ _V5 = ["processes", "sample_process", "host_load", *_V6]
     (3, ["contended", *_V5]),  # before other processes on the device were looked for
     (4, _V5),  # before figures were measured in several processes and the host's load per case
     (5, _V6),  # before a case's own time was kept
+    (6, _V7),  # before host-timed samples carried the host's pace
 ])
 def test_older_tables_read_with_the_later_columns_unknown(tmp_path, version, dropped):
     path = results.save(sample_frame(), tmp_path / "t.parquet")
@@ -167,11 +169,12 @@ def test_older_tables_read_with_the_later_columns_unknown(tmp_path, version, dro
     pq.write_table(table.drop(dropped), path)
     _rewrite_version(path, version)
     back = results.load(path)
-    assert all(back[c].isna().all() for c in dropped if c not in ("processes", "sample_process"))
-    # measured in the run's own process: one process, no labels
+    assert all(back[c].isna().all() for c in dropped if c not in ("processes", "sample_process", "host_pace"))
+    # measured in the run's own process: one process, no labels; no pace taken
     assert (back["processes"] == 1).all() and all(s == [] for s in back["sample_process"])
+    assert all(len(p) == 0 for p in back["host_pace"])
     assert set(results.COLUMNS) <= set(back.columns)
-    assert back.attrs["schema_version"] == 6 and results.SCHEMA_VERSION == 6
+    assert back.attrs["schema_version"] == 7 and results.SCHEMA_VERSION == 7
 
 
 _REPLACER = """

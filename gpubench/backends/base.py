@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, ClassVar
 
+from gpubench import pace
 from gpubench.telemetry import Telemetry
 
 
@@ -118,6 +119,10 @@ class Backend:
     def host_now(self) -> float:
         """The host's clock around issuing calls, to tell a host-bound figure (the fake substitutes its own)."""
         return time.perf_counter()
+
+    def host_pace(self) -> float:
+        """The host's pace now: seconds a fixed piece of CPU work takes (gpubench.pace; the fake has its own)."""
+        return pace.probe_s()
 
     def call(self, workload: Any, inputs: Any) -> Any:
         """Run the workload once on one input set; the fake backend also advances its clock here."""

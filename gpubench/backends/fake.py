@@ -51,6 +51,8 @@ def default_model(workload: Any, call_index: int) -> float:
     return 5e-6 * workload.extra.get("kernels_per_call", 1) + workload.bytes / 100e9 + workload.flops / 10e12
 
 
+FAKE_PACE_S = 100e-6  # the fake host's pace probe at pace 1 (gpubench.pace reads 50-140 µs on real hosts)
+
 _SLOW_ONCE_TAKEN = False  # this process consumed GPUBENCH_FAKE_SLOW_ONCE's marker: its slowdown holds here
 
 
@@ -145,6 +147,12 @@ class FakeBackend(Backend):
             k = int(os.environ.get("GPUBENCH_WORKER_INDEX", "0"))
             level, model = float(levels[k % len(levels)]), self._duration
             self._duration = lambda workload, i: level * model(workload, i)
+        # GPUBENCH_FAKE_HOST_PACE=H0,H1,...: process k's host runs Hk times slower than a host at pace 1: its pace
+        # probe reads Hk x FAKE_PACE_S and its host-timed calls take Hk times as long (a slow moment of a shared
+        # host, gpubench.pace). For tests of compare judging host-set figures at the baseline's pace.
+        paces = [x for x in os.environ.get("GPUBENCH_FAKE_HOST_PACE", "").split(",") if x.strip()]
+        k = int(os.environ.get("GPUBENCH_WORKER_INDEX", "0"))
+        self.pace_level = float(paces[k % len(paces)]) if paces else 1.0
         self._slow_cases = _slow_cases()
         self._case_factor = 1.0
         self._cache = cache_bytes
@@ -247,12 +255,17 @@ class FakeBackend(Backend):
     def host_now(self) -> float:
         return self.host_clock.now()
 
+    def host_pace(self) -> float:
+        return FAKE_PACE_S * self.pace_level
+
     def begin_case(self, case_id: str) -> None:
         self._case_factor = self._slow_cases[1] if self._slow_cases and self._slow_cases[0].search(case_id) else 1.0
 
     def call(self, workload: Any, inputs: Any) -> Any:
         out = workload.run(inputs)
         seconds = float(self._duration(workload, self.calls)) * self._case_factor
+        if workload.method.timing == "host":
+            seconds *= self.pace_level
         if seconds <= 0:
             raise ValueError("fake durations must be positive, or the engine's budgets never run out")
         # A run of ``calls`` operations (a captured graph's replay) takes each its duration; the host issues it once.
