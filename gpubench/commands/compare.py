@@ -51,6 +51,10 @@ def add(p: argparse.ArgumentParser) -> None:
                         "verdict is recorded, as gpubench report DIR --out FOLDER does (with this --baseline-window): "
                         "one process for the gate and its page (ci/nightly.sh); a page that cannot be drawn is "
                         "said and leaves the exit code the gate's")
+    p.add_argument("--no-host-pace", action="store_true",
+                   help="judge the figures the host times as measured, not moved to the baseline's host pace "
+                        "(by default, where the baseline's runs spread in the host's pace, compare takes out the "
+                        "part of such a figure's movement that the pace explains: docs/compare.md)")
     p.add_argument("--cross-cluster", action="store_true",
                    help="compare different systems (GPU model, count, driver): ratios and %% of spec peak")
     p.add_argument("--fleet", action="store_true",
@@ -115,7 +119,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     # build() applied what the runs' metadata knows (a shared GPU, a busy host, the rerun, the directory's memory);
     # record() keeps the verdict where the current run belongs to the baseline's directory.
     rep = report.build(args.paths[0], args.paths[1], window=args.baseline_window, thresholds=th, alpha=args.alpha,
-                       cross_cluster=args.cross_cluster, confirm=args.confirm)
+                       cross_cluster=args.cross_cluster, confirm=args.confirm, host_pace=not args.no_host_pace)
     if not args.no_record:
         rep = report.record(rep)
     _emit(args, lambda fmt: formats.get(fmt).compare(rep, args.all_rows))

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.compare import contention, cross, memory, passes, settings
+from gpubench.compare import contention, cross, memory, pace, passes, settings
 from gpubench.compare.load import KEY, Side, resolve
 from gpubench.compare.thresholds import Thresholds
 from gpubench.compare.verdict import COMPARED, DEFAULT_ALPHA, MIN_RUNS, WORSE, compare_frames
@@ -85,7 +85,7 @@ class Report:
 
 def build(baseline: str | os.PathLike, current: str | os.PathLike, *, window: int | None = None,
           thresholds: Thresholds | None = None, alpha: float = DEFAULT_ALPHA, cross_cluster: bool = False,
-          confirm: str | os.PathLike | None = None) -> Report:
+          confirm: str | os.PathLike | None = None, host_pace: bool = True) -> Report:
     """Load both sides, check they are one system (unless ``cross_cluster``), judge every shared figure, and
     apply what the runs' metadata knows (gpubench.compare.passes). ``confirm``: a rerun of the WORSE cases.
 
@@ -114,9 +114,12 @@ def build(baseline: str | os.PathLike, current: str | os.PathLike, *, window: in
     gate = _gate_run(base, cur) if not diff else None
     rerun_path = str(confirm) if confirm else (_recorded_rerun(gate) if gate is not None else None)
     rerun = resolve(rerun_path) if rerun_path else None
+    # Host-timed figures at the baseline's host pace (gpubench.compare.pace); not across systems: another host's
+    # figures at this host's pace would mean nothing.
+    paced = pace.adjust(base, cur, [rerun] if rerun else []) if host_pace and not diff else pace.Adjusted()
     rows = compare_frames(base.pooled(), cur.pooled(), thresholds, alpha, cross_cluster=bool(diff),
                           window=base.is_window)
-    notes = [line for line in (base.window_line(),) if line]
+    notes = [line for line in (base.window_line(), paced.note()) if line]
     if base.is_window and max((len(v) for v in base.windows.values()), default=len(base.paths)) < MIN_RUNS:
         notes.append(f"{baseline}: the baseline window holds {len(base.paths)} run(s); changes are judged from "
                      f"{MIN_RUNS} runs on, so nothing is WORSE yet")

@@ -1,0 +1,167 @@
+"""Figures the host times, judged at the baseline's host pace.
+
+A host-timed figure (a launch's host time, an event's round trip, a pageable copy) moves with the host's own speed,
+which on a shared host changes by tens of percent over seconds (gpubench.pace). Each such sample carries the pace
+taken before it (``host_pace``). Over the baseline's runs, each process gives a point: its median pace and its
+median figure. Where those points spread in pace, a line through them (log figure against log pace; the median of
+the pairwise slopes, which a stray point does not tilt) says how much of the figure's movement the pace explains,
+and every run's samples, the current run's too, are moved along it to the baseline's median pace before anything
+is pooled or judged. A change the pace does not explain (the driver's launch got slower) moves the figure off the
+line and is judged as before; a host that is slower as a whole shows as a pace away from the baseline's, which
+the note says.
+
+The line is the baseline's alone: the run being judged never shapes it, so a regression in that run cannot be
+fitted away. Without enough baseline points spread in pace (older tables have no pace; a steady host has none to
+explain), or where the line leaves most of the baseline's spread unexplained, a figure is judged as measured. This
+is the covariate adjustment of controlled experiments (a quantity beside the outcome that explains part of its
+noise), here measured before each sample.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from gpubench.stats import summarize
+
+MIN_POINTS = 6  # baseline processes a figure needs before its line is drawn
+MIN_PACE_SPREAD = 0.03  # the baseline's paces must spread at least this much (sd of their logs), or nothing to explain
+MAX_SLOPE = 3.0  # a figure moves at most this power of the pace: beyond it the line is noise, and is not used
+# The line must explain part of the baseline's spread: what is left around it at most this share of the spread
+# before (sd of the logs). A figure the pace does not move keeps its samples: moving them would only add noise.
+MAX_LEFT = 0.9
+KEY = ("suite", "case", "metric")
+
+
+@dataclass
+class Line:
+    slope: float  # d log(figure) / d log(pace)
+    pace: float  # the baseline's median pace (µs): every sample is moved to it
+
+
+@dataclass
+class Adjusted:
+    lines: dict[tuple, Line] = field(default_factory=dict)
+    current_pace: float | None = None  # the current run's median pace over the adjusted figures (µs)
+    baseline_pace: float | None = None
+
+    def note(self) -> str | None:
+        """One line for compare's notes, or None when nothing was adjusted."""
+        if not self.lines:
+            return None
+        text = f"host pace: {len(self.lines)} host-timed figure(s) judged at the baseline's host pace"
+        if self.current_pace and self.baseline_pace:
+            text += (f" (this run's host ran the pace probe in {self.current_pace:.0f} µs against the baseline's "
+                     f"{self.baseline_pace:.0f} µs: {100 * (self.current_pace / self.baseline_pace - 1):+.0f}%)")
+        return text + "; --no-host-pace judges them as measured"
+
+
+def _points(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each (row, process) of ok rows whose samples all carry a pace: its key, median pace and median figure."""
+    if rows is None or rows.empty or "host_pace" not in rows.columns:
+        return pd.DataFrame(columns=[*KEY, "row", "process", "pace", "value"])
+    paced = [i for i, (s, p, ok) in enumerate(zip(rows["samples"], rows["host_pace"], rows["status"] == "ok"))
+             if ok and _aligned(s, p)]
+    parts = []
+    for i in paced:
+        r = rows.iloc[i]
+        lab = _labels(r)
+        parts.append(pd.DataFrame({"row": i, "process": lab, "pace": np.asarray(r["host_pace"], dtype=float),
+                                   "value": np.asarray(r["samples"], dtype=float),
+                                   **{k: r[k] for k in KEY}}))
+    if not parts:
+        return pd.DataFrame(columns=[*KEY, "row", "process", "pace", "value"])
+    flat = pd.concat(parts, ignore_index=True)
+    flat = flat[(flat["pace"] > 0) & (flat["value"] > 0) & np.isfinite(flat["value"])]
+    return flat.groupby([*KEY, "row", "process"], sort=False)[["pace", "value"]].median().reset_index()
+
+
+def _aligned(samples, paces) -> bool:
+    return hasattr(samples, "__len__") and hasattr(paces, "__len__") and len(paces) == len(samples) > 0
+
+
+def _labels(r: pd.Series) -> list[int]:
+    lab = r.get("sample_process")
+    n = len(r["samples"])
+    return [int(p) for p in lab] if hasattr(lab, "__len__") and len(lab) == n else [0] * n
+
+
+def theil_sen(x: np.ndarray, y: np.ndarray) -> float:
+    """The median of the slopes between every two points with different x."""
+    i, j = np.triu_indices(len(x), k=1)
+    dx = x[j] - x[i]
+    keep = dx != 0
+    return float(np.median((y[j] - y[i])[keep] / dx[keep])) if keep.any() else 0.0
+
+
+def lines(baseline: list[pd.DataFrame]) -> dict[tuple, Line]:
+    """Each figure's line over the baseline's processes, where they are enough and spread in pace."""
+    pts = pd.concat([_points(f) for f in baseline if f is not None], ignore_index=True)
+    out: dict[tuple, Line] = {}
+    for key, g in pts.groupby(list(KEY), sort=False):
+        if len(g) < MIN_POINTS:
+            continue
+        x, y = np.log(g["pace"].to_numpy(float)), np.log(g["value"].to_numpy(float))
+        if np.std(x) < MIN_PACE_SPREAD:
+            continue
+        slope = theil_sen(x, y)
+        if not (math.isfinite(slope) and abs(slope) <= MAX_SLOPE):
+            continue
+        if np.std(y - slope * x) <= MAX_LEFT * np.std(y):
+            out[tuple(key)] = Line(slope, float(np.exp(np.median(x))))
+    return out
+
+
+def apply(rows: pd.DataFrame, found: dict[tuple, Line]) -> pd.DataFrame:
+    """``rows`` with the samples of every fitted figure moved to its line's pace (value and stats with them)."""
+    if rows is None or rows.empty or not found or "host_pace" not in rows.columns:
+        return rows
+    pts = _points(rows)
+    if pts.empty:
+        return rows
+    out = rows.copy()
+    factor = {(int(p.row), int(p.process)): _factor(found.get(tuple(getattr(p, k) for k in KEY)), p.pace)
+              for p in pts.itertuples(index=False)}
+    for i in sorted({row for row, _ in factor}):
+        r = out.iloc[i]
+        moved = [v * factor.get((i, p), 1.0) for v, p in zip(r["samples"], _labels(r))]
+        if moved == list(r["samples"]):
+            continue
+        st = summarize(moved)
+        pos = out.index[i]
+        out.at[pos, "samples"] = moved
+        out.at[pos, "value"] = st["median"]
+        for k in ("mean", "min", "max", "stdev", "iqr", "cv"):
+            if k in out.columns:
+                out.at[pos, k] = st[k]
+    return out
+
+
+def _factor(line: Line | None, pace: float) -> float:
+    return 1.0 if line is None else float((line.pace / pace) ** line.slope)
+
+
+def adjust(base, cur, others=()) -> Adjusted:
+    """Fit the baseline side's lines (its window and its history) and move every side's host-timed samples along
+    them, in place of the sides' frames. ``others``: more sides judged against this baseline (a rerun)."""
+    found = lines([base.raw, base.history])
+    result = Adjusted(found)
+    if not found:
+        return result
+    before = _points(cur.raw)
+    for side in (base, cur, *others):
+        side.raw = apply(side.raw, found)
+        if side.history is not None:
+            side.history = apply(side.history, found)
+    mine = before[[tuple(k) in found for k in before[list(KEY)].itertuples(index=False)]] if len(before) else before
+    if len(mine):
+        result.current_pace = float(mine["pace"].median())
+        result.baseline_pace = float(np.median([ln.pace for ln in found.values()]))
+    return result
+
+
+__all__ = ["Line", "Adjusted", "lines", "apply", "adjust", "theil_sen", "MIN_POINTS", "MIN_PACE_SPREAD", "MAX_SLOPE",
+           "MAX_LEFT"]
