@@ -59,34 +59,50 @@ class Adjusted:
         return text + "; --no-host-pace judges them as measured"
 
 
-def _points(rows: pd.DataFrame) -> pd.DataFrame:
-    """Each (row, process) of ok rows whose samples all carry a pace: its key, median pace and median figure."""
+@dataclass
+class _Flat:
+    """The samples of the rows whose every sample carries a pace, flattened: each one's row (position in the
+    rows), process, pace and value."""
+
+    rows: np.ndarray  # the positions of those rows
+    row: np.ndarray
+    process: np.ndarray
+    pace: np.ndarray
+    value: np.ndarray
+
+
+def _flatten(rows: pd.DataFrame | None) -> _Flat | None:
     if rows is None or rows.empty or "host_pace" not in rows.columns:
+        return None
+    samples, paces = rows["samples"].tolist(), rows["host_pace"].tolist()
+    labels = rows["sample_process"].tolist() if "sample_process" in rows.columns else [None] * len(rows)
+    ok = (rows["status"] == "ok").to_numpy()
+    keep = [i for i in range(len(rows)) if ok[i] and _aligned(samples[i], paces[i])]
+    if not keep:
+        return None
+    n = np.array([len(samples[i]) for i in keep])
+    lab = [labels[i] if _aligned(samples[i], labels[i]) else np.zeros(n[k], dtype=int) for k, i in enumerate(keep)]
+    return _Flat(np.array(keep), np.repeat(np.array(keep), n), np.concatenate(lab).astype(int),
+                 np.concatenate([np.asarray(paces[i], dtype=float) for i in keep]),
+                 np.concatenate([np.asarray(samples[i], dtype=float) for i in keep]))
+
+
+def _points(rows: pd.DataFrame | None) -> pd.DataFrame:
+    """Each (row, process) of ok rows whose samples all carry a pace: its key, median pace and median figure."""
+    flat = _flatten(rows)
+    if flat is None:
         return pd.DataFrame(columns=[*KEY, "row", "process", "pace", "value"])
-    paced = [i for i, (s, p, ok) in enumerate(zip(rows["samples"], rows["host_pace"], rows["status"] == "ok"))
-             if ok and _aligned(s, p)]
-    parts = []
-    for i in paced:
-        r = rows.iloc[i]
-        lab = _labels(r)
-        parts.append(pd.DataFrame({"row": i, "process": lab, "pace": np.asarray(r["host_pace"], dtype=float),
-                                   "value": np.asarray(r["samples"], dtype=float),
-                                   **{k: r[k] for k in KEY}}))
-    if not parts:
-        return pd.DataFrame(columns=[*KEY, "row", "process", "pace", "value"])
-    flat = pd.concat(parts, ignore_index=True)
-    flat = flat[(flat["pace"] > 0) & (flat["value"] > 0) & np.isfinite(flat["value"])]
-    return flat.groupby([*KEY, "row", "process"], sort=False)[["pace", "value"]].median().reset_index()
+    good = (flat.pace > 0) & (flat.value > 0) & np.isfinite(flat.value)
+    df = pd.DataFrame({"row": flat.row[good], "process": flat.process[good], "pace": flat.pace[good],
+                       "value": flat.value[good]})
+    pts = df.groupby(["row", "process"], sort=False)[["pace", "value"]].median().reset_index()
+    for k in KEY:
+        pts[k] = rows[k].to_numpy()[pts["row"].to_numpy()]
+    return pts
 
 
-def _aligned(samples, paces) -> bool:
-    return hasattr(samples, "__len__") and hasattr(paces, "__len__") and len(paces) == len(samples) > 0
-
-
-def _labels(r: pd.Series) -> list[int]:
-    lab = r.get("sample_process")
-    n = len(r["samples"])
-    return [int(p) for p in lab] if hasattr(lab, "__len__") and len(lab) == n else [0] * n
+def _aligned(a, b) -> bool:
+    return hasattr(a, "__len__") and hasattr(b, "__len__") and len(a) == len(b) > 0
 
 
 def theil_sen(x: np.ndarray, y: np.ndarray) -> float:
@@ -117,31 +133,29 @@ def lines(baseline: list[pd.DataFrame]) -> dict[tuple, Line]:
 
 def apply(rows: pd.DataFrame, found: dict[tuple, Line]) -> pd.DataFrame:
     """``rows`` with the samples of every fitted figure moved to its line's pace (value and stats with them)."""
-    if rows is None or rows.empty or not found or "host_pace" not in rows.columns:
-        return rows
-    pts = _points(rows)
+    pts = _points(rows) if found else pd.DataFrame()
     if pts.empty:
         return rows
+    lines_of = [found.get(k) for k in zip(*(pts[k] for k in KEY))]
+    pts["factor"] = [1.0 if ln is None else float((ln.pace / p) ** ln.slope) for ln, p in zip(lines_of, pts["pace"])]
+    moved_rows = pts.loc[pts["factor"] != 1.0, "row"].unique()
+    if not len(moved_rows):
+        return rows
+    flat = _flatten(rows)
+    factor = pts.set_index(["row", "process"])["factor"]
+    at = pd.MultiIndex.from_arrays([flat.row, flat.process])
+    moved = flat.value * factor.reindex(at).fillna(1.0).to_numpy()
+    bounds = np.searchsorted(flat.row, moved_rows), np.searchsorted(flat.row, moved_rows, side="right")
     out = rows.copy()
-    factor = {(int(p.row), int(p.process)): _factor(found.get(tuple(getattr(p, k) for k in KEY)), p.pace)
-              for p in pts.itertuples(index=False)}
-    for i in sorted({row for row, _ in factor}):
-        r = out.iloc[i]
-        moved = [v * factor.get((i, p), 1.0) for v, p in zip(r["samples"], _labels(r))]
-        if moved == list(r["samples"]):
-            continue
-        st = summarize(moved)
+    cols = [c for c in ("value", "mean", "min", "max", "stdev", "iqr", "cv") if c in out.columns]
+    for i, lo, hi in zip(moved_rows, *bounds):
+        new = moved[lo:hi].tolist()
+        st = summarize(new)
         pos = out.index[i]
-        out.at[pos, "samples"] = moved
-        out.at[pos, "value"] = st["median"]
-        for k in ("mean", "min", "max", "stdev", "iqr", "cv"):
-            if k in out.columns:
-                out.at[pos, k] = st[k]
+        out.at[pos, "samples"] = new
+        for c in cols:
+            out.at[pos, c] = st["median" if c == "value" else c]
     return out
-
-
-def _factor(line: Line | None, pace: float) -> float:
-    return 1.0 if line is None else float((line.pace / pace) ** line.slope)
 
 
 def adjust(base, cur, others=()) -> Adjusted:
