@@ -64,7 +64,6 @@ class _Flat:
     """The samples of the rows whose every sample carries a pace, flattened: each one's row (position in the
     rows), process, pace and value."""
 
-    rows: np.ndarray  # the positions of those rows
     row: np.ndarray
     process: np.ndarray
     pace: np.ndarray
@@ -82,7 +81,7 @@ def _flatten(rows: pd.DataFrame | None) -> _Flat | None:
         return None
     n = np.array([len(samples[i]) for i in keep])
     lab = [labels[i] if _aligned(samples[i], labels[i]) else np.zeros(n[k], dtype=int) for k, i in enumerate(keep)]
-    return _Flat(np.array(keep), np.repeat(np.array(keep), n), np.concatenate(lab).astype(int),
+    return _Flat(np.repeat(np.array(keep), n), np.concatenate(lab).astype(int),
                  np.concatenate([np.asarray(paces[i], dtype=float) for i in keep]),
                  np.concatenate([np.asarray(samples[i], dtype=float) for i in keep]))
 
