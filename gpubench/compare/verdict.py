@@ -59,8 +59,13 @@ _PRECISION = 9
 # than run-to-run noise: the 99th percentile of |new − median(window)| / range(window) for k runs drawn from
 # one distribution, simulated (400 000 draws each, normal and Student-t with 3 degrees of freedom; taken
 # between the two). A window of k runs then calls an unchanged figure WORSE about 0.5 % of the time.
-_SPREAD_FACTOR = {3: 7.0, 4: 3.5, 5: 2.5, 6: 2.0, 7: 1.8, 8: 1.6, 9: 1.5}
-_SPREAD_FACTOR_MANY = 1.4  # 10 runs or more
+# From 10 values on (a figure measured in three processes a run: 15 in a window of 5, up to 60 in a history of
+# 20) the same simulation (200 000 draws each; 2026-11-28) gives 1.11-1.68 at 10, 1.00-1.48 at 12, 0.92-1.30
+# at 15, 0.81-1.13 at 20, 0.71-0.93 at 30, 0.64-0.78 at 45, 0.60-0.70 at 60: a range over many values already
+# holds nearly every draw, so 1.4 for them all held such figures to several times the noise. Between the
+# tabulated counts a count takes the factor of the next smaller one (the larger factor).
+_SPREAD_FACTOR = {3: 7.0, 4: 3.5, 5: 2.5, 6: 2.0, 7: 1.8, 8: 1.6, 9: 1.5, 10: 1.4, 12: 1.25, 15: 1.15, 20: 1.0,
+                  30: 0.85, 45: 0.75, 60: 0.65}
 
 COLUMNS = (
     "verdict", "status", "suite", "case", "metric", "unit", "better", "baseline", "current", "change", "ratio",
@@ -83,7 +88,7 @@ def spread_factor(runs: int) -> float:
     """The multiple of the window's run spread a change must exceed (see _SPREAD_FACTOR); inf below MIN_RUNS."""
     if runs < MIN_RUNS:
         return math.inf
-    return _SPREAD_FACTOR.get(runs, _SPREAD_FACTOR_MANY)
+    return _SPREAD_FACTOR[max(k for k in _SPREAD_FACTOR if k <= runs)]
 
 
 # Why a row's level moves between processes ("" when nothing says so): gpubench.levels says which figures.
