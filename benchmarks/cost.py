@@ -136,10 +136,19 @@ def check(b: Bench) -> None:
                                                 repeat=1))
 
 
+def _nights(make_nights, directory: Path, n: int) -> list[Path]:
+    """Nights whose host-timed samples carry the host's pace, as runs write them since schema 7 (so compare pays for
+    judging them at the baseline's pace), where the maker can write them (an older checkout's cannot)."""
+    try:
+        return make_nights(directory, n, paced=True)
+    except TypeError:
+        return make_nights(directory, n)
+
+
 def compare(b: Bench, make_nights) -> None:
     print("compare DIR RUN of quick-set nights (--no-record: every repeat judges the same nights)", flush=True)
     for n in (50, 200):
-        runs = make_nights(b.work / f"nights{n}" / "lab", n)
+        runs = _nights(make_nights, b.work / f"nights{n}" / "lab", n)
         ours = b.time(b.gpubench("compare", runs[0].parent, runs[-1], "--no-record"), ok=(0, 1))
         read = b.time([sys.executable, "-c", READ_TABLES, runs[0].parent], each=False)
         say(f"gpubench compare, {n} nights", ours)

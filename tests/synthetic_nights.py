@@ -62,11 +62,15 @@ def _factor(row: dict[str, Any], slow: dict[str, float] | None) -> float:
 
 
 def _moved(row: dict[str, Any], rng: np.random.Generator, gpu_sd: float, host_sd: float, sample_sd: float,
-           slower: float) -> list[float]:
+           slower: float, paces: list[list[float]] | None = None) -> list[float]:
     """``row``'s samples at this night's level: theirs, times the night's level of the figure, each process's
-    own around it, and each sample's noise; ``slower`` in the figure's worse direction."""
+    own around it, and each sample's noise; ``slower`` in the figure's worse direction. ``paces``: where given, a
+    host-timed row's host pace per sample (µs) is appended to it, 100 × the night's and its process's level (a host
+    whose speed sets the figure's level), and an empty list for any other row."""
     samples = np.asarray(row["samples"] or [], dtype=float)
     if samples.size == 0:
+        if paces is not None:
+            paces.append([])
         return []
     host = bool(set_by_host(row))
     level = 1.0 + rng.normal(0.0, host_sd if host else gpu_sd)
@@ -76,18 +80,26 @@ def _moved(row: dict[str, Any], rng: np.random.Generator, gpu_sd: float, host_sd
     per_process = 1.0 + rng.normal(0.0, host_sd if host else gpu_sd / 2, size=int(procs.max()) + 1)
     noise = 1.0 + rng.normal(0.0, sample_sd, size=samples.size)
     worse = slower if row.get("better") == "lower" else 1.0 / slower
+    if paces is not None:
+        timed = str(row.get("timing_method") or "").startswith("host")
+        paces.append(list(100.0 * level * per_process[procs]) if timed else [])
     return list(samples * level * per_process[procs] * noise * worse)
 
 
 def night(k: int, *, seed: int = 0, gpu_sd: float = 0.004, host_sd: float = 0.03, sample_sd: float = 0.002,
-          slow: dict[str, float] | None = None, base: Path = TEMPLATE) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
-    """(run.json, tables) of night ``k``; ``slow``: {regex on "suite case metric": factor} (1.3: 30 % slower)."""
+          slow: dict[str, float] | None = None, base: Path = TEMPLATE,
+          paced: bool = False) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    """(run.json, tables) of night ``k``; ``slow``: {regex on "suite case metric": factor} (1.3: 30 % slower);
+    ``paced``: host-timed samples carry the host's pace, as gpubench's runs write them since schema 7."""
     meta, tables = template(base)
     rid = run_id(k)
     rng = np.random.default_rng([seed, k])
     for name, df in tables.items():
         rows = df.to_dict("records")
-        new = [_moved(r, rng, gpu_sd, host_sd, sample_sd, _factor(r, slow)) for r in rows]
+        paces: list[list[float]] | None = [] if paced else None
+        new = [_moved(r, rng, gpu_sd, host_sd, sample_sd, _factor(r, slow), paces) for r in rows]
+        if paces is not None:
+            df["host_pace"] = paces
         stats = [summarize(s) if s else None for s in new]
         df["samples"] = new
         for col in ("value", *_STATS):
@@ -113,7 +125,7 @@ def write_night(parent: Path, meta: dict[str, Any], tables: dict[str, pd.DataFra
 
 def make_nights(directory: str | Path, n: int, *, seed: int = 0, first: int = 0, gpu_sd: float = 0.004,
                 host_sd: float = 0.03, sample_sd: float = 0.002, slow: dict[str, float] | None = None,
-                slow_from: int | None = None, busy: Sequence[int] = (),
+                slow_from: int | None = None, busy: Sequence[int] = (), paced: bool = False,
                 alter: Callable[[int, dict[str, Any], dict[str, pd.DataFrame]], None] | None = None) -> list[Path]:
     """Nights ``first`` .. ``first + n - 1`` of a quick-set history in ``directory`` (a directory of runs, such as
     results/<cluster>), oldest first; their run directories.
@@ -121,13 +133,15 @@ def make_nights(directory: str | Path, n: int, *, seed: int = 0, first: int = 0,
     ``gpu_sd``/``host_sd``: the night-to-night spread (a standard deviation, as a fraction) of figures the GPU
     times and of those the host sets; ``sample_sd`` the spread of samples within a process. ``slow``: {regex on
     "suite case metric": factor} applied from night ``slow_from`` on (default: every night). ``busy``: nights
-    whose host was busy (run.json's ``contention.host``). ``alter(k, run.json, tables)``: any other change."""
+    whose host was busy (run.json's ``contention.host``). ``paced``: host-timed samples carry the host's pace.
+    ``alter(k, run.json, tables)``: any other change."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     out = []
     for k in range(first, first + n):
         slower = slow if slow_from is None or k >= slow_from else None
-        meta, tables = night(k, seed=seed, gpu_sd=gpu_sd, host_sd=host_sd, sample_sd=sample_sd, slow=slower)
+        meta, tables = night(k, seed=seed, gpu_sd=gpu_sd, host_sd=host_sd, sample_sd=sample_sd, slow=slower,
+                             paced=paced)
         if k in busy:
             meta["contention"] = {**(meta.get("contention") or {}), "host": {
                 "others_share": 0.85, "cpus": 2, "loaded": True}}
