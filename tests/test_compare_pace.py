@@ -163,3 +163,15 @@ def test_each_process_s_samples_carry_its_own_host_s_pace(capsys, monkeypatch, t
     assert len(pinned["host_pace"]) == 0  # timed on the device: no pace taken
     one = processes.one_process(paged.to_dict(), 1)
     assert {round(v, 6) for v in one["host_pace"]} == {200.0} and len(one["host_pace"]) == len(one["samples"])
+
+
+def test_synthetic_nights_can_carry_the_host_s_pace(capsys, tmp_path):
+    # benchmarks/cost.py times compare on such nights: they must be nights whose host-timed figures it moves
+    runs = make_nights(tmp_path / "lab", 7, paced=True)
+    df = results.load(runs[-1])
+    timed = df[df["timing_method"].astype(str).str.startswith("host") & (df["status"] == "ok")]
+    other = df[~df["timing_method"].astype(str).str.startswith("host")]
+    assert len(timed) and all(len(p) == len(s) > 0 for p, s in zip(timed["host_pace"], timed["samples"]))
+    assert all(len(p) == 0 for p in other["host_pace"])
+    _, doc, _ = _rows(capsys, runs[0].parent, runs[-1])
+    assert any(n.startswith("host pace: ") for n in doc["notes"]), doc["notes"]
