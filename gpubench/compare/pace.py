@@ -86,9 +86,10 @@ def _flatten(rows: pd.DataFrame | None) -> _Flat | None:
                  np.concatenate([np.asarray(samples[i], dtype=float) for i in keep]))
 
 
-def _points(rows: pd.DataFrame | None) -> pd.DataFrame:
-    """Each (row, process) of ok rows whose samples all carry a pace: its key, median pace and median figure."""
-    flat = _flatten(rows)
+def _points(rows: pd.DataFrame | None, flat: _Flat | None = None) -> pd.DataFrame:
+    """Each (row, process) of ok rows whose samples all carry a pace: its key, median pace and median figure
+    (``flat``: the rows' samples already flattened)."""
+    flat = flat if flat is not None else _flatten(rows)
     if flat is None:
         return pd.DataFrame(columns=[*KEY, "row", "process", "pace", "value"])
     good = (flat.pace > 0) & (flat.value > 0) & np.isfinite(flat.value)
@@ -114,7 +115,10 @@ def theil_sen(x: np.ndarray, y: np.ndarray) -> float:
 
 def lines(baseline: list[pd.DataFrame]) -> dict[tuple, Line]:
     """Each figure's line over the baseline's processes, where they are enough and spread in pace."""
-    pts = pd.concat([_points(f) for f in baseline if f is not None], ignore_index=True)
+    return _fit(pd.concat([_points(f) for f in baseline if f is not None], ignore_index=True))
+
+
+def _fit(pts: pd.DataFrame) -> dict[tuple, Line]:
     out: dict[tuple, Line] = {}
     for key, g in pts.groupby(list(KEY), sort=False):
         if len(g) < MIN_POINTS:
@@ -130,9 +134,11 @@ def lines(baseline: list[pd.DataFrame]) -> dict[tuple, Line]:
     return out
 
 
-def apply(rows: pd.DataFrame, found: dict[tuple, Line]) -> pd.DataFrame:
-    """``rows`` with the samples of every fitted figure moved to its line's pace (value and stats with them)."""
-    pts = _points(rows) if found else pd.DataFrame()
+def apply(rows: pd.DataFrame, found: dict[tuple, Line], read: tuple | None = None) -> pd.DataFrame:
+    """``rows`` with the samples of every fitted figure moved to its line's pace (value and stats with them).
+    ``read``: the rows' flattened samples and points, where the caller has them."""
+    flat, pts = read if read is not None else (_flatten(rows), None)
+    pts = (_points(rows, flat) if pts is None else pts.copy()) if found and flat is not None else pd.DataFrame()
     if pts.empty:
         return rows
     lines_of = [found.get(k) for k in zip(*(pts[k] for k in KEY))]
@@ -140,7 +146,6 @@ def apply(rows: pd.DataFrame, found: dict[tuple, Line]) -> pd.DataFrame:
     moved_rows = pts.loc[pts["factor"] != 1.0, "row"].unique()
     if not len(moved_rows):
         return rows
-    flat = _flatten(rows)
     factor = pts.set_index(["row", "process"])["factor"]
     at = pd.MultiIndex.from_arrays([flat.row, flat.process])
     moved = flat.value * factor.reindex(at).fillna(1.0).to_numpy()
@@ -160,15 +165,23 @@ def apply(rows: pd.DataFrame, found: dict[tuple, Line]) -> pd.DataFrame:
 def adjust(base, cur, others=()) -> Adjusted:
     """Fit the baseline side's lines (its window and its history) and move every side's host-timed samples along
     them, in place of the sides' frames. ``others``: more sides judged against this baseline (a rerun)."""
-    found = lines([base.raw, base.history])
+    read: dict[int, tuple] = {}
+
+    def of(df: pd.DataFrame | None) -> tuple:  # each frame flattened once, whichever step asks first
+        if id(df) not in read:
+            flat = _flatten(df)
+            read[id(df)] = (flat, _points(df, flat))
+        return read[id(df)]
+
+    found = _fit(pd.concat([of(f)[1] for f in (base.raw, base.history) if f is not None], ignore_index=True))
     result = Adjusted(found)
     if not found:
         return result
-    before = _points(cur.raw)
+    before = of(cur.raw)[1]
     for side in (base, cur, *others):
-        side.raw = apply(side.raw, found)
+        side.raw = apply(side.raw, found, of(side.raw))
         if side.history is not None:
-            side.history = apply(side.history, found)
+            side.history = apply(side.history, found, of(side.history))
     mine = before[[tuple(k) in found for k in before[list(KEY)].itertuples(index=False)]] if len(before) else before
     if len(mine):
         result.current_pace = float(mine["pace"].median())
