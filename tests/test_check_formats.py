@@ -110,8 +110,11 @@ def test_schema_names_exactly_the_fields_the_model_writes():
     lambda d: d["verdicts"][0].update(surprise=1),
     lambda d: d["verdicts"][0].update(pair=[0]),
     lambda d: d["counts"].pop("SKIP"),
-    lambda d: d.update(version=4),
+    lambda d: d.update(version=5),
+    lambda d: d.update(version=3),
     lambda d: d["verdicts"][0].update(host_set=""),
+    lambda d: d["verdicts"][0].update(host_pace=0),
+    lambda d: d["verdicts"][0].pop("measured"),
     lambda d: d["verdicts"][0].pop("simulated"),
     lambda d: d.update(simulated="yes"),
 ])

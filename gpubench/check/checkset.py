@@ -18,6 +18,7 @@ import pandas as pd
 
 from gpubench import tomlfile
 from gpubench.errors import UsageError
+from gpubench.paceline import median_pace
 from gpubench.units import parse_size
 
 CHECKS_FILE = Path(__file__).with_name("checks.toml")
@@ -109,6 +110,11 @@ class Evidence:
     def samples(self) -> list[float]:
         s = self.row.get("samples") if self.row is not None else None
         return [float(x) for x in (s if s is not None else []) if math.isfinite(float(x))]
+
+    @property
+    def pace(self) -> float | None:
+        """The host's pace (µs) while the figure was measured: its samples' median, where each carries one."""
+        return median_pace(self.row.get("samples"), self.row.get("host_pace")) if self.row is not None else None
 
 
 def _pair_of(row: dict[str, Any]) -> tuple[int, int] | None:

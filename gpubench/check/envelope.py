@@ -32,14 +32,16 @@ from typing import Any
 
 import numpy as np
 
-from gpubench import peaks, tomlfile
+from gpubench import paceline, peaks, tomlfile
 from gpubench.errors import UsageError
 from gpubench.levels import set_by_host
 
 EXPECT_DIR = Path(__file__).resolve().parent.parent / "expect"
 # Envelope file versions: 1 (2026-11-25) first; 2 (2026-11-26) host_class (the CPU models the figures the host sets
 # were measured on) and an entry's gpus (a node total's GPU count). A version 1 file reads as one with neither.
-FORMAT, VERSION = "gpubench-expect", 2
+# 3 (2026-11-28): a host-timed figure's line on the host's pace (pace, pace_slope, pace_lo, pace_hi), where its runs
+# drew one; its typical, warn_at and fail_at are then at that pace. A version 2 file reads as one without lines.
+FORMAT, VERSION = "gpubench-expect", 3
 WARN_MARGIN, FAIL_MARGIN = 0.05, 0.10
 HOST_WARN_MARGIN, HOST_FAIL_MARGIN = 0.10, 0.25
 # Spec fallback: (warn, fail) as fractions of the roof. Measured on H100 and H200 (docs/measurements.md): triad
@@ -69,6 +71,19 @@ class Entry:
     gpus: int | None = None  # a node total of a figure the host sets: how many GPUs it was measured on
     source: str = ""  # where this entry comes from, where not from the file's source (a node's own history)
     hosts: tuple[str, ...] = ()  # the host classes its figures were measured on (the file's host_class)
+    # A host-timed figure moves with the host's pace (gpubench.pace: on the lent H200 hosts, 2026-11-28, one host
+    # read the check's launch at 7.5 µs and 9.8 µs in two processes, its pace probe with it). Where the runs an entry
+    # was made from drew a line of the figure on the pace (gpubench.paceline), the entry holds it, and its
+    # thresholds are at ``pace`` (µs): a check moves its figure along the line to that pace before judging it.
+    pace: float | None = None
+    pace_slope: float | None = None
+    pace_lo: float | None = None  # the slowest and fastest paces of those runs: the line is not followed beyond
+    pace_hi: float | None = None
+
+    def line(self) -> paceline.Line | None:
+        if self.pace is None or self.pace_slope is None:
+            return None
+        return paceline.Line(self.pace_slope, self.pace, self.pace_lo, self.pace_hi)
 
 
 @dataclass
@@ -96,6 +111,7 @@ class Thresholds:
     typical: float | None
     reference: str  # in words: "envelope h100-sxm.toml (…)" or "spec fallback: 0.80 × 3,350 GB/s"
     ceiling: float | None = None  # the spec figure a fallback is a fraction of
+    line: paceline.Line | None = None  # the pace the thresholds are at, and how the figure moves with it
 
 
 def load_file(path: str | Path) -> Envelope:
@@ -157,7 +173,7 @@ def thresholds(key: str, row: dict[str, Any], env: Envelope | None, link_gbps: f
         e = env.entries[key]
         if e.unit == row.get("unit"):
             where = e.source or f"{Path(env.path).name} ({env.source})"
-            return Thresholds(e.warn_at, e.fail_at, e.typical, f"envelope {where}")
+            return Thresholds(e.warn_at, e.fail_at, e.typical, f"envelope {where}", line=e.line())
     return _spec(row, link_gbps)
 
 
@@ -198,17 +214,27 @@ def _robust_spread(values: np.ndarray) -> float:
     return float(median_abs_deviation(values, scale="normal")) / abs(median) if median else 0.0
 
 
-def entry(values: list[float], unit: str, better: str, host_set: bool, gpus: int | None = None) -> Entry:
-    """One check's envelope from healthy figures (see the module docstring)."""
-    v = np.array([x for x in values if math.isfinite(x)], dtype=float)
-    if len(v) == 0:
+def entry(values: list[float], unit: str, better: str, host_set: bool, gpus: int | None = None,
+          paces: list[float | None] | None = None) -> Entry:
+    """One check's envelope from healthy figures (see the module docstring). ``paces``: each figure's host pace
+    (µs), where it was taken: a figure the host sets whose every value has one, and whose values the pace explains
+    (gpubench.paceline.fit), is moved to its line's pace before its typical figure and spread are taken."""
+    keep = [i for i, x in enumerate(values) if math.isfinite(x)]
+    if not keep:
         raise UsageError("no finite figure to make an envelope entry from")
+    v = np.array([values[i] for i in keep], dtype=float)
+    p = [paces[i] for i in keep] if paces is not None and len(paces) == len(values) else []
+    line = paceline.fit(p, v) if host_set and p and all(x is not None for x in p) else None
+    if line is not None:
+        v = v * np.array([line.factor(x) for x in p])
     typical, spread = float(np.median(v)), _robust_spread(v)
     warn_m, fail_m = (HOST_WARN_MARGIN, HOST_FAIL_MARGIN) if host_set else (WARN_MARGIN, FAIL_MARGIN)
     warn, fail = max(warn_m, 3 * spread), max(fail_m, 5 * spread)
     sign = -1 if better == "higher" else 1
+    paced = {} if line is None else {"pace": _round(line.pace), "pace_slope": round(line.slope, 4),
+                                     "pace_lo": _round(line.lo), "pace_hi": _round(line.hi)}
     return Entry(unit, better, _round(typical), _round(typical * (1 + sign * warn)),
-                 _round(typical * (1 + sign * fail)), len(v), round(spread, 5), gpus if host_set else None)
+                 _round(typical * (1 + sign * fail)), len(v), round(spread, 5), gpus if host_set else None, **paced)
 
 
 def _round(x: float) -> float:
@@ -227,6 +253,7 @@ def write(env: Envelope, path: str | Path) -> Path:
         lines += ["", f"[figure.{key}]", f"unit = {_q(e.unit)}", f"better = {_q(e.better)}", f"typical = {e.typical}",
                   f"warn_at = {e.warn_at}", f"fail_at = {e.fail_at}", f"figures = {e.figures}", f"spread = {e.spread}"]
         lines += [f"gpus = {e.gpus}"] if e.gpus else []
+        lines += [f"{k} = {getattr(e, k)}" for k in ("pace", "pace_slope", "pace_lo", "pace_hi")] if e.line() else []
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")

@@ -25,6 +25,7 @@ from gpubench.check.judge import shared_with
 from gpubench.check.model import FORMAT, FORMAT_VERSION
 from gpubench.errors import UsageError
 from gpubench.levels import set_by_host
+from gpubench.paceline import median_pace
 
 VERDICT_FILE = "check.json"
 MIN_RUNS = 5  # earlier checks a figure of a node's own history needs before it is that node's envelope
@@ -45,6 +46,7 @@ class Figures:
     """Healthy figures per check key, and what they were measured on."""
 
     values: dict[str, list[float]] = field(default_factory=dict)
+    paces: dict[str, list[float | None]] = field(default_factory=dict)  # each value's host pace (µs), where taken
     kinds: dict[str, tuple[str, str, bool]] = field(default_factory=dict)  # unit, better, set by the host
     runs: dict[str, set[str]] = field(default_factory=dict)  # the check runs each key's figures come from
     gpus: dict[str, int] = field(default_factory=dict)  # a node total's GPU count
@@ -121,7 +123,10 @@ def collect(found: list[tuple[Path, dict[str, Any]]], states: tuple[str, ...] | 
             if row is None or shared_with(row):  # a figure measured beside another process is no evidence
                 continue
             host = bool(set_by_host(row))
-            out.values.setdefault(v["check"], []).append(float(v["value"]))
+            # As measured: a verdict judged at an envelope's pace keeps the figure it measured in "measured"
+            out.values.setdefault(v["check"], []).append(float(v["measured"] if v.get("measured") is not None
+                                                               else v["value"]))
+            out.paces.setdefault(v["check"], []).append(median_pace(row.get("samples"), row.get("host_pace")))
             out.kinds[v["check"]] = (v.get("unit") or "", v.get("better") or "higher", host)
             out.runs.setdefault(v["check"], set()).add(str(where))
             if v.get("target") == "node" and host:
@@ -140,7 +145,8 @@ def make(figures: Figures, source: str, match: str | None = None, meta: dict[str
                          f"({', '.join(sorted(figures.models)) or 'none named'}): make one envelope per model")
     model = next(iter(figures.models))
     wanted = set(figures.values) if keys is None else set(keys) & set(figures.values)
-    entries = {k: envelope.entry(figures.values[k], *figures.kinds[k], gpus=figures.gpus.get(k))
+    entries = {k: envelope.entry(figures.values[k], *figures.kinds[k], gpus=figures.gpus.get(k),
+                                 paces=figures.paces.get(k))
                for k in figures.values if k in wanted}
     extra = {"host_class": sorted(figures.host_classes)} if figures.host_classes else {}
     return envelope.Envelope(model, match or f"^{re.escape(model)}$", entries, source, meta={**extra, **(meta or {})})

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from gpubench import paceline
 from gpubench.check.checkset import Evidence
 from gpubench.check.envelope import Envelope, Thresholds, thresholds, unheld
 from gpubench.check.model import Verdict
@@ -142,16 +143,18 @@ class Judge:
             v.state, v.text = "SKIP", f"{_fmt(v)}: {why}: give --expect FILE or history (gpubench expect)"
             return v
         _fill(v, th, peers)
-        state, why, decisive = _decide(v, ev.samples, None if host else (PEER_WARN, PEER_FAIL),
+        line = th.line if th is not None and host else None
+        samples = _at_pace(v, ev, line)
+        state, why, decisive = _decide(v, samples, None if host else (PEER_WARN, PEER_FAIL),
                                        th.ceiling if th is not None else None)
         if decisive is not None:  # how many resamples agree with what the figure was found to be
-            v.confidence = _share_beyond(ev.samples, decisive, -_sign(v) if state != "PASS" else _sign(v))
+            v.confidence = _share_beyond(samples, decisive, -_sign(v) if state != "PASS" else _sign(v))
         if shared:
             v.notes.append(f"{SHARED_NOTE} {shared}")  # other nodes' checks do not take it for a peer (--fleet)
         if state == "FAIL" and shared:
             state, why = "WARN", f"{why}, while {shared}: not judged"
         elif state == "FAIL" and self.retry is not None:
-            state, why = self._retried(v, ev, why)
+            state, why = self._retried(v, ev, why, line)
         v.state, v.text = state, why
         return v
 
@@ -161,9 +164,13 @@ class Judge:
         gpus = [ev.gpu] if ev.gpu is not None else list(ev.pair) if ev.pair else list(self.foreign)
         return {p: n for g in gpus for p, n in (self.foreign.get(g) or {}).items()}
 
-    def _retried(self, v: Verdict, ev: Evidence, why: str) -> tuple[str, str]:
+    def _retried(self, v: Verdict, ev: Evidence, why: str, line: paceline.Line | None) -> tuple[str, str]:
         got = self.retry(ev)
         again, samples = (got.value, got.samples) if isinstance(got, Evidence) else (got, [])
+        if line is not None and isinstance(got, Evidence) and got.pace is not None and math.isfinite(again):
+            # held at the envelope's pace like the first figure, from the pace the retry's own process ran at
+            factor = line.factor(got.pace, clip=True)
+            again, samples = again * factor, [x * factor for x in samples]
         v.retry = again
         if again is None or not math.isfinite(again):
             v.notes.append("the retry in a fresh process could not measure it")
@@ -186,6 +193,19 @@ def _base(ev: Evidence) -> Verdict:
                    pair=ev.pair, title=ev.figure.title, value=ev.value if math.isfinite(ev.value) else None,
                    unit=row.get("unit"), better=better, run_dir=ev.run_dir, case=row.get("case"),
                    host_set=set_by_host(ev.row) or None)
+
+
+def _at_pace(v: Verdict, ev: Evidence, line: paceline.Line | None) -> list[float]:
+    """The samples to judge: a host-timed figure whose envelope holds it at a host pace, moved along the envelope's
+    line to that pace (no further than the paces the envelope was made at), with ``v`` saying what was measured."""
+    samples, pace = ev.samples, ev.pace
+    if line is None or pace is None or v.value is None:
+        return samples
+    factor = line.factor(pace, clip=True)
+    v.measured, v.host_pace, v.value = v.value, round(pace, 2), v.value * factor
+    v.notes.append(f"judged at the envelope's host pace: measured {format_value(v.measured)}, while the host ran the "
+                   f"pace probe in {pace:.0f} µs against the envelope's {line.pace:.0f} µs")
+    return [x * factor for x in samples]
 
 
 def _not_measured(v: Verdict, ev: Evidence) -> Verdict:

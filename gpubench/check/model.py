@@ -24,8 +24,11 @@ _RANK = {s: i for i, s in enumerate(STATES)}
 # 3 (2026-11-27): each verdict's "host_set": why the host sets its figure (gpubench.levels.set_by_host: host-timed,
 #    host-bound, pageable copy), null where it does not. Such a figure is held to its envelope only, never to its
 #    peers, on the node and across the fleet (--gather). A version 2 verdict reads as one with host_set null.
+# 4 (2026-11-28): a figure the host times, judged at its envelope's host pace (gpubench/check/envelope.py), has
+#    "value" at that pace, "measured" as measured and "host_pace" (µs) the pace it was measured at. A version 3
+#    verdict reads as one with both null: its value is as measured.
 FORMAT = "gpubench-check"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 # What every verdict of a check on made-up GPUs (the fake backend) says first, in every format.
 SIMULATED = "simulated"
 OUT = "gpubench-check"  # where the check's run directories go by default: <OUT>/<cluster>/<run id>
@@ -77,6 +80,10 @@ class Verdict:
     # Why the host sets the figure (host-timed launches, copies to host memory), where it does: held to its envelope
     # only, never to other GPUs' figures (how they differ is how the processes landed on the host).
     host_set: str | None = None
+    # Where the envelope holds the figure at a host pace: ``value`` is the figure moved to that pace, ``measured`` the
+    # figure as measured, ``host_pace`` the pace (µs) the host ran at while it was measured (the notes say both).
+    measured: float | None = None
+    host_pace: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -45,7 +45,9 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     for k, e in env.entries.items():
         console.print(f"{k}: typical {fmt_value(e.typical)} {e.unit}, warn at {fmt_value(e.warn_at)}, fail at "
                       f"{fmt_value(e.fail_at)} ({e.figures} figures, spread {e.spread:.2%})"
-                      + (f", {e.gpus} GPUs at once" if e.gpus else ""), markup=False, highlight=False)
+                      + (f", {e.gpus} GPUs at once" if e.gpus else "")
+                      + (f"; at host pace {e.pace:g} µs (figure ∝ pace^{e.pace_slope:g}, from paces {e.pace_lo:g}-"
+                         f"{e.pace_hi:g} µs)" if e.line() else ""), markup=False, highlight=False)
     if env.meta.get("host_class"):
         console.print(f"figures the host sets: measured on hosts with {' or '.join(env.meta['host_class'])}",
                       markup=False, highlight=False)

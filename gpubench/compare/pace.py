@@ -19,27 +19,15 @@ noise), here measured before each sample.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from gpubench.paceline import MAX_LEFT, MAX_SLOPE, MIN_PACE_SPREAD, MIN_POINTS, Line, fit, theil_sen
 from gpubench.stats import summarize
 
-MIN_POINTS = 6  # baseline processes a figure needs before its line is drawn
-MIN_PACE_SPREAD = 0.03  # the baseline's paces must spread at least this much (sd of their logs), or nothing to explain
-MAX_SLOPE = 3.0  # a figure moves at most this power of the pace: beyond it the line is noise, and is not used
-# The line must explain part of the baseline's spread: what is left around it at most this share of the spread
-# before (sd of the logs). A figure the pace does not move keeps its samples: moving them would only add noise.
-MAX_LEFT = 0.9
 KEY = ("suite", "case", "metric")
-
-
-@dataclass
-class Line:
-    slope: float  # d log(figure) / d log(pace)
-    pace: float  # the baseline's median pace (µs): every sample is moved to it
 
 
 @dataclass
@@ -105,14 +93,6 @@ def _aligned(a, b) -> bool:
     return hasattr(a, "__len__") and hasattr(b, "__len__") and len(a) == len(b) > 0
 
 
-def theil_sen(x: np.ndarray, y: np.ndarray) -> float:
-    """The median of the slopes between every two points with different x."""
-    i, j = np.triu_indices(len(x), k=1)
-    dx = x[j] - x[i]
-    keep = dx != 0
-    return float(np.median((y[j] - y[i])[keep] / dx[keep])) if keep.any() else 0.0
-
-
 def lines(baseline: list[pd.DataFrame]) -> dict[tuple, Line]:
     """Each figure's line over the baseline's processes, where they are enough and spread in pace."""
     return _fit(pd.concat([_points(f) for f in baseline if f is not None], ignore_index=True))
@@ -121,16 +101,9 @@ def lines(baseline: list[pd.DataFrame]) -> dict[tuple, Line]:
 def _fit(pts: pd.DataFrame) -> dict[tuple, Line]:
     out: dict[tuple, Line] = {}
     for key, g in pts.groupby(list(KEY), sort=False):
-        if len(g) < MIN_POINTS:
-            continue
-        x, y = np.log(g["pace"].to_numpy(float)), np.log(g["value"].to_numpy(float))
-        if np.std(x) < MIN_PACE_SPREAD:
-            continue
-        slope = theil_sen(x, y)
-        if not (math.isfinite(slope) and abs(slope) <= MAX_SLOPE):
-            continue
-        if np.std(y - slope * x) <= MAX_LEFT * np.std(y):
-            out[tuple(key)] = Line(slope, float(np.exp(np.median(x))))
+        line = fit(g["pace"].to_numpy(float), g["value"].to_numpy(float))
+        if line is not None:
+            out[tuple(key)] = line
     return out
 
 
@@ -142,7 +115,7 @@ def apply(rows: pd.DataFrame, found: dict[tuple, Line], read: tuple | None = Non
     if pts.empty:
         return rows
     lines_of = [found.get(k) for k in zip(*(pts[k] for k in KEY))]
-    pts["factor"] = [1.0 if ln is None else float((ln.pace / p) ** ln.slope) for ln, p in zip(lines_of, pts["pace"])]
+    pts["factor"] = [1.0 if ln is None else ln.factor(p) for ln, p in zip(lines_of, pts["pace"])]
     moved_rows = pts.loc[pts["factor"] != 1.0, "row"].unique()
     if not len(moved_rows):
         return rows
