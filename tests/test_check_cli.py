@@ -363,3 +363,34 @@ def test_expect_makes_an_envelope_that_the_next_check_uses_and_gather_reads_the_
     assert [n["host"] for n in nodes] == ["n1", "n2"] and [n["state"] for n in nodes] == ["FAIL", "PASS"]
     table = _gpubench("check", "--gather", "--fleet", tmp4 / "r")
     assert "2 nodes — 1 FAIL, 1 PASS" in table.stdout
+
+
+def test_a_slow_hosts_launch_is_judged_at_the_envelopes_host_pace(tmp_path):
+    # The fake host runs at half speed (its pace probe 200 µs, its host-timed calls twice as long): against an
+    # envelope whose launch line says the figure follows the pace, a PASS that says what was measured; against one
+    # without the line, the same figure FAILs.
+    one = {"GPUBENCH_FAKE_DEVICES": "1"}
+    for d in ("a", "b-True", "b-False"):
+        (tmp_path / d).mkdir()
+    proc = _check(tmp_path / "a", "--expect", "none", "--no-retry", env={**one, "GPUBENCH_FAKE_HOST_PACE": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    launch = next(v for v in _verdict(tmp_path / "a")["verdicts"] if v["check"] == "launch")["value"]
+    head = 'format = "gpubench-expect"\nversion = 3\ngpu = "Fake GPU"\nmatch = "^Fake GPU$"\nsource = "test"\n'
+    entry = (f'[figure.launch]\nunit = "us"\nbetter = "lower"\ntypical = {launch}\nwarn_at = {launch * 1.1}\n'
+             f'fail_at = {launch * 1.25}\n')
+    for line, state in ((True, "PASS"), (False, "FAIL")):
+        env_file = tmp_path / f"fake-{line}.toml"
+        env_file.write_text(head + entry + ("pace = 100.0\npace_slope = 1.0\npace_lo = 90.0\npace_hi = 300.0\n"
+                                            if line else ""))
+        out = tmp_path / f"b-{line}"
+        proc = _check(out, "--expect", env_file, "--no-retry", env={**one, "GPUBENCH_FAKE_HOST_PACE": "2"})
+        assert proc.returncode == (0 if line else 1), proc.stderr[-3000:]
+        v = next(v for v in _verdict(out)["verdicts"] if v["check"] == "launch")
+        assert v["state"] == state, v["text"]
+        if line:
+            assert v["measured"] == pytest.approx(2 * launch, rel=0.05) and v["host_pace"] == pytest.approx(200.0)
+            assert v["value"] == pytest.approx(launch, rel=0.05)
+            assert any("judged at the envelope's host pace" in n and "200 µs against the envelope's 100" in n
+                       for n in v["notes"]), v["notes"]
+        else:
+            assert v["measured"] is None and v["value"] == pytest.approx(2 * launch, rel=0.05)

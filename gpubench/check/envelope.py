@@ -14,6 +14,10 @@ process to the next (a pinned D2H read 46.1 GB/s in one process against 55.2 in 
 2026-11-25). For comparison, DCGM's floors are 0.75 × a measured reference and Azure's 0.93–0.96 × a typical
 figure (docs/check.md).
 
+A figure the host times moves with the host's pace (gpubench.pace). Where the runs' figures and paces draw a line
+(gpubench.paceline), the figures are moved along it to the runs' median pace first, the entry keeps the line, and a
+check moves its own figure to that pace before judging it (gpubench.check.judge).
+
 Where no envelope matches the GPU, a figure whose row names its roof is held against a fraction of the spec peak
 (gpubench.peaks) or of the PCIe link's nominal rate (generation × width, read from NVML), as TransferBench's
 health check holds links to 0.95 × nominal: coarse, and said so in each verdict.

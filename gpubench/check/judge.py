@@ -19,6 +19,9 @@ For a figure where higher is better (a time mirrors every rule):
   others kept the host busy) is never a FAIL: what would fail is a WARN naming the process.
 - **The host's figures.** A figure the host sets is held to an envelope only where that envelope was measured on
   the same class of host (and, for a total over every GPU, on as many GPUs): gpubench.check.envelope.unheld.
+- **The host's pace.** A figure the host times, where its envelope entry holds a line of it on the host's pace, is
+  first moved along that line from the pace its host ran at to the entry's (no further than the paces the entry was
+  made at), and so is its retry; the verdict keeps the figure as measured and the pace.
 - **Nothing to hold it against** (no envelope, no spec roof, no peer) is a SKIP that says so, never a PASS.
 
 ``confidence`` is the share of bootstrap resamples of the median that fall on the decided side of the threshold
