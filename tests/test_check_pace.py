@@ -101,3 +101,27 @@ def test_a_rows_pace_needs_every_sample_to_carry_one():
     assert Line(0.5, 100.0, 50.0, 200.0).factor(400.0, clip=True) == pytest.approx(0.5 ** 0.5)
     assert Line(0.5, 100.0, 50.0, 200.0).factor(400.0) == pytest.approx(0.25 ** 0.5)
     assert Line(0.5, 100.0).factor(float("nan")) == 1.0
+
+
+def test_a_warn_on_a_host_figure_is_measured_again_and_one_on_a_gpu_figure_is_not():
+    between = _ev(_on_line(60.0, regress=1.15), 60.0)  # between the lines at the envelope's pace
+    asked = []
+
+    def retry(ev):
+        asked.append(ev.figure.key)
+        return _ev(_on_line(58.0), 58.0, seed=5)
+
+    (v,) = Judge(_env(), retry=retry).all([between])
+    assert v.state == "PASS" and asked == ["launch"] and "retry in a fresh process reached" in v.text
+    (v,) = Judge(_env(), retry=lambda ev: _ev(_on_line(60.0, regress=1.4), 60.0, seed=6)).all([between])
+    assert v.state == "WARN" and "(retry: 10." in v.text  # a worse retry does not make a WARN a FAIL
+    (v,) = Judge(_env(), retry=lambda ev: _ev(_on_line(60.0, regress=1.16), 60.0, seed=7)).all([between])
+    assert v.state == "WARN"
+    gpu_timed = dict(_ev(1.0, None).row, timing_method="cuda event")
+    hbm = Figure("hbm", "hbm", "elementwise", "op=triad", "bandwidth")
+    row = dict(gpu_timed, unit="GB/s", better="higher", value=4000.0, samples=[4000.0 + i for i in range(10)])
+    env = envelope.Envelope("Fake GPU", "^Fake GPU$", {"hbm": envelope.Entry("GB/s", "higher", 4300.0, 4100.0, 3900.0)},
+                            "test runs", "/x/fake.toml")
+    asked.clear()
+    (v,) = Judge(env, retry=retry).all([Evidence(hbm, "gpu0", 0, None, row)])
+    assert v.state == "WARN" and asked == []

@@ -14,7 +14,9 @@ For a figure where higher is better (a time mirrors every rule):
   a WARN (SuperBench: 5 % of the fleet mean).
 - **Retry.** A FAIL candidate is measured again in a fresh process; it FAILs only if the retry is a FAIL candidate
   too, beyond its own noise (a retry that reaches the thresholds makes it a PASS with a note: Azure's health check
-  passes a node if any repeat reaches its floor; one between the lines a WARN).
+  passes a node if any repeat reaches its floor; one between the lines a WARN). A WARN on a figure the host sets is
+  retried the same way, since its level moves from one process to the next: it stays a WARN unless the retry
+  reaches the thresholds.
 - **Not idle.** A figure measured while another process used the GPU (or, for a figure the host sets, while
   others kept the host busy) is never a FAIL: what would fail is a WARN naming the process.
 - **The host's figures.** A figure the host sets is held to an envelope only where that envelope was measured on
@@ -156,8 +158,10 @@ class Judge:
             v.notes.append(f"{SHARED_NOTE} {shared}")  # other nodes' checks do not take it for a peer (--fleet)
         if state == "FAIL" and shared:
             state, why = "WARN", f"{why}, while {shared}: not judged"
-        elif state == "FAIL" and self.retry is not None:
-            state, why = self._retried(v, ev, why, line)
+        elif self.retry is not None and (state == "FAIL" or state == "WARN" and host and not shared):
+            # A figure the host sets reads another level in another process (the host's moment, beyond what its
+            # pace explains): a WARN on it is measured again in a fresh process too, as a FAIL is
+            state, why = self._retried(v, ev, why, line, state)
         v.state, v.text = state, why
         return v
 
@@ -167,7 +171,9 @@ class Judge:
         gpus = [ev.gpu] if ev.gpu is not None else list(ev.pair) if ev.pair else list(self.foreign)
         return {p: n for g in gpus for p, n in (self.foreign.get(g) or {}).items()}
 
-    def _retried(self, v: Verdict, ev: Evidence, why: str, line: paceline.Line | None) -> tuple[str, str]:
+    def _retried(self, v: Verdict, ev: Evidence, why: str, line: paceline.Line | None,
+                 first: str = "FAIL") -> tuple[str, str]:
+        """The state after the retry of a figure first found ``first``: never worse than that."""
         got = self.retry(ev)
         again, samples = (got.value, got.samples) if isinstance(got, Evidence) else (got, [])
         if line is not None and isinstance(got, Evidence) and got.pace is not None and math.isfinite(again):
@@ -177,11 +183,11 @@ class Judge:
         v.retry = again
         if again is None or not math.isfinite(again):
             v.notes.append("the retry in a fresh process could not measure it")
-            return "FAIL", why
+            return first, why
         probe = Verdict(**{**v.as_dict(), "pair": v.pair, "ci": None, "value": again, "notes": []})
         state, _, _ = _decide(probe, samples, None if set_by_host(ev.row) else (PEER_WARN, PEER_FAIL))
-        if state == "FAIL":
-            return "FAIL", f"{why} (retry: {format_value(again)})"
+        if state == "FAIL" or state == first:
+            return first, f"{why} (retry: {format_value(again)})"
         v.notes.append(f"first {format_value(v.value)}, a retry in a fresh process read {format_value(again)}")
         v.confidence = None  # decided by the retry's figure, not by the first one's samples
         if state == "WARN":
