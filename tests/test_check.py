@@ -140,6 +140,9 @@ def test_a_shared_gpu_is_never_failed_on_performance_and_the_pid_is_named():
     assert v.state == "WARN" and "pid 4242 (python3)" in v.text and "not judged" in v.text
     seen = Judge(_env(), foreign={0: {77: "pid 77 (burn)"}}).one(_ev(0, 60.0), [])
     assert seen.state == "WARN" and "pid 77 (burn)" in seen.text
+    # between the lines (a pair beside a co-tenant on one of its GPUs, 2 x H200, 2026-11-28): the line names it too
+    between = Judge(_env()).one(_ev(0, 89.0, contended="pid 4242 (python3)"), [])
+    assert between.state == "WARN" and "below what healthy GPUs read" in between.text and "pid 4242" in between.text
     fine = Judge(_env()).one(_ev(0, 96.0, contended="pid 4242 (python3)"), [])
     assert fine.state == "PASS" and any("pid 4242" in n for n in fine.notes)
     # a shared GPU is no peer either: its figure would drag the median down

@@ -158,6 +158,8 @@ class Judge:
             v.notes.append(f"{SHARED_NOTE} {shared}")  # other nodes' checks do not take it for a peer (--fleet)
         if state == "FAIL" and shared:
             state, why = "WARN", f"{why}, while {shared}: not judged"
+        elif state == "WARN" and shared:  # the line people read names who else was there, as a FAIL's does
+            why = f"{why}, while {shared}"
         elif self.retry is not None and (state == "FAIL" or state == "WARN" and host and not shared):
             # A figure the host sets reads another level in another process (the host's moment, beyond what its
             # pace explains): a WARN on it is measured again in a fresh process too, as a FAIL is
