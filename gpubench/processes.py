@@ -247,12 +247,12 @@ def pool(row: dict[str, Any], other: dict[str, Any], process: int, target_cv: fl
 
 def _paces(row: dict[str, Any], other: dict[str, Any]) -> list[float]:
     """The pooled samples' host paces, where both processes took one per sample (else none: they would not align)."""
-    mine, theirs = _listed(row.get("host_pace")), _listed(other.get("host_pace"))
+    mine, theirs = _as_list(row.get("host_pace")), _as_list(other.get("host_pace"))
     whole = len(mine) == len(row.get("samples") or []) and len(theirs) == len(other.get("samples") or [])
     return mine + theirs if whole and mine and theirs else []
 
 
-def _listed(x: Any) -> list:
+def _as_list(x: Any) -> list:
     """A list column's value as a list (a table read back holds arrays; a missing one, None)."""
     return [] if x is None or isinstance(x, float) else list(x)
 
@@ -272,7 +272,7 @@ def one_process(row: dict[str, Any], process: int) -> dict[str, Any]:
     samples = [s for s, p in zip(row.get("samples") or [], lab) if p == process]
     if not samples:  # this process has no samples of the row (it failed): the row as the others measured it
         return row
-    paces = _listed(row.get("host_pace"))
+    paces = _as_list(row.get("host_pace"))
     mine = [v for v, p in zip(paces, lab) if p == process] if len(paces) == len(lab) else []
     return {**row, "samples": samples, "sample_process": [process] * len(samples), "processes": 1,
             "host_pace": mine, "value": float(np.median(samples))}

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from gpubench.compare.pool import flatten
 from gpubench.paceline import MAX_LEFT, MAX_SLOPE, MIN_PACE_SPREAD, MIN_POINTS, Line, fit, theil_sen
 from gpubench.stats import summarize
 
@@ -49,8 +50,8 @@ class Adjusted:
 
 @dataclass
 class _Flat:
-    """The samples of the rows whose every sample carries a pace, flattened: each one's row (position in the
-    rows), process, pace and value."""
+    """The samples of the rows whose every sample carries a pace, flattened (gpubench.compare.pool.flatten): each
+    one's row (position in the rows), process, pace and value."""
 
     row: np.ndarray
     process: np.ndarray
@@ -62,16 +63,13 @@ def _flatten(rows: pd.DataFrame | None) -> _Flat | None:
     if rows is None or rows.empty or "host_pace" not in rows.columns:
         return None
     samples, paces = rows["samples"].tolist(), rows["host_pace"].tolist()
-    labels = rows["sample_process"].tolist() if "sample_process" in rows.columns else [None] * len(rows)
     ok = (rows["status"] == "ok").to_numpy()
-    keep = [i for i in range(len(rows)) if ok[i] and _aligned(samples[i], paces[i])]
-    if not keep:
+    keep = np.array([i for i in range(len(rows)) if ok[i] and _aligned(samples[i], paces[i])], dtype=np.int64)
+    if not len(keep):
         return None
-    n = np.array([len(samples[i]) for i in keep])
-    lab = [labels[i] if _aligned(samples[i], labels[i]) else np.zeros(n[k], dtype=int) for k, i in enumerate(keep)]
-    return _Flat(np.repeat(np.array(keep), n), np.concatenate(lab).astype(int),
-                 np.concatenate([np.asarray(paces[i], dtype=float) for i in keep]),
-                 np.concatenate([np.asarray(samples[i], dtype=float) for i in keep]))
+    flat = flatten(rows.iloc[keep].reset_index(drop=True))
+    return _Flat(keep[flat.row], flat.process, np.concatenate([np.asarray(paces[i], dtype=float) for i in keep]),
+                 flat.values)
 
 
 def _points(rows: pd.DataFrame | None, flat: _Flat | None = None) -> pd.DataFrame:

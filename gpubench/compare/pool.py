@@ -28,7 +28,7 @@ _STATS = ("mean", "min", "max", "stdev", "iqr", "cv")
 
 
 @dataclass
-class _Flat:
+class Flat:
     """The samples of some rows, flattened: each sample's value, row (position in the rows) and process."""
 
     values: np.ndarray
@@ -41,7 +41,8 @@ def _listed(x) -> bool:
     return isinstance(x, (list, tuple, np.ndarray))
 
 
-def _flatten(rows: pd.DataFrame) -> _Flat:
+def flatten(rows: pd.DataFrame) -> Flat:
+    """Every sample of ``rows`` with its row and process (gpubench.compare.pace moves them by the host's pace)."""
     samples = [s if _listed(s) else [] for s in rows["samples"].tolist()]
     per_row = np.fromiter((len(s) for s in samples), dtype=np.int64, count=len(samples))
     total = int(per_row.sum())
@@ -51,7 +52,7 @@ def _flatten(rows: pd.DataFrame) -> _Flat:
     process = np.fromiter((int(p) for s, lab in zip(samples, labels)
                            for p in (lab if _listed(lab) and len(lab) == len(s) else [0] * len(s))),
                           dtype=np.int64, count=total)
-    return _Flat(values, np.repeat(np.arange(len(samples)), per_row), process, per_row)
+    return Flat(values, np.repeat(np.arange(len(samples)), per_row), process, per_row)
 
 
 def _medians(values: np.ndarray, unit: np.ndarray, units: int) -> np.ndarray:
@@ -84,7 +85,7 @@ def run_values(rows: pd.DataFrame, group: np.ndarray, groups: int) -> tuple[list
     A run of one row gives that row's value (a derived figure's value is not its samples' median); a run without
     samples, the median of its rows' values."""
     rows = rows.reset_index(drop=True)
-    flat = _flatten(rows)
+    flat = flatten(rows)
     run = rows["run_id"].fillna("?").astype(str).to_numpy() if "run_id" in rows.columns else np.full(len(rows), "?")
     # a unit is one run of one group, numbered as the runs first appear (oldest first)
     unit = pd.DataFrame({"g": group, "r": run}).groupby(["g", "r"], sort=False).ngroup().to_numpy()
@@ -112,7 +113,7 @@ def run_values(rows: pd.DataFrame, group: np.ndarray, groups: int) -> tuple[list
     return values, fewest
 
 
-def _single_runs(rows: pd.DataFrame, flat: _Flat, unit: np.ndarray, n_units: int, single: np.ndarray) -> _Values:
+def _single_runs(rows: pd.DataFrame, flat: Flat, unit: np.ndarray, n_units: int, single: np.ndarray) -> _Values:
     """The value of each run whose samples came from one process: its one row's value, else the median of its
     samples, else the median of its rows' values (none where it has neither)."""
     nrows = np.bincount(unit, minlength=n_units)
@@ -131,7 +132,7 @@ def _single_runs(rows: pd.DataFrame, flat: _Flat, unit: np.ndarray, n_units: int
     return _Values(keep, np.zeros(len(keep), dtype=np.int64), result[keep], counted, total[counted])
 
 
-def _process_runs(flat: _Flat, sample_unit: np.ndarray, multi: np.ndarray) -> _Values:
+def _process_runs(flat: Flat, sample_unit: np.ndarray, multi: np.ndarray) -> _Values:
     """Each process's median of the runs whose samples came from several processes."""
     take = multi[sample_unit] if len(sample_unit) else np.zeros(0, dtype=bool)
     if not take.any():
@@ -199,7 +200,7 @@ def _median_finite(values: np.ndarray) -> float:
 
 def _grouped_samples(rows: pd.DataFrame, group: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
     """Every sample of ``rows``, by group (rows in their order within one), and where each group's start."""
-    flat = _flatten(rows.reset_index(drop=True))
+    flat = flatten(rows.reset_index(drop=True))
     g = group[flat.row]
     order = np.argsort(g, kind="stable")
     return flat.values[order], np.searchsorted(g[order], np.arange(groups + 1))
