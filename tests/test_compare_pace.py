@@ -175,3 +175,19 @@ def test_synthetic_nights_can_carry_the_host_s_pace(capsys, tmp_path):
     assert all(len(p) == 0 for p in other["host_pace"])
     _, doc, _ = _rows(capsys, runs[0].parent, runs[-1])
     assert any(n.startswith("host pace: ") for n in doc["notes"]), doc["notes"]
+
+
+def test_calibrate_takes_the_spread_of_a_host_figure_at_the_runs_host_pace(capsys, tmp_path):
+    from gpubench.compare import thresholds
+
+    runs = make_nights(tmp_path / "lab", 8, host_sd=0.01, alter=_paced(0.25))
+    got = {}
+    for flag in ((), ("--no-host-pace",)):
+        out = tmp_path / f"th{len(flag)}.toml"
+        code, text, err = cli(capsys, "calibrate", tmp_path / "lab", "--out", out, *flag)
+        assert code == 0, err
+        assert ("host pace: the spread of" in text) == (not flag), text
+        th = thresholds.load(out)
+        got[bool(flag)] = th.cases.get(("launch", HOST_LAUNCH), {}).get("time")
+    assert got[False] is not None and got[False] <= 0.10, got  # at the pace: gated, and tight
+    assert got[True] is None or got[True] > 2 * got[False], got  # as measured: the host's moments

@@ -18,6 +18,9 @@ def add(p: argparse.ArgumentParser) -> None:
                    help=f"no threshold below this (default: {DEFAULT_FLOOR:g})")
     p.add_argument("--max-threshold", type=float, default=DEFAULT_MAX_THRESHOLD, metavar="FRACTION",
                    help=f"a case whose threshold would exceed this is not gated (default: {DEFAULT_MAX_THRESHOLD:g})")
+    p.add_argument("--no-host-pace", action="store_true",
+                   help="take the spread of the figures the host times as measured, not at the runs' common host "
+                        "pace (compare judges them at the pace by default: docs/compare.md)")
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
@@ -28,7 +31,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     from gpubench.console import out_console
 
     cal = calibrate.calibrate(calibrate.expand(args.paths), safety=args.safety, floor=args.floor,
-                              max_threshold=args.max_threshold)
+                              max_threshold=args.max_threshold, host_pace=not args.no_host_pace)
     out = calibrate.write(cal, args.out)
     table = Table(title=f"thresholds from {len(cal.runs)} runs (each case's spread × {cal.safety:g}, at least "
                         f"{cal.floor:g}; above {cal.max_threshold:g} not gated)", title_justify="left")
@@ -39,5 +42,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         table.add_row(str(d["suite"]), str(d["case"]), str(d["metric"]), th, pct(d["spread"]), str(d["runs"]))
     console = out_console()
     console.print(table)
+    if cal.paced:
+        console.print(f"host pace: the spread of {cal.paced} host-timed figure(s) taken at the runs' common host pace; "
+                      "--no-host-pace takes it as measured", markup=False, highlight=False)
     console.print(f"thresholds: {out}", markup=False, highlight=False)
     return 0

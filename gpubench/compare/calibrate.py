@@ -6,6 +6,9 @@ For each case and metric its own threshold: the relative spread of its run media
 A case whose threshold would exceed ``max_threshold`` (default 25 %) is too noisy to gate at a useful level: it
 is written as "not gated (run-to-run spread 40%)" and compare never calls it WORSE, instead of one noisy case
 widening its whole suite (a per-suite maximum let one noisy case blind every other case of its suite).
+The figures the host times are first moved to the runs' common host pace, where the runs draw a line of them on
+it (gpubench.compare.pace), as compare judges them: their spread is then what compare sees, not the host's
+moments (``host_pace=False``: as measured).
 ``gpubench compare --thresholds FILE`` reads the file :func:`write` makes.
 """
 
@@ -20,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from gpubench import outputs
-from gpubench.compare import cross
+from gpubench.compare import cross, pace
 from gpubench.compare.defaults import DEFAULT_FLOOR, DEFAULT_MAX_THRESHOLD, DEFAULT_SAFETY
 from gpubench.compare.load import KEY, Side, is_run_dir, resolve, run_candidates
 from gpubench.compare.thresholds import DEFAULT_THRESHOLD, NOT_GATED, Thresholds, dumps
@@ -38,6 +41,7 @@ class Calibration:
     safety: float
     floor: float
     max_threshold: float = DEFAULT_MAX_THRESHOLD
+    paced: int = 0  # host-timed figures whose spread was taken at the runs' common host pace
 
 
 def expand(paths: Sequence[str | os.PathLike]) -> list[Side]:
@@ -64,8 +68,18 @@ def _run_medians(side: Side) -> pd.Series:
     return pd.Series(values[keep].to_numpy(dtype=float), index=pd.MultiIndex.from_frame(ok.loc[keep, list(KEY)]))
 
 
+def _at_one_pace(sides: Sequence[Side]) -> int:
+    """Every run's host-timed samples moved to the runs' common pace along each figure's line (its processes over
+    all the runs); how many figures have a line."""
+    found = pace.lines([s.raw for s in sides])
+    for side in sides:
+        side.raw = pace.apply(side.raw, found)
+    return len(found)
+
+
 def calibrate(sides: Sequence[Side], *, safety: float = DEFAULT_SAFETY, floor: float = DEFAULT_FLOOR,
-              default: float = DEFAULT_THRESHOLD, max_threshold: float = DEFAULT_MAX_THRESHOLD) -> Calibration:
+              default: float = DEFAULT_THRESHOLD, max_threshold: float = DEFAULT_MAX_THRESHOLD,
+              host_pace: bool = True) -> Calibration:
     if len(sides) < 2:
         raise UsageError("calibrate needs 2 or more runs of the same build on one machine (more is better: 5 "
                          "shows the noise far better than 2)")
@@ -81,6 +95,7 @@ def calibrate(sides: Sequence[Side], *, safety: float = DEFAULT_SAFETY, floor: f
         if diff:
             raise UsageError(f"{sides[0].label} and {side.label} ran on different systems ({'; '.join(diff)}): "
                              "calibrate from runs of one machine")
+    paced = _at_one_pace(sides) if host_pace else 0
     medians = pd.concat([_run_medians(s) for s in sides], axis=1, keys=range(len(sides)))
     counts = medians.notna().sum(axis=1)
     medians = medians[counts >= 2]
@@ -103,7 +118,8 @@ def calibrate(sides: Sequence[Side], *, safety: float = DEFAULT_SAFETY, floor: f
         detail.append({"suite": suite, "case": case, "metric": metric, "threshold": value if gated else np.nan,
                        "spread": spread, "runs": int(row.notna().sum()), "gated": gated})
     return Calibration(th, pd.DataFrame(detail, columns=["suite", "case", "metric", "threshold", "spread", "runs",
-                                                         "gated"]), list(sides), safety, floor, max_threshold)
+                                                         "gated"]), list(sides), safety, floor, max_threshold,
+                       paced)
 
 
 def write(cal: Calibration, out: str | os.PathLike) -> Path:
