@@ -11,6 +11,7 @@
 #                    before tonight's, judged on how far their run medians spread; 0: one pinned run instead,
 #                    RESULTS_DIR/CLUSTER/baseline (a symlink to, or a file naming, a run directory there)
 #   THRESHOLDS       thresholds file (default: RESULTS_DIR/CLUSTER/thresholds.toml when it exists)
+#   COMPARE_ARGS     more `gpubench compare` arguments, for both compares of a night (e.g. --no-host-pace)
 #   CONFIRM          1 (default): a WORSE figure fails the night only if a rerun of its case agrees; 0: no rerun
 #   SUMMARY, JUNIT, VERDICTS  output files (default: compare-summary.md, compare-junit.xml, compare.json); the
 #                    summary is appended to $GITHUB_STEP_SUMMARY too when that is set
@@ -103,6 +104,8 @@ fi
 if [[ -n "$thresholds" ]]; then
   compare+=(--thresholds "$thresholds")
 fi
+read -r -a compare_args <<< "${COMPARE_ARGS:-}"
+compare+=(${compare_args[@]+"${compare_args[@]}"})
 
 # One compare writes every output and records the night's verdict. Only a night with WORSE figures pays for a
 # second: its cases measured again in a fresh process, and compare again with that rerun, whose outputs and

@@ -201,3 +201,11 @@ def test_a_bad_window_is_a_setup_error_before_anything_runs(tmp_path):
     assert proc.returncode == 2
     assert "BASELINE_WINDOW=five: give a number of runs" in proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_compare_args_reach_the_nights_compare(tmp_path):
+    assert nightly(tmp_path, BASELINE_WINDOW="0").returncode == 0  # the baseline
+    plain = nightly(tmp_path, BASELINE_WINDOW="0", COMPARE_ARGS="--no-host-pace")
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    bad = nightly(tmp_path, BASELINE_WINDOW="0", COMPARE_ARGS="--no-host-pace --nosuch-option")
+    assert bad.returncode == 2 and "--nosuch-option" in bad.stderr, bad.stdout + bad.stderr

@@ -13,7 +13,7 @@
 # A third argument "aa" runs the A=A nights only; UNTIL=restored ends the series after the restored night. Prints
 # each night's exit code, seconds and counts, and the rows that are not SAME or BETTER; OUT_DIR gets nights.txt,
 # each night's verdicts and summary, and the run directories (tables, run.json and what compare recorded).
-# ci/nightly.sh's variables pass through.
+# ci/nightly.sh's variables pass through; CLUSTER names the nights' cluster (default h100).
 # Resumable across device calls (each has a time limit): NIGHTS_STATE=DIR keeps the nights' results there and
 # skips the nights it already holds; NIGHTS_DEADLINE_S=S starts no night after S seconds; OUT_DIR/state.tgz
 # then holds DIR, to unpack and carry into the next call.
@@ -36,7 +36,7 @@ night() {  # LABEL [VAR=VALUE...]: one ci/nightly.sh night in its own directory;
     return 1
   fi
   rm -rf "$work/$label"; mkdir -p "$work/$label"
-  (cd "$work/$label" && env "$@" bash "$root/ci/nightly.sh" h100 "$res" > stdout.txt 2>&1) || rc=$?
+  (cd "$work/$label" && env "$@" bash "$root/ci/nightly.sh" "${CLUSTER:-h100}" "$res" > stdout.txt 2>&1) || rc=$?
   local head=""
   [[ -f "$work/$label/compare-summary.md" ]] && head=$(head -n 1 "$work/$label/compare-summary.md")
   echo "$label rc=$rc $((SECONDS - start))s $(grep -o 'ran .* in [0-9]* s' "$work/$label/stdout.txt" | head -n 1) ${head#'### '}"
