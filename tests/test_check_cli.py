@@ -345,12 +345,18 @@ def test_the_shipped_set_on_three_gpus_runs_every_figure_and_pairs_in_rounds(tmp
 
 def test_expect_makes_an_envelope_that_the_next_check_uses_and_gather_reads_the_fleet(tmp_path, four):
     tmp4, _ = four
-    proc = _gpubench("expect", tmp4 / "r", "--out", tmp_path / "fake.toml")
-    assert proc.returncode == 0, proc.stderr
     from gpubench.check import envelope
 
+    # one node's checks: the figure the host sets (the host-timed launch) is that host's, left out and said so
+    proc = _gpubench("expect", tmp4 / "r", "--out", tmp_path / "one.toml")
+    assert proc.returncode == 0, proc.stderr
+    assert "left out: launch: the host sets them, and fewer than 2 nodes measured them" in proc.stdout
+    one = envelope.load_file(tmp_path / "one.toml")
+    assert "hbm" in one.entries and "launch" not in one.entries and "launch" in one.meta["left_out"]
+    proc = _gpubench("expect", tmp4 / "r", "--out", tmp_path / "fake.toml", "--min-nodes", "1")
+    assert proc.returncode == 0, proc.stderr
     env = envelope.load_file(tmp_path / "fake.toml")
-    assert env.matches("Fake GPU") and {"hbm", "launch"} <= set(env.entries)
+    assert env.matches("Fake GPU") and {"hbm", "launch"} <= set(env.entries) and "left_out" not in env.meta
     assert env.entries["hbm"].figures == 4 and "1 check runs on 1 node(s) (n1)" in env.source
     # a second node, healthy, checked against that envelope; then the fleet gathered
     proc = _gpubench("check", "--backend", "fake", "--out", tmp4 / "r", "--cluster", "n2", "--checks",

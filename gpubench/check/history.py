@@ -49,6 +49,7 @@ class Figures:
     paces: dict[str, list[float | None]] = field(default_factory=dict)  # each value's host pace (µs), where taken
     kinds: dict[str, tuple[str, str, bool]] = field(default_factory=dict)  # unit, better, set by the host
     runs: dict[str, set[str]] = field(default_factory=dict)  # the check runs each key's figures come from
+    nodes: dict[str, set[str]] = field(default_factory=dict)  # the nodes each key's figures come from
     gpus: dict[str, int] = field(default_factory=dict)  # a node total's GPU count
     models: set[str] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
@@ -129,6 +130,7 @@ def collect(found: list[tuple[Path, dict[str, Any]]], states: tuple[str, ...] | 
             out.paces.setdefault(v["check"], []).append(median_pace(row.get("samples"), row.get("host_pace")))
             out.kinds[v["check"]] = (v.get("unit") or "", v.get("better") or "higher", host)
             out.runs.setdefault(v["check"], set()).add(str(where))
+            out.nodes.setdefault(v["check"], set()).add(str(doc.get("host", "?")))
             if v.get("target") == "node" and host:
                 out.gpus[v["check"]] = len(doc.get("gpus", []))
             cls = doc.get("host_class") or host_class(meta.get("fingerprint"))
@@ -138,13 +140,21 @@ def collect(found: list[tuple[Path, dict[str, Any]]], states: tuple[str, ...] | 
 
 
 def make(figures: Figures, source: str, match: str | None = None, meta: dict[str, Any] | None = None,
-         keys: Iterable[str] | None = None) -> envelope.Envelope:
-    """An envelope of ``figures`` (one GPU model), of every key or those in ``keys``."""
+         keys: Iterable[str] | None = None, min_nodes: int = 1) -> envelope.Envelope:
+    """An envelope of ``figures`` (one GPU model), of every key or those in ``keys``. A figure the host sets
+    measured on fewer than ``min_nodes`` nodes is left out (its level is that host's: 2 × H200, 2026-11-28, the
+    two GPUs' pinned h2d at once read 108.6 GB/s on one machine and 91.2-91.7 on another), and the envelope's
+    ``left_out`` says so."""
     if len(figures.models) != 1:
         raise UsageError(f"the runs are of {len(figures.models)} GPU models "
                          f"({', '.join(sorted(figures.models)) or 'none named'}): make one envelope per model")
     model = next(iter(figures.models))
     wanted = set(figures.values) if keys is None else set(keys) & set(figures.values)
+    few = sorted(k for k in wanted if figures.kinds[k][2] and len(figures.nodes.get(k, ())) < min_nodes)
+    wanted -= set(few)
+    if few:
+        meta = {**(meta or {}), "left_out": f"{', '.join(few)}: the host sets them, and fewer than {min_nodes} "
+                                            "nodes measured them (a node's own history holds them: --expect history)"}
     entries = {k: envelope.entry(figures.values[k], *figures.kinds[k], gpus=figures.gpus.get(k),
                                  paces=figures.paces.get(k))
                for k in figures.values if k in wanted}

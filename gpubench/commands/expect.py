@@ -16,6 +16,9 @@ def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="FILE.toml", help="envelope file to write")
     p.add_argument("--match", default=None, metavar="REGEX",
                    help="device names the envelope is for (default: exactly the runs' GPU model)")
+    p.add_argument("--min-nodes", type=int, default=2, metavar="N",
+                   help="leave out a figure the host sets (a host-timed launch, copies to host memory) that fewer "
+                        "than N nodes measured: its level is that host's (default: 2)")
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
@@ -23,6 +26,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     from gpubench.check import envelope, history
     from gpubench.console import fmt_value, out_console
 
+    if args.min_nodes < 1:
+        raise UsageError(f"--min-nodes {args.min_nodes}: give 1 or more")
     found = history.verdict_files(args.paths)
     if not found:
         raise UsageError(f"no check run under {', '.join(args.paths)}: give the run directories gpubench check wrote")
@@ -39,7 +44,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
               f"gpubench {__version__}")
     env = history.make(figures, source, args.match,
                        meta={"made_by": " ".join(argv), "made_on": envelope.today(), "gpubench_version": __version__,
-                             "runs": len(found)})
+                             "runs": len(found)}, min_nodes=args.min_nodes)
     out = envelope.write(env, args.out)
     console = out_console()
     for k, e in env.entries.items():
@@ -48,6 +53,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
                       + (f", {e.gpus} GPUs at once" if e.gpus else "")
                       + (f"; at host pace {e.pace:g} µs (figure ∝ pace^{e.pace_slope:g}, from paces {e.pace_lo:g}-"
                          f"{e.pace_hi:g} µs)" if e.line() else ""), markup=False, highlight=False)
+    if env.meta.get("left_out"):
+        console.print(f"left out: {env.meta['left_out']}", markup=False, highlight=False)
     if env.meta.get("host_class"):
         console.print(f"figures the host sets: measured on hosts with {' or '.join(env.meta['host_class'])}",
                       markup=False, highlight=False)
