@@ -180,7 +180,7 @@ def test_synthetic_nights_can_carry_the_host_s_pace(capsys, tmp_path):
 def test_calibrate_takes_the_spread_of_a_host_figure_at_the_runs_host_pace(capsys, tmp_path):
     from gpubench.compare import thresholds
 
-    runs = make_nights(tmp_path / "lab", 8, host_sd=0.01, alter=_paced(0.25))
+    make_nights(tmp_path / "lab", 8, host_sd=0.01, alter=_paced(0.25))
     got = {}
     for flag in ((), ("--no-host-pace",)):
         out = tmp_path / f"th{len(flag)}.toml"
