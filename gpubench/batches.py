@@ -123,7 +123,7 @@ class Batches:
     hold_scale: float = 1.0  # doubled each time a hold ran out before its batch was queued
     unheld: int = 0  # held batches thrown away because the hold ran out before the batch was enqueued
     issued: list[float] = field(default_factory=list)  # the host's seconds per call, a value per batch
-    pace_s: float | None = None  # the host's pace (gpubench.pace) just before the last host-timed batch
+    pace_s: float | None = None  # the host's pace (gpubench.pace) just before the last host-timed or paced batch
 
     @property
     def host(self) -> bool:
@@ -139,6 +139,7 @@ class Batches:
         for _ in range(MAX_HOLD_TRIES):
             if self.host:
                 self.backend.synchronize()  # an empty queue: the enqueue cost alone, no back-pressure
+            if self.host or method.paced:
                 self.pace_s = self.backend.host_pace()  # the host's speed in the moment this batch is timed
             if method.before_batch is not None:
                 method.before_batch()

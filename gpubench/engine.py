@@ -94,7 +94,8 @@ class Measurement:
     # The host's time to issue one call (median over the samples; with a group, the slowest rank's); None where
     # not measured (a held stream, flushed samples, host timing, a CPU backend).
     host_issue_s: float | None = None
-    # Host-timed samples only: the host's pace (gpubench.pace) taken before each sample's batch, one per sample.
+    # Host-timed and paced samples only (Method.paced): the host's pace (gpubench.pace) taken before each sample's
+    # batch, one per sample.
     host_pace_s: list[float] = field(default_factory=list)
 
     @property

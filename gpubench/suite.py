@@ -138,6 +138,12 @@ class Method:
     # over 2 s windows moved 1.6 % (SD), means over whole 1 s windows 0.2 %). Once warm, each sample is then a
     # batch lasting a whole period, and three of them suffice for the stop rule.
     period_s: float = 0.0
+    # Take the host's pace (gpubench.pace) before each batch of a device-timed workload too, where the device's time
+    # is the host's: an eager chain the GPU waits on the host to issue. Host-timed batches always carry it. The pace
+    # moves within a process (one H200, 2026-11-29: an eager chain's process medians followed the pace taken during
+    # another case of the same process at correlation 0.33, a graph launch's its own pace at 0.95), so it is taken
+    # at the batch, not borrowed from a neighbour.
+    paced: bool = False
     # A context-manager factory the runner enters around the measurement (not the preparation), e.g. to bind
     # the host thread to the GPU's NUMA node while pageable copies are timed; it is exited even on failure.
     context: Callable[[], AbstractContextManager] | None = None

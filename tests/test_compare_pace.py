@@ -142,6 +142,27 @@ def test_the_engine_takes_the_host_s_pace_before_each_host_timed_sample_only():
     assert len(m.host_pace_s) == len(m.samples_s) > 0
     assert m.host_pace_s == [pytest.approx(2 * FAKE_PACE_S)] * len(m.samples_s)
     assert engine.measure(device, FakeBackend(), engine.QUICK).host_pace_s == []
+    # a device-timed workload whose time is the host's (an eager chain) asks for it: one per sample as well
+    paced = engine.measure(Workload(run=lambda x: x, make_inputs=lambda: 0, method=Method(paced=True)), fake,
+                           engine.QUICK)
+    assert len(paced.host_pace_s) == len(paced.samples_s) > 0
+    assert paced.host_pace_s == [pytest.approx(2 * FAKE_PACE_S)] * len(paced.samples_s)
+
+
+def test_the_eager_chain_carries_the_host_s_pace_and_the_held_cases_do_not(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUBENCH_FAKE_HOST_PACE", "1,2,1")
+    code, _, err = cli(capsys, "run", "--suite", "launch", "--backend", "fake", "--quick", "--filter",
+                       "measure=(chain_eager|gpu_gap|host_launch)", "--out", tmp_path, "--cluster", "t")
+    assert code == 0, err[-2000:]
+    (run,) = (tmp_path / "t").iterdir()
+    df = results.load(run)
+    df = df[(df["metric"] == "time") & (df["status"] == "ok")]
+    chain = df[df["measure"] == "chain_eager"].iloc[0]
+    assert chain["timing_method"] == "device events" and chain["processes"] == 3
+    assert len(chain["host_pace"]) == len(chain["samples"]) > 0
+    by = {p: {round(v, 6) for v, q in zip(chain["host_pace"], chain["sample_process"]) if q == p} for p in range(3)}
+    assert by == {0: {100.0}, 1: {200.0}, 2: {100.0}}  # each process's own pace, taken at its batches
+    assert all(len(p) == 0 for p in df[df["measure"] == "gpu_gap"]["host_pace"])  # held on the device: none
 
 
 def test_each_process_s_samples_carry_its_own_host_s_pace(capsys, monkeypatch, tmp_path):
