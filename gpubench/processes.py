@@ -278,6 +278,30 @@ def one_process(row: dict[str, Any], process: int) -> dict[str, Any]:
             "host_pace": mine, "value": float(np.median(samples))}
 
 
+def derived_paces(rows: list[dict[str, Any]], parents: Sequence[str], samples: Sequence[float],
+                  lab: Sequence[int]) -> list[float]:
+    """A derived figure's host pace per sample: the median pace of the samples of its ``parents`` (case ids; a
+    case's rows of each metric share one pace per sample, so one row a case) in the sample's process (all of them
+    where the figure's samples carry no process). Empty where none of those parents carries a pace, or some
+    process has none: the figure is then judged as measured."""
+    first = {}
+    for r in rows:
+        if r.get("case") in parents and r.get("status") == "ok":
+            first.setdefault(r["case"], r)
+    by: dict[int | None, list[float]] = {}
+    for r in first.values():
+        paces = _as_list(r.get("host_pace"))
+        if not paces or len(paces) != len(r.get("samples") or []):
+            continue
+        for p, q in zip(paces, labels(r)):
+            by.setdefault(q if lab else None, []).append(float(p))
+    keys = list(lab) if lab else [None] * len(samples)
+    if not samples or not by or any(k not in by for k in keys):
+        return []
+    median = {k: float(np.median(v)) for k, v in by.items()}
+    return [median[k] for k in keys]
+
+
 def derive(summarize_rows: Callable[[list[dict[str, Any]]], list[Any]],
            rows: list[dict[str, Any]]) -> list[tuple[Any, list[float], list[int]]]:
     """A suite's derived figures over rows pooled from several processes: (derived, samples, their processes).

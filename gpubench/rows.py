@@ -141,6 +141,8 @@ def derive(suite: Suite, rows: list[dict[str, Any]], base: dict[str, Any]) -> li
     parents = [r for r in rows if r.get("stop") != "derived"]
     made = proc.derive(suite.summarize, parents)
     out = derived_rows(suite, [d for d, _, _ in made], base, [(s, lab) for _, s, lab in made])
+    for d, row in zip((d for d, _, _ in made), out):
+        row["host_pace"] = proc.derived_paces(parents, d.parents, row["samples"], row["sample_process"])
     loads = [float(r["host_load"]) for r in parents if finite(r.get("host_load"))]
     for r in out:
         r["contended"] = suite_contended(parents)

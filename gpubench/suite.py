@@ -192,6 +192,10 @@ class Derived:
     # Columns the row carries besides (e.g. timing_method: "host clock" when a parent was host-timed, so that
     # compare knows the figure's level moves between processes as its parents' does).
     extra: tuple[tuple[str, Any], ...] = ()
+    # The case ids of the measured rows it is computed from. Where they carry the host's pace (host-timed or paced
+    # samples), the row carries theirs, per process their median, so that compare judges it at the baseline's
+    # pace as it does them (a fit over graph launches, the eager chain's speedup: blind as measured).
+    parents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -241,13 +241,15 @@ class Launch(Suite):
                 samples = [r.get("samples") or [] for _, r in pts]
                 nodes_text = ",".join(str(n) for n in nodes)
                 extra = _timing([r for _, r in pts])
+                ids = tuple(r.get("case", "") for _, r in pts)
                 # One fit per paired draw (one sample of every node count): intercept and slope samples.
                 fits = [fit_line(list(zip(nodes, ys))) for ys in paired_draws(samples)]
                 out.append(Derived(Case.of(measure=f"{measure}_fixed", api="torch", nodes=0), TIME, fixed,
                                    f"{what} time per replay = fixed + nodes × per_node, least squares over "
-                                   f"nodes={nodes_text}", tuple(f[0] for f in fits), extra))
+                                   f"nodes={nodes_text}", tuple(f[0] for f in fits), extra, ids))
                 out.append(Derived(Case.of(measure=f"{measure}_per_node", api="torch", nodes=0), TIME, per_node,
-                                   f"slope of the same fit over nodes={nodes_text}", tuple(f[1] for f in fits), extra))
+                                   f"slope of the same fit over nodes={nodes_text}", tuple(f[1] for f in fits), extra,
+                                   ids))
         eager, graph = parents.get(("chain_eager", CHAIN_KERNELS)), parents.get(("chain_graph", CHAIN_KERNELS))
         if eager and graph and eager["value"] and graph["value"]:
             out.append(Derived(Case.of(measure="chain_speedup", api="torch", nodes=CHAIN_KERNELS), SPEEDUP,
@@ -255,7 +257,7 @@ class Launch(Suite):
                                f"chain of {CHAIN_KERNELS} kernels: eager time / graph replay time",
                                tuple(propagate(lambda e, g: e / g, [eager.get("samples") or [],
                                                                     graph.get("samples") or []])),
-                               _timing([eager, graph])))
+                               _timing([eager, graph]), (eager.get("case", ""), graph.get("case", ""))))
         return out
 
 

@@ -165,6 +165,23 @@ def test_the_eager_chain_carries_the_host_s_pace_and_the_held_cases_do_not(capsy
     assert all(len(p) == 0 for p in df[df["measure"] == "gpu_gap"]["host_pace"])  # held on the device: none
 
 
+def test_a_figure_derived_from_paced_parents_carries_their_pace_per_process(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUBENCH_FAKE_HOST_PACE", "1,3,1")
+    code, _, err = cli(capsys, "run", "--suite", "launch", "--backend", "fake", "--quick", "--filter",
+                       "measure=(chain_eager|chain_graph|graph_launch|graph_replay)", "--out", tmp_path, "--cluster", "t")
+    assert code == 0, err[-2000:]
+    (run,) = (tmp_path / "t").iterdir()
+    df = results.load(run)
+    rows = {m: df[(df["measure"] == m) & (df["status"] == "ok")].iloc[0]
+            for m in ("chain_speedup", "graph_launch_fixed", "graph_replay_fixed")}
+    for m in ("chain_speedup", "graph_launch_fixed"):  # from the eager chain's and the graph launches' paces
+        r = rows[m]
+        assert r["stop"] == "derived" and len(r["host_pace"]) == len(r["samples"]) > 0, m
+        by = {p: {round(v, 6) for v, q in zip(r["host_pace"], r["sample_process"]) if q == p} for p in range(3)}
+        assert by == {0: {100.0}, 1: {300.0}, 2: {100.0}}, (m, by)
+    assert len(rows["graph_replay_fixed"]["host_pace"]) == 0  # its parents are held on the device: no pace
+
+
 def test_each_process_s_samples_carry_its_own_host_s_pace(capsys, monkeypatch, tmp_path):
     # A pageable copy is host-timed and measured in three processes; the second one's host runs twice as slow.
     monkeypatch.setenv("GPUBENCH_FAKE_HOST_PACE", "1,2,1")

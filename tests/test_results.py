@@ -49,6 +49,16 @@ def test_save_then_load_gives_the_same_frame(tmp_path):
     assert back["samples"][1] == [2990.0, 3001.0, 3010.0]
 
 
+def test_a_table_read_back_and_framed_again_keeps_its_processes_and_paces(tmp_path):
+    # rows made again from a table on disk (a re-derivation, a merge) hold arrays there: frame keeps them
+    rows = sample_frame().to_dict("records")
+    rows[0].update(sample_process=[0, 1, 2], host_pace=[55.0, 90.5, 61.25], processes=3)
+    back = results.load(results.save(results.frame(rows, ("op", "dtype", "array_bytes")), tmp_path / "a.parquet"))
+    again = results.frame(back.to_dict("records"), ("op", "dtype", "array_bytes"))
+    assert list(again["host_pace"][0]) == [55.0, 90.5, 61.25] and list(again["sample_process"][0]) == [0, 1, 2]
+    assert list(again["host_pace"][1]) == [] and list(again["sample_process"][1]) == []
+
+
 def test_write_is_atomic_and_leaves_no_temporary_files(tmp_path):
     results.save(sample_frame(), tmp_path / "t.parquet")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet"]
