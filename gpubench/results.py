@@ -64,7 +64,7 @@ BODY = (
     "samples",  # raw per-sample values in `unit` (each a batch of `inner` calls, divided by inner)
     "processes",  # processes whose samples are pooled here (1: this run's own; more: see gpubench.processes)
     "sample_process",  # the process (0 = the run's own) each sample came from; empty where processes is 1
-    "host_pace",  # host-timed and paced samples: the host's pace (µs, gpubench.pace) before each; empty where not taken
+    "host_pace",  # host-timed, paced and derived-from-them samples: the host's pace (µs, gpubench.pace); [] if none
     "noisy",  # cv above the engine's target
     "status",  # ok | invalid (failed its correctness check) | error (raised) | skipped
     "message",  # why, for anything but ok
