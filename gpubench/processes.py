@@ -39,7 +39,7 @@ import numpy as np
 from gpubench import prestart
 from gpubench.errors import UsageError
 from gpubench.request import DEFAULT_PROCESSES  # noqa: F401 — where run's --help reads it without numpy
-from gpubench.results import STATS
+from gpubench.results import STATS, as_list
 from gpubench.stats import finite, summarize
 READY_TIMEOUT_S = 300.0  # a worker's start-up: imports and a device context (seconds on a cold file cache)
 CASE_TIMEOUT_S = 120.0  # a worker's allowance per case, on top of a minute: a stalled device ends it
@@ -247,14 +247,9 @@ def pool(row: dict[str, Any], other: dict[str, Any], process: int, target_cv: fl
 
 def _paces(row: dict[str, Any], other: dict[str, Any]) -> list[float]:
     """The pooled samples' host paces, where both processes took one per sample (else none: they would not align)."""
-    mine, theirs = _as_list(row.get("host_pace")), _as_list(other.get("host_pace"))
+    mine, theirs = as_list(row.get("host_pace")), as_list(other.get("host_pace"))
     whole = len(mine) == len(row.get("samples") or []) and len(theirs) == len(other.get("samples") or [])
     return mine + theirs if whole and mine and theirs else []
-
-
-def _as_list(x: Any) -> list:
-    """A list column's value as a list (a table read back holds arrays; a missing one, None)."""
-    return [] if x is None or isinstance(x, float) else list(x)
 
 
 def _union(a: Any, b: Any) -> str | None:
@@ -272,7 +267,7 @@ def one_process(row: dict[str, Any], process: int) -> dict[str, Any]:
     samples = [s for s, p in zip(row.get("samples") or [], lab) if p == process]
     if not samples:  # this process has no samples of the row (it failed): the row as the others measured it
         return row
-    paces = _as_list(row.get("host_pace"))
+    paces = as_list(row.get("host_pace"))
     mine = [v for v, p in zip(paces, lab) if p == process] if len(paces) == len(lab) else []
     return {**row, "samples": samples, "sample_process": [process] * len(samples), "processes": 1,
             "host_pace": mine, "value": float(np.median(samples))}
@@ -290,7 +285,7 @@ def derived_paces(rows: list[dict[str, Any]], parents: Sequence[str], samples: S
             first.setdefault(r["case"], r)
     by: dict[int | None, list[float]] = {}
     for r in first.values():
-        paces = _as_list(r.get("host_pace"))
+        paces = as_list(r.get("host_pace"))
         if not paces or len(paces) != len(r.get("samples") or []):
             continue
         for p, q in zip(paces, labels(r)):

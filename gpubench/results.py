@@ -166,13 +166,14 @@ def frame(rows: Iterable[Mapping[str, Any]], params: Sequence[str] = ()) -> pd.D
     # A row that says nothing of processes was measured in the run's own process alone.
     df["processes"] = [1 if p is None or (isinstance(p, float) and math.isnan(p)) else int(p) for p in df["processes"]]
     for col in ("sample_process", "host_pace"):
-        df[col] = [_listed(x) for x in df[col]]
+        df[col] = [as_list(x) for x in df[col]]
     schema = [c for c in dict.fromkeys((*HEAD, *params, *BODY)) if c in df.columns]
     return df[schema + [c for c in df.columns if c not in schema]]
 
 
-def _listed(x: Any) -> list:
-    """A list column's cell as a list: a table read back holds arrays (kept, not emptied); None or NaN is empty."""
+def as_list(x: Any) -> list:
+    """A list column's cell (``samples``, ``sample_process``, ``host_pace``) as a list: a table read back holds
+    arrays (kept, not emptied); None or NaN is empty."""
     if isinstance(x, (list, tuple)):
         return list(x)
     return x.tolist() if getattr(x, "ndim", 0) == 1 else []
@@ -366,5 +367,5 @@ def load(path: str | os.PathLike) -> pd.DataFrame:
     return df
 
 
-__all__ = ["SCHEMA_VERSION", "COLUMNS", "STATUSES", "SchemaError", "frame", "save", "load", "load_table",
-           "read_columns", "upgrade"]
+__all__ = ["SCHEMA_VERSION", "COLUMNS", "STATUSES", "SchemaError", "frame", "as_list", "save", "load",
+           "load_table", "read_columns", "upgrade"]

@@ -149,35 +149,39 @@ def test_the_engine_takes_the_host_s_pace_before_each_host_timed_sample_only():
     assert paced.host_pace_s == [pytest.approx(2 * FAKE_PACE_S)] * len(paced.samples_s)
 
 
-def test_the_eager_chain_carries_the_host_s_pace_and_the_held_cases_do_not(capsys, monkeypatch, tmp_path):
-    monkeypatch.setenv("GPUBENCH_FAKE_HOST_PACE", "1,2,1")
+def _fake_launch(capsys, monkeypatch, tmp_path, paces: str, measures: str) -> pd.DataFrame:
+    """The table of a quick fake launch run of these measures, each process's host at these paces."""
+    monkeypatch.setenv("GPUBENCH_FAKE_HOST_PACE", paces)
     code, _, err = cli(capsys, "run", "--suite", "launch", "--backend", "fake", "--quick", "--filter",
-                       "measure=(chain_eager|gpu_gap|host_launch)", "--out", tmp_path, "--cluster", "t")
+                       f"measure=({measures})", "--out", tmp_path, "--cluster", "t")
     assert code == 0, err[-2000:]
     (run,) = (tmp_path / "t").iterdir()
-    df = results.load(run)
+    return results.load(run)
+
+
+def _paces_by_process(row) -> dict[int, set[float]]:
+    return {p: {round(v, 6) for v, q in zip(row["host_pace"], row["sample_process"]) if q == p} for p in range(3)}
+
+
+def test_the_eager_chain_carries_the_host_s_pace_and_the_held_cases_do_not(capsys, monkeypatch, tmp_path):
+    df = _fake_launch(capsys, monkeypatch, tmp_path, "1,2,1", "chain_eager|gpu_gap|host_launch")
     df = df[(df["metric"] == "time") & (df["status"] == "ok")]
     chain = df[df["measure"] == "chain_eager"].iloc[0]
     assert chain["timing_method"] == "device events" and chain["processes"] == 3
     assert len(chain["host_pace"]) == len(chain["samples"]) > 0
-    by = {p: {round(v, 6) for v, q in zip(chain["host_pace"], chain["sample_process"]) if q == p} for p in range(3)}
+    by = _paces_by_process(chain)
     assert by == {0: {100.0}, 1: {200.0}, 2: {100.0}}  # each process's own pace, taken at its batches
     assert all(len(p) == 0 for p in df[df["measure"] == "gpu_gap"]["host_pace"])  # held on the device: none
 
 
 def test_a_figure_derived_from_paced_parents_carries_their_pace_per_process(capsys, monkeypatch, tmp_path):
-    monkeypatch.setenv("GPUBENCH_FAKE_HOST_PACE", "1,3,1")
-    code, _, err = cli(capsys, "run", "--suite", "launch", "--backend", "fake", "--quick", "--filter",
-                       "measure=(chain_eager|chain_graph|graph_launch|graph_replay)", "--out", tmp_path, "--cluster", "t")
-    assert code == 0, err[-2000:]
-    (run,) = (tmp_path / "t").iterdir()
-    df = results.load(run)
+    df = _fake_launch(capsys, monkeypatch, tmp_path, "1,3,1", "chain_eager|chain_graph|graph_launch|graph_replay")
     rows = {m: df[(df["measure"] == m) & (df["status"] == "ok")].iloc[0]
             for m in ("chain_speedup", "graph_launch_fixed", "graph_replay_fixed")}
     for m in ("chain_speedup", "graph_launch_fixed"):  # from the eager chain's and the graph launches' paces
         r = rows[m]
         assert r["stop"] == "derived" and len(r["host_pace"]) == len(r["samples"]) > 0, m
-        by = {p: {round(v, 6) for v, q in zip(r["host_pace"], r["sample_process"]) if q == p} for p in range(3)}
+        by = _paces_by_process(r)
         assert by == {0: {100.0}, 1: {300.0}, 2: {100.0}}, (m, by)
     assert len(rows["graph_replay_fixed"]["host_pace"]) == 0  # its parents are held on the device: no pace
 
