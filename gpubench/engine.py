@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,121 +190,37 @@ def measure(
     decision (batch length, end of warm-up, stop rule, budget) is taken on those agreed values, so all ranks
     call the collective the same number of times.
     """
-    opened = Opened(workload, backend, config, telemetry, group, tick, interrupted)
-    try:
-        opened.sample()
-    except BaseException:
-        opened.abandon()
-        raise
-    return opened.close()
+    config = _config_for(workload, config, group, interrupted)
+    stop = _Stop(interrupted)
+    stop()
+    replays: AbstractContextManager = nullcontext()
+    if workload.method.graph is not None:
+        workload, replays = graphs.prepare(workload, backend, group)
+    with replays:
+        return _measured(workload, backend, config, telemetry, group, tick, stop)
 
 
-class Opened:
-    """A workload made ready to be sampled: checked, its input sets made, warmed up (steps 1-3 of the module
-    docstring). :func:`measure` then samples it in one go, gpubench.spread in slices taken between other
-    workloads' slices (its samples then span a stretch of the host's time, not one moment of it). :meth:`close`
-    lets its inputs go and gives the :class:`Measurement` (at once, for a workload whose check failed)."""
-
-    def __init__(self, workload: Workload, backend: Backend, config: EngineConfig = FULL, telemetry: Any = None,
-                 group: Any = None, tick: Callable[[], None] | None = None,
-                 interrupted: Callable[[], bool] | None = None):
-        self.config = _config_for(workload, config, group, interrupted)
-        self.stop = _Stop(interrupted)
-        self.stop()
-        self.group, self.result = group, Measurement(samples_s=[])
-        self.batches: Batches | None = None
-        self.own: list[float] = []  # this rank's per-call times
-        self.spent_s = 0.0  # sampling time so far, the slices' together
-        self.slices = 0
-        self.done = False  # nothing more to sample: the stop rule said so
-        self._exit = ExitStack()
-        try:
-            if workload.method.graph is not None:
-                workload, replays = graphs.prepare(workload, backend, group)
-                self._exit.enter_context(replays)
-            self._ready(workload, backend, telemetry, tick)
-        except BaseException:
-            self._exit.close()
-            raise
-
-    def _ready(self, workload: Workload, backend: Backend, telemetry: Any, tick: Callable[[], None] | None) -> None:
-        result, stop, config = self.result, self.stop, self.config
-        with fills.stop_with(stop.hook):  # a fill of GiBs takes seconds
-            fresh = agree.together(self.group, workload.make_inputs) if workload.check is not None else None
-        result.check = check(workload, backend, fresh, between=stop)
-        del fresh
-        if result.check is not None and not result.check.ok:
-            result.stop = "check"
-            return
-        stop()
-        result.sets = rotation_sets(workload, backend.cache_bytes(), config)
-        inputs = agree.together(self.group, lambda: _make_sets(workload, result.sets, stop))
-        batches = Batches(workload, backend, inputs, config, shape_for(workload, backend), after=stop.after(tick))
-        self.clock = _Agreed(backend, self.group)
-        self.inner, self.rule = _sampling(batches, config, result, _warm_up(batches, self.clock, config, result))
-        self.sampler = _sampler(telemetry)
-        self.batches = batches
-
-    @property
-    def ready(self) -> bool:
-        """Whether there is anything to sample (its check passed)."""
-        return self.batches is not None
-
-    def sample(self, slice_s: float = math.inf, min_new: int = 0) -> None:
-        """Samples until the stop rule says so; with ``slice_s``, one slice of them (:meth:`slice`)."""
-        if self.batches is None or self.done:
-            return
-        b, rule, flushed = self.batches, self.rule, self.batches.shape.flushed
-        whole = math.isinf(slice_s)
-        if self.slices and not whole:
-            b.run(1 if flushed else self.inner)  # thrown away: the workloads sampled since left it cold
-        self.slices += 1
-        start, elapsed = len(rule.samples), 0.0
-        t0 = b.backend.now()
-        with self.sampler:
-            while True:
-                # Flushed samples come many per batch (and never with a group of ranks), up to the sample cap.
-                for t in b.run(min(self.inner, rule.room) if flushed else self.inner):
-                    self.own.append(t)
-                    if b.pace_s is not None:
-                        self.result.host_pace_s.append(b.pace_s)
-                    value, elapsed = self.clock(t, t0)
-                    rule.add(value)
-                if whole and rule.is_finished(self.spent_s + elapsed):
-                    break
-                if not whole and (rule.room <= 0 or (len(rule.samples) - start >= min_new
-                                                     and (elapsed >= slice_s or rule.is_finished(0.0)))):
-                    break
-        self.spent_s += elapsed
-        # Steady across two moments or more (or at the cap): the slices left have nothing to add.
-        self.done = whole or (self.slices >= 2 and rule.is_finished(0.0))
-
-    def slice(self, of: int) -> None:
-        """One of ``of`` slices: its share of the sampling budget, and at least its share of the minimum samples
-        (one). It ends early where all its samples are within the target CV; the workload is done after a second
-        slice or later that ends so (its samples then come from two moments or more, and agree). A slice after the
-        first throws its first batch away."""
-        self.sample(self.config.budget_s / of, max(1, self.rule.min_samples // of))
-
-    def close(self) -> Measurement:
-        """The measurement; its inputs go (before the next case allocates its own)."""
-        result, b = self.result, self.batches
-        try:
-            if b is not None:
-                if self.rule.reason is None and not self.rule.is_finished(self.spent_s):
-                    self.rule.reason = "budget"  # the slices spent their shares of it
-                result.samples_s, result.stop, result.unheld = self.rule.samples, self.rule.reason, b.unheld
-                result.state = self.sampler.summary()
-                _host_issue(b, self.group, self.own, result)
-        finally:
-            self.abandon()
+def _measured(workload: Workload, backend: Backend, config: EngineConfig, telemetry: Any, group: Any,
+              tick: Callable[[], None] | None, stop: _Stop) -> Measurement:
+    """``measure``'s steps, the workload already in the form it is timed in (eager, or replays of graphs)."""
+    result = Measurement(samples_s=[])
+    with fills.stop_with(stop.hook):  # a fill of GiBs takes seconds
+        fresh = agree.together(group, workload.make_inputs) if workload.check is not None else None
+    result.check = check(workload, backend, fresh, between=stop)
+    del fresh
+    if result.check is not None and not result.check.ok:
+        result.stop = "check"
         return result
-
-    def abandon(self) -> None:
-        """Lets its inputs and graphs go, nothing measured (a failed or abandoned slice; :meth:`close` does too)."""
-        if self.batches is not None:
-            self.batches.inputs.clear()
-        self._exit.close()
+    stop()
+    result.sets = rotation_sets(workload, backend.cache_bytes(), config)
+    inputs = agree.together(group, lambda: _make_sets(workload, result.sets, stop))
+    batches = Batches(workload, backend, inputs, config, shape_for(workload, backend), after=stop.after(tick))
+    clock = _Agreed(backend, group)
+    warm = _warm_up(batches, clock, config, result)
+    own = _sample(batches, clock, config, result, warm, telemetry)
+    _host_issue(batches, group, own, result)
+    inputs.clear()  # let the input sets go before the next case allocates its own
+    return result
 
 
 def _config_for(workload: Workload, config: EngineConfig, group: Any, interrupted: Any) -> EngineConfig:
@@ -388,9 +304,9 @@ def _warm_up(batches: Batches, agreed: _Agreed, config: EngineConfig, result: Me
     return inner, per_call[-1]
 
 
-def _sampling(batches: Batches, config: EngineConfig, result: Measurement,
-              warm: tuple[int, float]) -> tuple[int, StopRule]:
-    """The batch length and the stop rule of the samples, once warm."""
+def _sample(batches: Batches, agreed: _Agreed, config: EngineConfig, result: Measurement, warm: tuple[int, float],
+            telemetry: Any) -> list[float]:
+    """Samples until the stop rule says so, into ``result``; this rank's own per-call times."""
     method, flushed = batches.workload.method, batches.shape.flushed
     inner, last = warm
     rule = StopRule(config.target_cv, config.min_samples, config.max_samples, config.budget_s)
@@ -401,8 +317,24 @@ def _sampling(batches: Batches, config: EngineConfig, result: Measurement,
         rule.min_samples = min(rule.min_samples, 3)
     result.inner = 1 if flushed else inner
     batches.issued.clear()  # warm-up's batches issue cold (first calls, compiled code not yet cached)
+    own: list[float] = []
+    sampler = _sampler(telemetry)
     rule.initialize()
-    return inner, rule
+    t0 = batches.backend.now()
+    with sampler:
+        while True:
+            # Flushed samples come many per batch (and never with a group of ranks), up to the sample cap.
+            for t in batches.run(min(inner, rule.room) if flushed else inner):
+                own.append(t)
+                if batches.pace_s is not None:
+                    result.host_pace_s.append(batches.pace_s)
+                value, elapsed = agreed(t, t0)
+                rule.add(value)
+            if rule.is_finished(elapsed):
+                break
+    result.samples_s, result.stop, result.unheld = rule.samples, rule.reason, batches.unheld
+    result.state = sampler.summary()
+    return own
 
 
 def _host_issue(batches: Batches, group: Any, own: list[float], result: Measurement) -> None:
@@ -453,4 +385,4 @@ def metric_samples(workload: Workload, metrics: Sequence[Metric], samples_s: Seq
 
 
 __all__ = ["Interrupted", "EngineConfig", "FULL", "QUICK", "HOST_BOUND", "FLUSH_HOLD_S", "FLUSH_MAX_BATCH", "Measurement",
-           "measure", "Opened", "check", "metric_samples", "rotation_sets", "sets_spanning"]
+           "measure", "check", "metric_samples", "rotation_sets", "sets_spanning"]

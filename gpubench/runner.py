@@ -9,8 +9,11 @@ collective, which must call it together, stop after the case instead. A second C
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import os
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,18 +24,18 @@ from gpubench import contention, engine, results
 from gpubench import prestart
 from gpubench import processes as proc
 from gpubench.backends.base import Backend
-from gpubench.cases import run_case, run_together
 from gpubench.errors import UsageError
 from gpubench.fingerprint import collect
 from gpubench.interrupt import StopFlag
+from gpubench.options import read as read_options
 from gpubench.planner import Plan, plan
-from gpubench.ranks import describe, ending
+from gpubench.ranks import agree, describe, ending
 from gpubench.ranks.group import Group, GroupError
 from gpubench.request import RunRequest
 from gpubench.rounds import rounds, spec
-from gpubench.rows import derive, first_line, joined, mark_rows
+from gpubench.rows import MAX_MESSAGE, case_rows, derive, first_line, joined, mark_rows
 from gpubench.rundir import ABANDONED, RunDir, Unwritten
-from gpubench.suite import Case, Suite
+from gpubench.suite import Case, GridContext, Skip, Suite
 
 
 @dataclass
@@ -56,6 +59,82 @@ class Outcome:
         if df.empty:
             return 0
         return int(df.loc[df["status"].isin(["error", "invalid"]), "case"].nunique())
+
+
+def _call_prepare(suite: Suite, case: Case, backend: Backend, ctx: GridContext | None) -> Any:
+    # A suite whose prepare takes (case, backend) alone (written before options reached it) still runs.
+    if len(inspect.signature(suite.prepare).parameters) < 3:
+        return suite.prepare(case, backend)
+    if ctx is None:  # a case run outside a plan (tests, tools): the suite's defaults on this device
+        ctx = GridContext(backend=backend.name, quick=False, cache_bytes=backend.cache_bytes(),
+                          memory_bytes=backend.memory_bytes(), options=read_options(suite.options, {}))
+    return suite.prepare(case, backend, ctx)
+
+
+def _prepare(suite: Suite, case: Case, backend: Backend, group: Group | None, ctx: GridContext | None) -> Any:
+    """``suite.prepare``; across a group, a Skip or failure on any rank is every rank's (else the others would
+    go on into collectives the failed rank never joins)."""
+    if group is None:
+        return _call_prepare(suite, case, backend, ctx)
+    workload, error = None, None
+    try:
+        workload = _call_prepare(suite, case, backend, ctx)
+    except Exception as e:  # noqa: BLE001 — shared with the other ranks just below
+        error = e
+    agree.shared(group, error)
+    return workload
+
+
+def run_case(
+    suite: Suite,
+    case: Case,
+    backend: Backend,
+    base: dict[str, Any],
+    config: engine.EngineConfig,
+    telemetry: Any,
+    group: Group | None = None,
+    tick: Callable[[], None] | None = None,
+    ctx: GridContext | None = None,
+    interrupted: Callable[[], bool] | None = None,
+) -> list[dict[str, Any]]:
+    """The case's rows; with ``interrupted`` (see :func:`engine.measure`), a case abandoned on the way is one
+    ``skipped`` row per metric whose message says so. Each row keeps what the case cost (``case_s``)."""
+    t0 = time.monotonic()
+    how = _outcome(suite, case, backend, config, telemetry, group, tick, ctx, interrupted)
+    return case_rows(suite, case, base, case_s=time.monotonic() - t0, **how)
+
+
+def _outcome(suite: Suite, case: Case, backend: Backend, config: engine.EngineConfig, telemetry: Any,
+             group: Group | None, tick: Callable[[], None] | None, ctx: GridContext | None,
+             interrupted: Callable[[], bool] | None) -> dict[str, Any]:
+    """How the case ended, as :func:`gpubench.rows.case_rows` takes it: status, message, workload, measurement."""
+    workload = None
+    try:
+        getattr(backend, "begin_case", lambda case_id: None)(case.id)  # test stand-ins may lack it
+        workload = _prepare(suite, case, backend, group, ctx)
+        with workload.method.context() if workload.method.context else contextlib.nullcontext():
+            meas = engine.measure(workload, backend, config, telemetry, group=group, tick=tick,
+                                  interrupted=interrupted)
+    except GroupError:
+        raise  # the ranks can no longer agree: the run ends (the caller names the ranks)
+    except engine.Interrupted:
+        return {"status": "skipped", "message": ABANDONED, "workload": workload}
+    except Skip as e:
+        return {"status": "skipped", "message": str(e)[:MAX_MESSAGE], "workload": workload}
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # noqa: BLE001 — any failure of one case (OOM, compile error) is that case's row
+        return {"status": "error", "message": first_line(e), "workload": workload}
+    finally:
+        try:
+            backend.release()
+        except Exception:  # noqa: BLE001 — releasing after a failed case must not hide that case's error
+            pass
+    if not meas.valid:
+        chk = meas.check
+        msg = chk.detail or f"check failed: error {chk.error:.3g} > tolerance {chk.tolerance:.3g}"
+        return {"status": "invalid", "message": msg[:MAX_MESSAGE], "workload": workload, "meas": meas}
+    return {"status": "ok", "workload": workload, "meas": meas, "config": config}
 
 
 _WHO = ("host", "device_index", "device", "gpu_uuid", "pci_bus_id")
@@ -278,15 +357,20 @@ class Single:
         for suite in self.p.suites:
             rows: list[dict[str, Any]] = []  # what the run directory gets (every rank's, on rank 0)
             mine: list[dict[str, Any]] = []  # this process's
-            cases = self.p.cases[suite.name]
-            together = [c for c in cases if c.id in self.per_process.get(suite.name, ())]
-            for case in [c for c in cases if c not in together]:
+            for case in self.p.cases[suite.name]:
                 self._step(stop, f"{suite.name} {case.id}")
                 if stop.set:
                     break
-                self._done(suite, [(case, self._case(suite, case, stop))], rows, mine)
-            if together and not stop.set:
-                self._done(suite, self._together(suite, together, stop), rows, mine)
+                new = self._case(suite, case, stop)
+                mine.extend(new)
+                new = self._share(new)
+                if any(r["message"] == ABANDONED for r in new):
+                    self.outcome.abandoned = self.current
+                rows.extend(new)
+                self._write(suite, rows)
+                self.current = None
+                if self.progress:
+                    self.progress.advance(suite, case, new)
             # Interrupted, the suite still summarizes the cases it measured (a search's best so far), and says so
             # in each derived row's message.
             derived = derive(suite, mine, self.base)
@@ -302,42 +386,6 @@ class Single:
             if stop.set:
                 return "interrupted"
         return "complete"
-
-    def _done(self, suite: Suite, measured: list[tuple[Case, list[dict[str, Any]]]], rows: list[dict[str, Any]],
-              mine: list[dict[str, Any]]) -> None:
-        """Cases just measured: their rows kept (in the plan's order) and written, the progress told."""
-        order = {c.id: i for i, c in enumerate(self.p.cases[suite.name])}
-        for case, new in measured:
-            mine.extend(new)
-            new = self._share(new)
-            if any(r["message"] == ABANDONED for r in new):
-                self.outcome.abandoned = self.current
-            rows.extend(new)
-        rows.sort(key=lambda r: order.get(r["case"], len(order)))
-        self._write(suite, rows)
-        self.current = None
-        if self.progress:
-            for case, new in measured:
-                self.progress.advance(suite, case, new)
-
-    def _together(self, suite: Suite, cases: list[Case], stop: StopFlag) -> list[tuple[Case, list[dict[str, Any]]]]:
-        """This process's rows of the cases set per process, measured together (gpubench.cases), each marked with
-        who else used the machine meanwhile; a case a Ctrl-C left unopened has none."""
-        self.current = f"{suite.name} {cases[0].id} (and {len(cases) - 1} more measured together)"
-        cfg = proc.scaled(self.config, self.request.how.processes)
-        token = self.watch.begin()
-        with proc.pinned(self.pinning):
-            per_case = run_together(suite, cases, self.backend, self.base, cfg, self.sampler,
-                                    ctx=self.p.contexts.get(suite.name),
-                                    interrupted=(lambda: stop.set) if self.abandon else None)
-        contended, load = self.watch.end(token)
-        out = []
-        for case, new in zip(cases, per_case):
-            if new:
-                self.watch.mark(suite.name, case.id, contended, load)
-                mark_rows(new, contended, load)
-                out.append((case, new))
-        return out
 
     def _case(self, suite: Suite, case: Case, stop: StopFlag) -> list[dict[str, Any]]:
         """This process's rows of one case, marked with who else used the machine meanwhile."""

@@ -5,8 +5,8 @@ may start it before it knows what to measure; end of input instead: it leaves, h
 reads the run's :class:`gpubench.processes.Spec` from ``DIR/spec.pkl``, opens the same device, lays out the same
 suites and picks the cases the spec names, says ``ready`` and waits. A line on its standard input
 (JSON: ``own``, the pids of the run's own processes, which are not co-tenants, and ``cases``, suite -> the case
-ids to measure: those the run measured ok) starts it: it measures each suite's cases together, as the run does
-(gpubench.cases.run_together, the same engine settings, the budget shared between the processes), writes its rows
+ids to measure: those the run measured ok) starts it: it measures each case once, as the run does
+(gpubench.runner.run_case, the same engine settings, the budget shared between the processes), writes its rows
 to ``DIR/rows-K.pkl`` and says ``done``. End of input before that line: it leaves without measuring.
 
 Its protocol has the standard output to itself: whatever a library prints goes to standard error (the run
@@ -25,7 +25,6 @@ from pathlib import Path
 
 # None of these prints when imported: the protocol's standard output is set up in main, before any suite or
 # device library (torch) is loaded.
-from gpubench.cases import run_together
 from gpubench import contention, leave, prestart, processes, runner
 from gpubench.rows import mark_rows
 from gpubench.backends import open_backend
@@ -64,16 +63,11 @@ def main(argv: list[str]) -> int:
     config = processes.scaled(spec.config, spec.processes)
     rows = []
     try:
-        for suite in plan.suites:
-            mine = [c for s, c in cases if s is suite]
-            if not mine:
-                continue
+        for suite, case in cases:
             token = watch.begin()
-            per_case = run_together(suite, mine, backend, base, config, sampler, ctx=plan.contexts.get(suite.name))
-            marks = watch.end(token)
-            for new in per_case:
-                mark_rows(new, *marks)
-                rows.extend(new)
+            new = runner.run_case(suite, case, backend, base, config, sampler, ctx=plan.contexts.get(suite.name))
+            mark_rows(new, *watch.end(token))
+            rows.extend(new)
     finally:
         try:
             reader.close()
