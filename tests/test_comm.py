@@ -838,6 +838,35 @@ def test_laggards_name_the_missing_the_silent_and_the_store():
     assert "rendezvous store" in laggards({}, 2, now=0.0, stale_s=3)
 
 
+def test_a_rank_that_starts_before_its_store_waits_for_it_longer_than_the_timeout(tmp_path):
+    # Launched by hand as torchrun's variables say (rank 0 hosts the store): rank 1 starts 12 s before rank 0,
+    # with --timeout 4. The group comes up once rank 0 does and the run completes; rank 1 neither gives up on the
+    # store nor calls rank 0 lost in the meantime.
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    base = {**os.environ, "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port)}
+    args = [sys.executable, "-m", "gpubench", "run", "--suite", "comm", "--backend", "cpu", "--out", str(tmp_path),
+            "--cluster", "t", "--timeout", "4", "--collectives", "all_reduce", "--min-bytes", "1K", "--max-bytes", "4K"]
+    procs = []
+    try:
+        for rank, delay in ((1, 0), (0, 12)):
+            time.sleep(delay)
+            procs.append(subprocess.Popen(args, cwd=ROOT, env={**base, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        outs = [p.communicate(timeout=240) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
+    meta = json.loads((_only_run(tmp_path) / "run.json").read_text())
+    assert meta["status"] == "complete" and meta["dist"]["world_size"] == 2
+
+
 def test_a_stalled_rank_waits_for_a_peer_still_at_work_but_not_for_a_silent_or_idle_one():
     # Rank 1 waits in a gather for rank 0, which a loaded host slows: while rank 0's heartbeat is fresh and
     # it moved within the timeout, rank 1's watchdog waits; once rank 0 is silent (stopped, dead), missing, or
@@ -859,6 +888,7 @@ def test_a_stalled_rank_waits_for_a_peer_still_at_work_but_not_for_a_silent_or_i
     me = {"step": 3, "where": "c", "time": now, "moved": now - 20}
     group = object.__new__(Group)
     group.rank, group.world_size, group.timeout_s = 1, 2, 8.0
+    group._born = now - 120  # the group came up long ago
     for peer, waits in [({"time": now - 0.4, "moved": now - 1}, True),  # at work
                         ({"time": now - 0.4, "moved": now - 9}, False),  # alive, not moving: a hang
                         ({"time": now - 6, "moved": now - 6.5}, False),  # silent: stopped or dead
@@ -866,3 +896,13 @@ def test_a_stalled_rank_waits_for_a_peer_still_at_work_but_not_for_a_silent_or_i
         beats = {1: me} if peer is None else {0: {"step": 9, "where": "c", **peer}, 1: me}
         group._reader, group._roster, group._here = BoundedStore(lambda b=beats: Store(b), 5.0), {}, "here"
         assert group._others_moving() is waits, peer
+    # While the group comes up (this rank started 20 s ago, --timeout 8), a peer that has not started yet is still
+    # coming: the rank waits for it, up to a minute from its start; a peer that started and fell silent is lost.
+    group._born = now - 20
+    for peer, waits in [(None, True), ({"time": now - 6, "moved": now - 6.5}, False)]:
+        beats = {1: me} if peer is None else {0: {"step": 9, "where": "c", **peer}, 1: me}
+        group._reader = BoundedStore(lambda b=beats: Store(b), 5.0)
+        assert group._others_moving() is waits, peer
+    group._born = now - 61
+    group._reader = BoundedStore(lambda: Store({1: me}), 5.0)
+    assert group._others_moving() is False

@@ -2,7 +2,8 @@
 plane on which the ranks agree (the engine's decisions, a case's outcome, Ctrl-C), so that every rank calls
 every collective the same number of times.
 
-A rank never hangs for longer than ``timeout_s`` (plus a few seconds): a heartbeat thread publishes this rank's
+A rank never hangs for longer than ``timeout_s`` (plus a few seconds; while the group comes up, a minute for a peer
+that has not started yet: :data:`_START_GRACE_S`): a heartbeat thread publishes this rank's
 progress (:mod:`gpubench.ranks.beats`) to the rendezvous store, and a watchdog thread ends the process when its own
 progress has stopped for ``timeout_s`` and no other rank has moved in that time either (a rank waiting for a peer
 that is still at work, slowed by a loaded host, waits on). Before it does, it names the ranks that did not arrive
@@ -35,6 +36,12 @@ _LOCAL_STORE_GONE_S = 3.0
 # A heartbeat read or write: a live store answers in milliseconds; this is a store whose host is stopped or gone.
 _DEADLINE_S = 5.0
 _GLOO_BACKSTOP_S = 600.0
+# The ranks a launcher starts together come up apart (torch's import alone takes seconds, more on a busy host):
+# for this long after a rank starts, a peer that has not started yet is still coming, and the rank waits for the
+# store's host to come up, whatever --timeout says. Six 2-rank runs started at once on the 2-core CI VM, beside
+# other work, had a rank reach rank 0's store 8 s before rank 0 had made it, and --timeout 8 ended it "never
+# started" (2026-11-29). A rank lost once the group is up is named after --timeout, as before.
+_START_GRACE_S = 60.0
 _POLITE = ("SIGTERM", "SIGHUP", "SIGINT")  # a rank that ended on one of these was stopped, not lost
 
 
@@ -55,11 +62,17 @@ def store_host(env: dict[str, str] | None = None) -> str:
     return "rank 0"
 
 
-def store_client(renv: RankEnv, timeout_s: float, *, master: bool = False):
+def store_client(renv: RankEnv, timeout_s: float, *, master: bool = False, connect_s: float | None = None):
+    """A client of the rendezvous store (its server, ``master``), whose calls wait ``timeout_s``; ``connect_s``:
+    how long to wait for the store to come up, where that is longer."""
     import torch.distributed as dist
 
-    return dist.TCPStore(renv.master_addr, renv.master_port, renv.world_size, master,
-                         timeout=dt.timedelta(seconds=timeout_s), wait_for_workers=False)
+    wait = max(timeout_s, connect_s or 0.0)
+    store = dist.TCPStore(renv.master_addr, renv.master_port, renv.world_size, master,
+                          timeout=dt.timedelta(seconds=wait), wait_for_workers=False)
+    if wait > timeout_s:
+        store.set_timeout(dt.timedelta(seconds=timeout_s))
+    return store
 
 
 def parent_gone(host: str, rank: int, address: str, pid: int | None, node: str) -> str:
@@ -107,7 +120,9 @@ class Group:
         # store's clients only notice after their connection retries, 5 s, and the grace: a killed spawner's ranks
         # ran on 9-11 s).
         self._spawner = os.getppid() if parent else None
-        self.store = store_client(renv, timeout_s, master=renv.rank == 0 and self._store_host == "rank 0")
+        self._born = time.time()
+        self.store = store_client(renv, timeout_s, master=renv.rank == 0 and self._store_host == "rank 0",
+                                  connect_s=_START_GRACE_S)
         # Beats go out and are read on clients of their own, each call bounded: never the client above.
         connect = lambda: store_client(renv, min(timeout_s, _DEADLINE_S))  # noqa: E731
         self._writer, self._reader = BoundedStore(connect, _DEADLINE_S), BoundedStore(connect, _DEADLINE_S)
@@ -221,7 +236,10 @@ class Group:
             seen = self._read()
         except Exception:  # noqa: BLE001 — unanswered (its host stopped) or gone: nobody can be seen moving
             return False
-        if self._lost(seen):
+        lost = self._lost(seen)
+        if lost and all(r not in seen for r in lost) and time.time() - self._born < max(self.timeout_s, _START_GRACE_S):
+            return True  # peers that have not started yet, while the group is still coming up: they may yet come
+        if lost:
             return False  # a rank that never started, ended or fell silent: nobody will come
         now = time.time()
         return any(now - b.get("moved", 0.0) <= self.timeout_s for r, b in seen.items() if r != self.rank)
