@@ -867,6 +867,35 @@ def test_a_rank_that_starts_before_its_store_waits_for_it_longer_than_the_timeou
     assert meta["status"] == "complete" and meta["dist"]["world_size"] == 2
 
 
+def test_a_store_that_does_not_answer_loses_a_peer_only_where_its_host_is_not_known_to_run():
+    # On a signal a rank reads the store for 0.4 s to learn whether a peer was lost first. Where rank 0 hosts the
+    # store on this machine and its process runs, a store that did not answer in time was slow (a loaded host):
+    # nobody is known lost, and the run ends as this rank's signal says. Where rank 0 is gone, or runs elsewhere
+    # (nothing to look at), the unanswered store stands for a lost peer, as before.
+    from gpubench.ranks import beats
+    from gpubench.ranks.group import Group
+    from gpubench.ranks.store import BoundedStore
+
+    class Silent:
+        def check(self, keys):
+            raise TimeoutError("no answer")
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    here = beats.machine()
+    group = object.__new__(Group)
+    group.rank, group.world_size, group.timeout_s, group._here = 1, 2, 8.0, here
+    group._store_host, group.renv = "rank 0", type("R", (), {"master_addr": "127.0.0.1", "master_port": 1})()
+    group._reader = BoundedStore(lambda: Silent(), 0.2)
+    for rank0, lost in [({"pid": os.getpid(), "machine": here, "start": beats.started(os.getpid())}, False),
+                        ({"pid": dead.pid, "machine": here}, True),
+                        ({"pid": os.getpid(), "machine": "elsewhere"}, True),
+                        (None, True)]:
+        group._roster = {0: rank0} if rank0 else {}
+        words, status, said_lost = group.account(deadline_s=0.2)
+        assert said_lost is lost and status == "failed" and "which hosts it" in words, (rank0, words)
+
+
 def test_a_stalled_rank_waits_for_a_peer_still_at_work_but_not_for_a_silent_or_idle_one():
     # Rank 1 waits in a gather for rank 0, which a loaded host slows: while rank 0's heartbeat is fresh and
     # it moved within the timeout, rank 1's watchdog waits; once rank 0 is silent (stopped, dead), missing, or
