@@ -896,6 +896,32 @@ def test_a_store_that_does_not_answer_loses_a_peer_only_where_its_host_is_not_kn
         assert said_lost is lost and status == "failed" and "which hosts it" in words, (rank0, words)
 
 
+def test_a_rank_s_first_beat_is_tried_again_while_the_group_comes_up():
+    # The store's host is busy starting too: a first beat that fails (refused, unanswered) is tried again until the
+    # start's grace is over, then the failure stands.
+    from gpubench.ranks.group import Group
+    from gpubench.ranks.store import BoundedStore
+
+    tries = []
+
+    class Store:
+        def set(self, key, value):
+            tries.append(key)
+            if len(tries) < 3:
+                raise ConnectionRefusedError("not yet")
+
+    group = object.__new__(Group)
+    group.rank, group._step, group._where, group._last_change, group._ended = 1, 0, "", time.time(), None
+    group._started, group._here = 0.0, "here"
+    group._writer = BoundedStore(lambda: Store(), 1.0)
+    group._first_beat(time.time() + 10)
+    assert len(tries) == 3
+    tries.clear()
+    with pytest.raises(ConnectionRefusedError):
+        group._first_beat(time.time() - 1)  # the grace is over: the first failure stands
+    assert len(tries) == 1
+
+
 def test_a_stalled_rank_waits_for_a_peer_still_at_work_but_not_for_a_silent_or_idle_one():
     # Rank 1 waits in a gather for rank 0, which a loaded host slows: while rank 0's heartbeat is fresh and
     # it moved within the timeout, rank 1's watchdog waits; once rank 0 is silent (stopped, dead), missing, or

@@ -126,7 +126,7 @@ class Group:
         # Beats go out and are read on clients of their own, each call bounded: never the client above.
         connect = lambda: store_client(renv, min(timeout_s, _DEADLINE_S))  # noqa: E731
         self._writer, self._reader = BoundedStore(connect, _DEADLINE_S), BoundedStore(connect, _DEADLINE_S)
-        self._beat()
+        self._first_beat(time.time() + max(timeout_s, _START_GRACE_S))
         self._thread = threading.Thread(target=self._watch, name="gpubench-watchdog", daemon=True)
         self._thread.start()
         ending.follow(group=self)
@@ -171,6 +171,19 @@ class Group:
                 "pid": os.getpid(), "start": self._started, "host": os.uname().nodename, "machine": self._here,
                 "ended": self._ended}
         self._writer.call(lambda s: s.set(beats.key(self.rank), beats.dumps(beat)), deadline_s)
+
+    def _first_beat(self, until: float) -> None:
+        """The first beat, tried again until ``until``: while the ranks come up, the store's host is busy starting
+        too, and a first beat bounded by the watchdog's deadline alone went unanswered and ended a rank of a CI run
+        (mpirun, six 2-rank runs started at once on 2 cores, 2026-11-29)."""
+        while True:
+            try:
+                self._beat()
+                return
+            except Exception:  # noqa: BLE001 — unanswered or refused: again, until the start's grace is over
+                if time.time() >= until:
+                    raise
+                time.sleep(HEARTBEAT_S / 2)
 
     def say_ended(self, signal_name: str, deadline_s: float = 1.0) -> None:
         """A last beat: this rank ends on ``signal_name`` (the peers name it so). Best effort, within the deadline."""
