@@ -943,7 +943,7 @@ def test_a_stalled_rank_waits_for_a_peer_still_at_work_but_not_for_a_silent_or_i
     me = {"step": 3, "where": "c", "time": now, "moved": now - 20}
     group = object.__new__(Group)
     group.rank, group.world_size, group.timeout_s = 1, 2, 8.0
-    group._born = now - 120  # the group came up long ago
+    group._starting_until = now - 60  # the group came up long ago
     for peer, waits in [({"time": now - 0.4, "moved": now - 1}, True),  # at work
                         ({"time": now - 0.4, "moved": now - 9}, False),  # alive, not moving: a hang
                         ({"time": now - 6, "moved": now - 6.5}, False),  # silent: stopped or dead
@@ -953,11 +953,11 @@ def test_a_stalled_rank_waits_for_a_peer_still_at_work_but_not_for_a_silent_or_i
         assert group._others_moving() is waits, peer
     # While the group comes up (this rank started 20 s ago, --timeout 8), a peer that has not started yet is still
     # coming: the rank waits for it, up to a minute from its start; a peer that started and fell silent is lost.
-    group._born = now - 20
+    group._starting_until = now + 40
     for peer, waits in [(None, True), ({"time": now - 6, "moved": now - 6.5}, False)]:
         beats = {1: me} if peer is None else {0: {"step": 9, "where": "c", **peer}, 1: me}
         group._reader = BoundedStore(lambda b=beats: Store(b), 5.0)
         assert group._others_moving() is waits, peer
-    group._born = now - 61
+    group._starting_until = now - 1
     group._reader = BoundedStore(lambda: Store({1: me}), 5.0)
     assert group._others_moving() is False

@@ -120,13 +120,14 @@ class Group:
         # store's clients only notice after their connection retries, 5 s, and the grace: a killed spawner's ranks
         # ran on 9-11 s).
         self._spawner = os.getppid() if parent else None
-        self._born = time.time()
+        # Until then a peer may still be starting (a loaded host starts ranks seconds apart): see _START_GRACE_S.
+        self._starting_until = time.time() + max(timeout_s, _START_GRACE_S)
         self.store = store_client(renv, timeout_s, master=renv.rank == 0 and self._store_host == "rank 0",
                                   connect_s=_START_GRACE_S)
         # Beats go out and are read on clients of their own, each call bounded: never the client above.
         connect = lambda: store_client(renv, min(timeout_s, _DEADLINE_S))  # noqa: E731
         self._writer, self._reader = BoundedStore(connect, _DEADLINE_S), BoundedStore(connect, _DEADLINE_S)
-        self._first_beat(time.time() + max(timeout_s, _START_GRACE_S))
+        self._first_beat(self._starting_until)
         self._thread = threading.Thread(target=self._watch, name="gpubench-watchdog", daemon=True)
         self._thread.start()
         ending.follow(group=self)
@@ -250,7 +251,7 @@ class Group:
         except Exception:  # noqa: BLE001 — unanswered (its host stopped) or gone: nobody can be seen moving
             return False
         lost = self._lost(seen)
-        if lost and all(r not in seen for r in lost) and time.time() - self._born < max(self.timeout_s, _START_GRACE_S):
+        if lost and all(r not in seen for r in lost) and time.time() < self._starting_until:
             return True  # peers that have not started yet, while the group is still coming up: they may yet come
         if lost:
             return False  # a rank that never started, ended or fell silent: nobody will come
