@@ -171,7 +171,10 @@ def test_the_eager_chain_carries_the_host_s_pace_and_the_held_cases_do_not(capsy
     assert len(chain["host_pace"]) == len(chain["samples"]) > 0
     by = _paces_by_process(chain)
     assert by == {0: {100.0}, 1: {200.0}, 2: {100.0}}  # each process's own pace, taken at its batches
-    assert all(len(p) == 0 for p in df[df["measure"] == "gpu_gap"]["host_pace"])  # held on the device: none
+    gaps = df[df["measure"] == "gpu_gap"]
+    assert all(len(p) == 0 for p in gaps["host_pace"])  # held on the device: none
+    # but measured in every process: each draws one of two levels (results/reference/h200/aa-series-20261129)
+    assert list(gaps["processes"]) == [3] * len(gaps) > [] and all(set(q) == {0, 1, 2} for q in gaps["sample_process"])
 
 
 def test_a_figure_derived_from_paced_parents_carries_their_pace_per_process(capsys, monkeypatch, tmp_path):
