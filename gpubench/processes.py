@@ -44,6 +44,9 @@ from gpubench.stats import finite, summarize
 READY_TIMEOUT_S = 300.0  # a worker's start-up: imports and a device context (seconds on a cold file cache)
 CASE_TIMEOUT_S = 120.0  # a worker's allowance per case, on top of a minute: a stalled device ends it
 _POLL_S = 0.05
+# How long a worker whose output has ended may take to exit before it is killed: its interpreter's teardown on a
+# loaded 2-core host took more than 5 s (the wait then raised through the run instead of costing its samples).
+_EXIT_WAIT_S = 30.0
 READY, DONE = "ready", "done"
 
 
@@ -112,7 +115,13 @@ class Workers:
                     line = proc.stdout.readline()
                     if line:
                         return line.strip()
-                    proc.wait(timeout=5)
+                    try:
+                        proc.wait(timeout=_EXIT_WAIT_S)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+                        raise WorkerError(f"closed its output and did not end within {_EXIT_WAIT_S:g} s: killed"
+                                          f"{self._tail(k)}") from None
                     raise WorkerError(f"ended with code {proc.returncode}{self._tail(k)}")
                 if time.monotonic() > end:
                     raise WorkerError(f"gave no answer in {timeout:.0f} s")

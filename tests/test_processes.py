@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -391,3 +392,23 @@ def test_workers_started_early_end_when_the_run_is_killed_before_it_needs_them(t
         if run.poll() is None:
             run.kill()
             run.wait()
+
+
+def test_a_worker_that_closed_its_output_but_does_not_end_is_killed_and_costs_its_samples(monkeypatch, tmp_path):
+    # On a loaded host a worker's teardown outlasted the 5 s the run gave it after its output ended, and the wait's
+    # timeout ended the run. Now it is a worker failure, as any other: killed, and the run goes on without it.
+    child = subprocess.Popen([sys.executable, "-c", "import os, time; os.close(1); time.sleep(60)"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    log = open(tmp_path / "stderr-1.txt", "w")
+    started = types.SimpleNamespace(dir=tmp_path, take=lambda: ({1: child}, {1: log}, {}))
+    monkeypatch.setattr(processes, "_EXIT_WAIT_S", 1.0)
+    workers = processes.Workers(1, started=started)
+    t0 = time.monotonic()
+    try:
+        workers.wait_ready()
+        assert workers.failed == {1: "closed its output and did not end within 1 s: killed"}
+        assert child.poll() is not None and time.monotonic() - t0 < 30
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+        log.close()
