@@ -115,13 +115,9 @@ class Workers:
                     line = proc.stdout.readline()
                     if line:
                         return line.strip()
-                    try:
-                        proc.wait(timeout=_EXIT_WAIT_S)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait()
+                    if _reap(proc, _EXIT_WAIT_S):
                         raise WorkerError(f"closed its output and did not end within {_EXIT_WAIT_S:g} s: killed"
-                                          f"{self._tail(k)}") from None
+                                          f"{self._tail(k)}")
                     raise WorkerError(f"ended with code {proc.returncode}{self._tail(k)}")
                 if time.monotonic() > end:
                     raise WorkerError(f"gave no answer in {timeout:.0f} s")
@@ -184,11 +180,7 @@ class Workers:
         with contextlib.suppress(OSError):
             if proc.stdin is not None:
                 proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _reap(proc, 10.0)
 
     def close(self) -> None:
         """End every worker still running (an idle one reads end-of-input and leaves) and remove the folder."""
@@ -199,14 +191,21 @@ class Workers:
                         proc.stdin.close()
         end = time.monotonic() + 5.0
         for proc in self.procs.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=max(0.1, end - time.monotonic()))
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            _reap(proc, max(0.1, end - time.monotonic()))
         for log in self.logs.values():
             log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _reap(proc: subprocess.Popen, timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` for a worker to exit, and kill it if it has not; whether it had to be killed."""
+    try:
+        proc.wait(timeout=timeout_s)
+        return False
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return True
 
 
 def scaled(config: Any, processes: int) -> Any:

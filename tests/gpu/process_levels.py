@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpubench import results
+from gpubench import processes, results
 from gpubench.compare.verdict import judge
 
 
@@ -36,9 +36,7 @@ def load(root: Path) -> pd.DataFrame:
 
 
 def process_medians(row) -> list[float]:
-    samples, labels = np.asarray(row["samples"], float), np.asarray(row["sample_process"])
-    if len(labels) != len(samples):
-        return []
+    samples, labels = np.asarray(row["samples"], float), np.asarray(processes.labels(row))
     return [float(np.median(samples[labels == p])) for p in sorted(set(labels.tolist()))]
 
 
