@@ -894,6 +894,10 @@ def test_a_store_that_does_not_answer_loses_a_peer_only_where_its_host_is_not_kn
         group._roster = {0: rank0} if rank0 else {}
         words, status, said_lost = group.account(deadline_s=0.2)
         assert said_lost is lost and status == "failed" and "which hosts it" in words, (rank0, words)
+    # Rank 0 itself hosts the store: unanswered, it was slow, whether or not its roster holds its own beat yet.
+    group.rank, group._roster = 0, {}
+    words, status, said_lost = group.account(deadline_s=0.2)
+    assert said_lost is False and "this rank hosts" in words, words
 
 
 def test_a_rank_s_first_beat_is_tried_again_while_the_group_comes_up():
