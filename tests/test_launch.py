@@ -84,6 +84,23 @@ def test_graphs_are_captured_once_per_node_count_largest_first(monkeypatch):
     assert a is b and captured == [1000]  # graph_launch and chain_graph reuse graph_replay's graph
     assert b.start == float(b.x.item())  # refilled with a fresh start, which check() counts from
     L._graph_counter("torch", None, 10, "cpu")
-    assert captured == [1000, 10]
+    assert captured == [1000, 100, 10]  # the grid's larger graph first (see the test below)
     grid = [c["nodes"] for c in L.Launch().cases(None) if c["measure"] == "graph_replay"]
     assert grid == sorted(L.GRAPH_NODES, reverse=True)
+
+
+def test_a_graph_is_captured_after_the_grid_s_larger_ones_whatever_the_process_measures(monkeypatch):
+    # A graph's per-node cost depends on the graphs captured before it in the process (suites/launch.py,
+    # _GRAPHS): a run filtered to one node count, or a worker measuring one case, captures the larger ones first,
+    # as the whole sweep's process has when it reaches that case; a graph is captured once per process.
+    captured = []
+    monkeypatch.setattr(L, "_capture", lambda fn, x, nodes: captured.append(nodes) or f"graph of {nodes}")
+    monkeypatch.setattr(L, "_GRAPHS", {})
+    c = L._graph_counter("torch", None, 1, "cpu")
+    assert captured == [1000, 100, 10, 1] and c.graph == "graph of 1"
+    assert L._graph_counter("torch", None, 100, "cpu").graph == "graph of 100" and len(captured) == 4
+    monkeypatch.setattr(L, "_GRAPHS", {})
+    captured.clear()
+    L._graph_counter("torch", None, 100, "cpu")
+    L._graph_counter("torch", None, 7, "cpu")  # a count the grid does not hold: after the grid's larger ones
+    assert captured == [1000, 100, 10, 7]
