@@ -306,8 +306,7 @@ def _launch_label(measure: str, api: str, nodes: Any) -> str:
 
 
 def _labels(rows: Any) -> list[str]:
-    """Each row's label, from its three columns alone (itertuples over the whole table, ~80 columns, was most of
-    what this chart cost beyond drawing it)."""
+    """Each row's label, from its three columns alone (itertuples builds all of the table's ~80 per call)."""
     nodes = rows["nodes"] if "nodes" in rows else [None] * len(rows)
     return [_launch_label(*x) for x in zip(rows["measure"], rows["api"], nodes)]
 

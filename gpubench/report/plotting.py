@@ -65,8 +65,7 @@ def spread(rows: pd.DataFrame) -> np.ndarray:
     A figure with one sample (an imported nccl-tests line) gets no bar rather than a made-up one.
     """
     lo, hi = [], []
-    # The two columns alone: a result table is ~80 columns wide, and itertuples over all of them was a third of
-    # what the report's charts cost beyond drawing (cProfile, 10 nights).
+    # The two columns alone: a result table is ~80 columns wide, and itertuples builds every one of them per call.
     samples = rows["samples"] if "samples" in rows else [None] * len(rows)
     for value, raw in zip(rows["value"], samples):
         v = float(value)
