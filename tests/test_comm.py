@@ -838,6 +838,23 @@ def test_laggards_name_the_missing_the_silent_and_the_store():
     assert "rendezvous store" in laggards({}, 2, now=0.0, stale_s=3)
 
 
+def test_a_stale_beat_loses_a_rank_elsewhere_or_gone_but_not_one_running_here():
+    # A beat 10 s old: on another machine the rank is lost (nothing else to go by); on this one, a process that
+    # runs only waited for a core (a busy host), and one that ended is gone.
+    from gpubench.ranks.beats import laggards, lost, machine, started
+
+    here = machine()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    me = {"step": 1, "where": "case a", "time": 90.0, "pid": os.getpid(), "host": "h", "machine": here,
+          "start": started(os.getpid())}
+    fresh = {**me, "time": 100.0}
+    for beat, is_lost in [(me, False), ({**me, "machine": "elsewhere"}, True), ({**me, "pid": dead.pid}, True)]:
+        assert lost({0: fresh, 1: beat}, 2, now=100.0, stale_s=3, here=here) == ([1] if is_lost else []), beat
+    words = laggards({0: fresh, 1: me}, 2, now=100.0, stale_s=3, here=here, me=0)
+    assert "silent for 10 s (its process runs here: starved of CPU or wedged)" in words, words
+
+
 def test_a_rank_that_starts_before_its_store_waits_for_it_longer_than_the_timeout(tmp_path):
     # Launched by hand as torchrun's variables say (rank 0 hosts the store): rank 1 starts 12 s before rank 0,
     # with --timeout 4. The group comes up once rank 0 does and the run completes; rank 1 neither gives up on the

@@ -58,13 +58,25 @@ def who(rank: int, beat: dict[str, Any] | None) -> str:
 
 
 def lost(beats: dict[int, dict[str, Any]], world_size: int, *, now: float, stale_s: float, here: str) -> list[int]:
-    """The ranks that will not come: never started, ended, gone or stopped on this machine, or silent for stale_s."""
+    """The ranks that will not come: never started, ended, gone or stopped on this machine, or silent for stale_s
+    elsewhere. A rank on this machine whose process runs is not lost for a stale beat: its beating thread waited for
+    a core on a busy host, and a rank ending on SIGTERM that called it lost would close the run failed, not
+    interrupted; if it hangs, it stops moving, which the watchdog's no-progress rule sees."""
     out = []
     for r in range(world_size):
         b = beats.get(r)
-        if b is None or b.get("ended") or local_state(b, here) or now - b["time"] > stale_s:
+        if b is None or b.get("ended"):
+            out.append(r)
+            continue
+        state = local_state(b, here)
+        if state or (now - b["time"] > stale_s and not _seen_here(b, here)):
             out.append(r)
     return out
+
+
+def _seen_here(beat: dict[str, Any], here: str | None) -> bool:
+    """Whether the beat's process is on this machine, where :func:`local_state` can look at it."""
+    return here is not None and beat.get("machine") == here and isinstance(beat.get("pid"), int)
 
 
 def laggards(beats: dict[int, dict[str, Any]], world_size: int, *, now: float, stale_s: float,
@@ -90,7 +102,8 @@ def laggards(beats: dict[int, dict[str, Any]], world_size: int, *, now: float, s
             words.append(f"{who(r, b)} is {state} ({'its process ended' if state == 'gone' else 'SIGSTOP'}) in "
                          f"{b['where'] or 'setup'}")
         elif now - b["time"] > stale_s:
-            words.append(f"{who(r, b)} silent for {now - b['time']:.0f} s (dead or stopped) in {b['where'] or 'setup'}")
+            why = "its process runs here: starved of CPU or wedged" if _seen_here(b, here) else "dead or stopped"
+            words.append(f"{who(r, b)} silent for {now - b['time']:.0f} s ({why}) in {b['where'] or 'setup'}")
         elif b["step"] < top:
             words.append(f"{who(r, b)} behind, still in {b['where'] or 'setup'}")
     if not words:
