@@ -148,6 +148,20 @@ def test_the_compare_table_says_which_settings_differ(tmp_path, runs):
     assert "settings differ: NCCL_ALGO: unset → Ring" in text
 
 
+def test_runs_of_two_systems_get_a_cross_cluster_table(tmp_path, runs):
+    # The systems come from the run.json the report read: another GPU model makes the table cross-cluster (ratios
+    # and % of spec peak), not a note that the runs cannot be compared.
+    other = tmp_path / "other" / runs["elementwise"].name
+    shutil.copytree(runs["elementwise"], other)
+    meta = json.loads((other / "run.json").read_text())
+    meta["fingerprint"]["identity"]["cpu_model"] = "Another CPU"
+    (other / "run.json").write_text(json.dumps(meta))
+    code, log = quiet("report", runs["elementwise"], other, "--out", tmp_path / "r")
+    assert code == 0, log
+    text = " ".join(parse(tmp_path / "r" / "index.html").text)
+    assert "cross-cluster: cpu_model:" in text and "Another CPU" in text, text[-2000:]
+
+
 @pytest.mark.parametrize("bad", ["missing", "no-runs"])
 def test_bad_input_exits_2_with_one_line(tmp_path, runs, capsys, bad):
     # (a directory of runs is no longer bad input: it draws their history, tests/test_history.py)
