@@ -979,6 +979,14 @@ def test_a_stalled_rank_waits_for_a_peer_still_at_work_but_not_for_a_silent_or_i
         beats = {1: me} if peer is None else {0: {"step": 9, "where": "c", **peer}, 1: me}
         group._reader = BoundedStore(lambda b=beats: Store(b), 5.0)
         assert group._others_moving() is waits, peer
+    # A peer that started but is still setting up (its first beat, or in the process group's init) last moved
+    # before it waited for the store: while the group comes up it is still coming, not hung; after, it is hung.
+    for where in ("", "init"):
+        beats = {0: {"step": 1, "where": where, "time": now - 0.4, "moved": now - 12}, 1: me}
+        group._reader, group._starting_until = BoundedStore(lambda b=beats: Store(b), 5.0), now + 40
+        assert group._others_moving() is True, where
+        group._starting_until = now - 1
+        assert group._others_moving() is False, where
     group._starting_until = now - 1
     group._reader = BoundedStore(lambda: Store({1: me}), 5.0)
     assert group._others_moving() is False
