@@ -149,8 +149,8 @@ def test_the_compare_table_says_which_settings_differ(tmp_path, runs):
 
 
 def test_runs_of_two_systems_get_a_cross_cluster_table(tmp_path, runs):
-    # The systems come from the run.json the report read: another GPU model makes the table cross-cluster (ratios
-    # and % of spec peak), not a note that the runs cannot be compared.
+    # The systems come from the run.json the report read: another CPU model (the cpu backend's device) makes the
+    # table cross-cluster (ratios and % of spec peak), not a note that the runs cannot be compared.
     other = tmp_path / "other" / runs["elementwise"].name
     shutil.copytree(runs["elementwise"], other)
     meta = json.loads((other / "run.json").read_text())

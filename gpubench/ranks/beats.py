@@ -25,7 +25,7 @@ def key(rank: int) -> str:
 
 def local_state(beat: dict[str, Any], here: str) -> str | None:
     """``gone`` or ``stopped`` for a rank on this machine whose process is so; None where it runs or is elsewhere."""
-    if beat.get("machine") != here or not isinstance(beat.get("pid"), int):
+    if not _seen_here(beat, here):
         return None
     fields = proc_stat(beat["pid"])
     if fields is None or fields[0] in ("Z", "X") or (beat.get("start") and started(beat["pid"]) != beat["start"]):
@@ -65,11 +65,8 @@ def lost(beats: dict[int, dict[str, Any]], world_size: int, *, now: float, stale
     out = []
     for r in range(world_size):
         b = beats.get(r)
-        if b is None or b.get("ended"):
-            out.append(r)
-            continue
-        state = local_state(b, here)
-        if state or (now - b["time"] > stale_s and not _seen_here(b, here)):
+        if (b is None or b.get("ended") or local_state(b, here)
+                or (now - b["time"] > stale_s and not _seen_here(b, here))):
             out.append(r)
     return out
 
