@@ -915,6 +915,33 @@ def test_a_store_that_does_not_answer_loses_a_peer_only_where_its_host_is_not_kn
     group.rank, group._roster = 0, {}
     words, status, said_lost = group.account(deadline_s=0.2)
     assert said_lost is False and "this rank hosts" in words, words
+    # gpubench's spawner hosts it: slow while the spawner is still this rank's parent and runs; lost where this rank
+    # has another parent now (the spawner is gone) or the spawner is stopped.
+    from unittest import mock
+
+    from gpubench.ranks.group import SPAWNER
+    from gpubench.rundir import proc_stat
+
+    group._store_host, group._spawner = SPAWNER, os.getppid()
+    words, status, said_lost = group.account(deadline_s=0.2)
+    assert said_lost is False and "spawner (pid" in words and "running" in words, words
+    group._spawner = dead.pid
+    words, status, said_lost = group.account(deadline_s=0.2)
+    assert said_lost is True and "which hosts it, is stopped, gone or out of reach" in words, words
+    stopped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        os.kill(stopped.pid, signal.SIGSTOP)
+        for _ in range(100):
+            if (proc_stat(stopped.pid) or ("",))[0] in ("T", "t"):
+                break
+            time.sleep(0.05)
+        group._spawner = stopped.pid
+        with mock.patch.object(os, "getppid", return_value=stopped.pid):
+            words, status, said_lost = group.account(deadline_s=0.2)
+        assert said_lost is True and "which hosts it" in words, words
+    finally:
+        stopped.kill()
+        stopped.wait()
 
 
 def test_a_rank_s_first_beat_is_tried_again_while_the_group_comes_up():

@@ -29,6 +29,7 @@ from gpubench.ranks import beats, ending
 from gpubench.ranks.beats import HEARTBEAT_S, STALE_S, laggards, read_heartbeats
 from gpubench.ranks.env import RankEnv
 from gpubench.ranks.store import BoundedStore
+from gpubench.rundir import proc_stat
 
 # How long the store may stay out of reach when gpubench's own spawner hosts it on this machine: a local store
 # answers at once while its process lives. Elsewhere (torchrun's agent, rank 0 on another node) the timeout.
@@ -275,12 +276,13 @@ class Group:
             try:
                 seen = self._read(deadline_s)
             except Exception:  # noqa: BLE001
-                if self.rank == 0 and self._store_host == "rank 0":
-                    # This process hosts the store and runs: it was slow (its server thread starved on a busy
-                    # host), nobody is known lost. Rank 0 need not know its own beat to say so: under mpirun on
-                    # the loaded CI VM, a SIGTERMed rank 0 whose roster did not hold itself yet called itself
-                    # lost and marked the run failed (CI of f7d5487).
-                    return (f"the rendezvous store this rank hosts at {self._address()} did not answer within "
+                host_here = self._store_host_runs_here()
+                if host_here:
+                    # Its host runs, and here: the store was slow (its server thread starved on a busy host),
+                    # nobody is known lost. Under mpirun on the loaded CI VM a SIGTERMed rank 0, whose roster did
+                    # not hold itself yet, called itself lost (CI of f7d5487); under gpubench's spawner a SIGTERMed
+                    # rank 0 called the running spawner lost (CI of 7c8dfbf): each marked the run failed.
+                    return (f"the rendezvous store {host_here} hosts at {self._address()} did not answer within "
                             f"{deadline_s or _DEADLINE_S:g} s (a busy host)"), "failed", False
                 host = "rank 0" if self._store_host == CHECK else self._store_host  # a station of rank 0 hosts it
                 words = beats.unreachable(self._roster, host, self._address(), deadline_s or _DEADLINE_S, self._here)
@@ -297,6 +299,17 @@ class Group:
         words = laggards(seen, self.world_size, now=time.time(), stale_s=STALE_S, here=self._here, me=self.rank)
         polite = lost and all((seen.get(r) or {}).get("ended") in _POLITE for r in lost)
         return words, "interrupted" if polite else "failed", bool(lost)
+
+    def _store_host_runs_here(self) -> str | None:
+        """Who hosts the store, where that is this very process (rank 0's own store) or its parent, gpubench's
+        spawner, still its parent and not stopped: then an unanswered store was slow, not gone."""
+        if self.rank == 0 and self._store_host == "rank 0":
+            return "this rank"
+        if self._store_host == SPAWNER and self._spawner is not None and os.getppid() == self._spawner:
+            fields = proc_stat(self._spawner)
+            if fields is not None and fields[0] not in ("T", "t", "Z", "X"):
+                return f"{SPAWNER} (pid {self._spawner}, running)"
+        return None
 
     def abort(self, reason: str) -> None:
         """Name the ranks that did not arrive, mark the run, and end this process at once (exit 1)."""
