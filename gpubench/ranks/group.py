@@ -29,7 +29,6 @@ from gpubench.ranks import beats, ending
 from gpubench.ranks.beats import HEARTBEAT_S, STALE_S, laggards, read_heartbeats
 from gpubench.ranks.env import RankEnv
 from gpubench.ranks.store import BoundedStore
-from gpubench.rundir import proc_stat
 
 # How long the store may stay out of reach when gpubench's own spawner hosts it on this machine: a local store
 # answers at once while its process lives. Elsewhere (torchrun's agent, rank 0 on another node) the timeout.
@@ -306,8 +305,7 @@ class Group:
         if self.rank == 0 and self._store_host == "rank 0":
             return "this rank"
         if self._store_host == SPAWNER and self._spawner is not None and os.getppid() == self._spawner:
-            fields = proc_stat(self._spawner)
-            if fields is not None and fields[0] not in ("T", "t", "Z", "X"):
+            if beats.local_state({"pid": self._spawner, "machine": self._here}, self._here) is None:
                 return f"{SPAWNER} (pid {self._spawner}, running)"
         return None
 
