@@ -72,6 +72,9 @@ def pool_by_loop(raw, history=None):
         if past is not None:
             past = past[past["suite_version"] == row["suite_version"]]
         row["history_values"] = (_per_run(past)[0] if past is not None and len(past) else []) + row["run_values"]
+        past_runs = (int(past["run_id"].nunique()) if "run_id" in past.columns else len(past)) \
+            if past is not None and len(past) else 0
+        row["history_count"] = past_runs + row["run_count"]
         if len(ok) > 1:
             st = summarize(samples)
             values = [float(v) for v in ok["value"] if _finite(v)]

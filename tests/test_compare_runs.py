@@ -170,6 +170,34 @@ def test_the_spread_factor_keeps_an_unchanged_figure_quiet():
     assert spread_factor(MIN_RUNS - 1) == math.inf
 
 
+def test_a_host_set_figure_pooled_over_processes_takes_the_pooled_factor():
+    # A window of 5 runs of 3 processes each (15 process medians 0.95-1.05: spread 10 %) against tonight's 3
+    # processes 10 % slower: beyond 0.84 x 10 % (the pooled factor), within 1.15 x 10 % (one process's draw).
+    window = [0.95, 1.0, 1.05] * 5
+    rng = np.random.default_rng(3)
+    base = [v * (1 + 0.001 * e) for v in window for e in rng.standard_normal(20)]
+    tonight = [1.10 * (1 + 0.001 * e) for e in rng.standard_normal(60)]
+    args = dict(baseline_runs=window, run_count=5, window=True)
+    host = judge(base, tonight, "lower", 0.05, moves="host-timed", current_processes=3, **args)
+    assert host["verdict"] == WORSE and "against this run's 3 × 0.84" in host["note"], host
+    assert host["catches"] == pytest.approx(0.084, rel=0.02)
+    # The same figure from one process tonight, timed on the GPU (its processes draw levels) or a copy to pinned
+    # buffers (no host pace: a run's processes share its level): one draw's factor.
+    for kw in (dict(moves="host-timed", current_processes=1), dict(moves="", current_processes=3),
+               dict(moves="pinned host buffers", current_processes=3)):
+        r = judge(base, tonight, "lower", 0.05, **kw, **args)
+        assert r["verdict"] == UNKNOWN and r["catches"] == pytest.approx(0.115, rel=0.02), (kw, r)
+    # A window whose runs were not all measured in 3 processes (14 values of 5 runs): one draw's factor too.
+    r = judge(base, tonight, "lower", 0.05, moves="host-timed", current_processes=3,
+              **{**args, "baseline_runs": window[:14]})
+    assert r["verdict"] == UNKNOWN, r
+    assert spread_factor(15, window_runs=5, current_processes=3) == verdict._POOLED_FACTOR[3][5]
+    assert spread_factor(15, window_runs=5) == spread_factor(15) == verdict._SPREAD_FACTOR[15]
+    assert spread_factor(40, window_runs=8, current_processes=5) == verdict._POOLED_FACTOR[5][8]
+    # more processes than tabulated: the largest tabulated count's factor, the larger one
+    assert spread_factor(70, window_runs=10, current_processes=7) == verdict._POOLED_FACTOR[5][10]
+
+
 def test_judge_on_run_medians_without_samples():
     # a derived figure of older runs (no samples): the window's run medians decide
     r = judge([], [], "lower", 0.05, baseline_value=1.0, current_value=1.2, baseline_runs=[1.0, 1.001, 0.999, 1.0])

@@ -6,7 +6,8 @@ of evidence: ``run_values`` keeps each run's own median (one process's samples s
 the samples, say how far a figure moves when nothing changed) and ``run_n`` the fewest samples any of its runs
 has. A run that measured a figure in several processes (``sample_process``, gpubench.processes) gives one value
 per process instead: its processes are evidence of the same kind. ``history_values`` adds the run medians of
-older runs of a directory (gpubench.compare.load), for figures the host sets, which drift.
+older runs of a directory (gpubench.compare.load), for figures the host sets, which drift, and ``history_count``
+how many runs those values come from.
 
 Everything is computed with group-bys over the concatenated rows and their flattened samples, never a Python
 loop per run or per process: a window of 20 quick-set nights holds some 3,000 rows and 60,000 samples, and
@@ -180,8 +181,9 @@ def pool(raw: pd.DataFrame, history: pd.DataFrame | None = None) -> pd.DataFrame
             row["pooled"] = 0
             continue
         row["run_values"], row["run_n"], row["run_count"] = values[k], int(fewest[k]), int(runs[k])
-        past = older.get((*(row[c] for c in KEY), row["suite_version"]))
-        row["history_values"] = (past or []) + row["run_values"]
+        past, past_runs = older.get((*(row[c] for c in KEY), row["suite_version"]), ([], 0))
+        row["history_values"] = past + row["run_values"]
+        row["history_count"] = past_runs + int(runs[k])
         if count[k] > 1:
             samples = flat[bounds[k]:bounds[k + 1]]
             st = summarize(samples)
@@ -216,8 +218,9 @@ def _run_counts(rows: pd.DataFrame, group: np.ndarray, groups: int) -> np.ndarra
     return out
 
 
-def _history(history: pd.DataFrame | None) -> dict[tuple, list[float]]:
-    """The run medians of older runs' ok rows, by figure and suite version, oldest first."""
+def _history(history: pd.DataFrame | None) -> dict[tuple, tuple[list[float], int]]:
+    """The run medians of older runs' ok rows (a value per process where a run measured a figure in several), by
+    figure and suite version, oldest first, and how many runs they come from."""
     if history is None or history.empty:
         return {}
     ok = history[history["status"] == "ok"].reset_index(drop=True)
@@ -227,9 +230,10 @@ def _history(history: pd.DataFrame | None) -> dict[tuple, list[float]]:
     cols = [*KEY, "suite_version"]
     group = ok.groupby(cols, sort=False, dropna=False).ngroup().to_numpy()
     values, _ = run_values(ok, group, int(group.max()) + 1)
+    runs = _run_counts(ok, group, int(group.max()) + 1)
     # ngroup numbers the figures as they first appear, as drop_duplicates lists them
     keys = [tuple(r) for r in ok.drop_duplicates(cols)[cols].itertuples(index=False)]
-    return dict(zip(keys, values))
+    return {key: (v, int(n)) for key, v, n in zip(keys, values, runs)}
 
 
 __all__ = ["pool", "run_values", "KEY"]

@@ -66,6 +66,27 @@ _PRECISION = 9
 # tabulated counts a count takes the factor of the next smaller one (the larger factor).
 _SPREAD_FACTOR = {3: 7.0, 4: 3.5, 5: 2.5, 6: 2.0, 7: 1.8, 8: 1.6, 9: 1.5, 10: 1.4, 12: 1.25, 15: 1.15, 20: 1.0,
                   30: 0.85, 45: 0.75, 60: 0.65}
+# A figure the host sets, measured in m processes a run (gpubench.processes), is the median of the current run's m
+# processes, not one draw, and the window's values are its runs' processes: one value of the current run lies as far
+# from the window's median as a single draw would, the median of three much less. The factor for R window runs of m
+# processes each against a run of m: the same 99th percentile, simulated with each process's value the sum of its
+# run's share (the state of the host that the processes of one run share) and its own, the run's share a quarter of
+# the variance (200 000 draws each, normal and Student-t with 3 degrees of freedom; the larger of the two; 2026-11-29).
+# A quarter: after the host's pace (gpubench.compare.pace), the host-set figures' processes of one run correlated
+# -0.4 to +0.4 within a run (median about 0.1) over four series of 7-10 quick runs on H200s (2026-11-29). On those
+# series' own runs (bootstrapped windows of 5 and a sixth run), these factors called an unchanged host-set figure
+# WORSE in 0.33 % of 38 400 draws against 0.16 % with the single-draw factor, within the 0.5 % the table is built
+# for; docs/compare.md. Only figures whose samples carry the host's pace take it: copies to and from pinned or
+# registered buffers have none, and a run's processes shared their level (correlation 0.3-0.4 within a run over 12
+# H200 runs), and figures the GPU times draw a level per process (gpubench.levels), where the pooled factor
+# called 1 % of draws WORSE.
+_POOLED_MOVES = ("host-timed", "host-bound")  # the figures whose samples carry the host's pace (gpubench.pace)
+_POOLED_FACTOR = {
+    2: {3: 1.96, 4: 1.49, 5: 1.29, 6: 1.15, 7: 1.02, 8: 0.96, 10: 0.87, 12: 0.79, 15: 0.72, 20: 0.63},
+    3: {3: 1.20, 4: 0.97, 5: 0.84, 6: 0.77, 7: 0.71, 8: 0.66, 10: 0.59, 12: 0.55, 15: 0.50, 20: 0.47},
+    4: {3: 0.93, 4: 0.78, 5: 0.69, 6: 0.63, 7: 0.57, 8: 0.55, 10: 0.50, 12: 0.46, 15: 0.43, 20: 0.40},
+    5: {3: 0.81, 4: 0.69, 5: 0.61, 6: 0.56, 7: 0.52, 8: 0.49, 10: 0.45, 12: 0.43, 15: 0.40, 20: 0.38},
+}
 
 COLUMNS = (
     "verdict", "status", "suite", "case", "metric", "unit", "better", "baseline", "current", "change", "ratio",
@@ -84,10 +105,16 @@ COLUMNS = (
 _ORDER = {WORSE: 0, UNKNOWN: 1, NOT_OK: 2, INCOMPARABLE: 3, ONLY_BASELINE: 4, ONLY_CURRENT: 5, SAME: 6, BETTER: 7}
 
 
-def spread_factor(runs: int) -> float:
-    """The multiple of the window's run spread a change must exceed (see _SPREAD_FACTOR); inf below MIN_RUNS."""
+def spread_factor(runs: int, *, window_runs: int | None = None, current_processes: int = 1) -> float:
+    """The multiple of the window's run spread a change must exceed (see _SPREAD_FACTOR); inf below MIN_RUNS.
+    ``runs`` values from ``window_runs`` runs, each of ``current_processes`` processes as the current run is, take
+    the pooled factor (_POOLED_FACTOR; the caller asks only for figures the host sets)."""
     if runs < MIN_RUNS:
         return math.inf
+    m = current_processes
+    if m >= 2 and window_runs is not None and window_runs >= MIN_RUNS and runs == window_runs * m:
+        table = _POOLED_FACTOR[min(m, max(_POOLED_FACTOR))]
+        return table[max(r for r in table if r <= window_runs)]
     return _SPREAD_FACTOR[max(k for k in _SPREAD_FACTOR if k <= runs)]
 
 
@@ -99,7 +126,8 @@ def judge(
     baseline: Sequence[float], current: Sequence[float], better: str, threshold: float,
     alpha: float = DEFAULT_ALPHA, *, baseline_value: float | None = None, current_value: float | None = None,
     baseline_runs: Sequence[float] = (), per_run_n: int | None = None, moves: str = "", window: bool = False,
-    history_runs: Sequence[float] = (), run_count: int | None = None,
+    history_runs: Sequence[float] = (), run_count: int | None = None, current_processes: int = 1,
+    history_count: int | None = None,
 ) -> dict[str, Any]:
     """Verdict, change, p_value, basis and note for one figure.
 
@@ -111,6 +139,9 @@ def judge(
     ``history_runs``: run medians of the directory's longer history (the window's included); with ``moves``,
     a change must also clear that history's spread × its factor. ``run_count``: how many runs
     ``baseline_runs`` come from, where a run gave one value per process (gpubench.processes); for the notes.
+    ``current_processes``: how many processes the current run's samples come from; for a figure the host sets
+    (``moves``) measured so in every window run, the factor is the pooled one (:func:`spread_factor`), and in every
+    run of the history (``history_count`` runs), the history's too.
     """
     runs = [float(v) for v in baseline_runs if _finite(v)]
     k = len(runs)
@@ -131,9 +162,11 @@ def judge(
     # run's three processes, 18.1-28.8 in the next run's). Once there are runs enough, every process of them is
     # one more value of the spread.
     n_runs = run_count if run_count is not None and 0 < run_count <= k else k
+    pooled = max(1, current_processes) if moves in _POOLED_MOVES else 1
     out["catches"], out["catches_limit"] = catches(
         threshold, alpha, runs=runs, n_runs=n_runs, moves=moves, window=window, history_runs=history_runs,
-        basis=out["basis"], baseline=baseline, n_current=len(current), n_base_run=n_base_run)
+        basis=out["basis"], baseline=baseline, n_current=len(current), n_base_run=n_base_run, pooled=pooled,
+        history_count=history_count)
     if not (math.isfinite(b) and math.isfinite(c)) or b == 0:
         return {**out, "verdict": UNKNOWN, "note": "no figure to compare" if b != 0 else "baseline is 0",
                 "catches": math.inf, "catches_limit": "no figure"}
@@ -151,24 +184,27 @@ def judge(
     direction = WORSE if worse_by > 0 else BETTER
     n_text = f"n={len(baseline)} vs {len(current)}"
     if k >= MIN_RUNS and n_runs >= MIN_RUNS:
-        return _on_runs(out, direction, alpha, k=k, run_count=run_count, moves=moves, history_runs=history_runs,
-                        n_current=len(current), n_base_run=n_base_run, n_text=n_text)
+        return _on_runs(out, direction, alpha, k=k, run_count=run_count, pooled=pooled, moves=moves,
+                        history_runs=history_runs, history_count=history_count, n_current=len(current),
+                        n_base_run=n_base_run, n_text=n_text)
     return _short_of_runs(out, direction, alpha, k=k, runs=n_runs, moves=moves, window=window, n_text=n_text)
 
 
 def catches(threshold: float, alpha: float, *, runs: Sequence[float], n_runs: int, moves: str, window: bool,
             history_runs: Sequence[float], basis: str, baseline: Sequence[float], n_current: int,
-            n_base_run: int) -> tuple[float, str]:
+            n_base_run: int, pooled: int = 1, history_count: int | None = None) -> tuple[float, str]:
     """The smallest change :func:`judge` would call WORSE with this evidence, and what sets it
     (gpubench.compare.sensitivity): the rule of :func:`_on_runs` and :func:`_short_of_runs`, read backwards."""
     if not math.isfinite(threshold):
         return sensitivity.blind("not judged")
     k = len(runs)
     if k >= MIN_RUNS and n_runs >= MIN_RUNS:
-        margins = [(spread_factor(k) * run_spread(runs), sensitivity.SPREAD)]
+        margins = [(spread_factor(k, window_runs=n_runs, current_processes=pooled) * run_spread(runs),
+                    sensitivity.SPREAD)]
         history = [float(v) for v in history_runs if _finite(v)]
         if moves and len(history) > k:
-            margins.append((spread_factor(len(history)) * run_spread(history), sensitivity.HISTORY))
+            factor = spread_factor(len(history), window_runs=history_count, current_processes=pooled)
+            margins.append((factor * run_spread(history), sensitivity.HISTORY))
         if not (basis != "samples" or min(n_current, n_base_run) < 2 or best_p(n_current, max(1, n_base_run)) > alpha):
             margins.append((sensitivity.sample_mde(baseline, n_current, alpha), sensitivity.SAMPLES))
         return sensitivity.smallest(threshold, margins)
@@ -183,16 +219,20 @@ def catches(threshold: float, alpha: float, *, runs: Sequence[float], n_runs: in
     return sensitivity.smallest(threshold, [(sensitivity.sample_mde(baseline, n_current, alpha), sensitivity.SAMPLES)])
 
 
-def _on_runs(out: dict[str, Any], direction: str, alpha: float, *, k: int, run_count: int | None, moves: str,
-             history_runs: Sequence[float], n_current: int, n_base_run: int, n_text: str) -> dict[str, Any]:
+def _on_runs(out: dict[str, Any], direction: str, alpha: float, *, k: int, run_count: int | None, pooled: int,
+             moves: str, history_runs: Sequence[float], history_count: int | None, n_current: int, n_base_run: int,
+             n_text: str) -> dict[str, Any]:
     """The verdict on a move of the threshold or more where the baseline has runs enough (``k`` run medians)
     to know how far the figure moves between runs: beyond their spread, and beyond noise."""
     change, spread = out["change"], out["run_spread"]
-    factor, over = spread_factor(k), _units(k, run_count)
+    factor = spread_factor(k, window_runs=run_count, current_processes=pooled)
+    over = _units(k, run_count, pooled if factor != spread_factor(k) else 1)
     history = [float(v) for v in history_runs if _finite(v)]
-    if moves and len(history) > k and spread_factor(len(history)) * run_spread(history) > factor * spread:
+    h_factor = spread_factor(len(history), window_runs=history_count, current_processes=pooled)
+    if moves and len(history) > k and h_factor * run_spread(history) > factor * spread:
         # a host-set figure drifts: the longer history's range says more than a quiet stretch of the window
-        factor, over, spread = spread_factor(len(history)), _units(len(history), None), run_spread(history)
+        factor, spread = h_factor, run_spread(history)
+        over = _units(len(history), history_count, pooled if h_factor != spread_factor(len(history)) else 1)
         out["run_spread"] = spread
     if not abs(change) > factor * spread:
         return {**out, "verdict": UNKNOWN,
@@ -236,10 +276,12 @@ def _short_of_runs(out: dict[str, Any], direction: str, alpha: float, *, k: int,
                     f"(p={p_text(out['p_value'])} > {alpha:g}; {n_text})"}
 
 
-def _units(k: int, runs: int | None) -> str:
-    """``5 runs``, or ``15 processes of 5 runs`` where runs gave one value per process."""
+def _units(k: int, runs: int | None, pooled: int = 1) -> str:
+    """``5 runs``, or ``15 processes of 5 runs`` where runs gave one value per process (``… against this run's
+    3`` where the pooled factor applies)."""
     if runs is not None and 0 < runs < k:
-        return f"{k} processes of {runs} run{'s' if runs > 1 else ''}"
+        return f"{k} processes of {runs} run{'s' if runs > 1 else ''}" + (
+            f" against this run's {pooled}" if pooled > 1 else "")
     return f"{k} runs"
 
 
@@ -361,10 +403,12 @@ def _judge_pair(b: dict[str, Any], c: dict[str, Any], better: str, threshold: fl
     per_run_n = int(b["run_n"]) if _finite(b.get("run_n")) else None
     run_count = int(b["run_count"]) if _finite(b.get("run_count")) else None
     moves = moves_between_runs(b) or moves_between_runs(c)
+    current_processes = len(c.get("run_values") or []) or 1
+    history_count = int(b["history_count"]) if _finite(b.get("history_count")) else None
     if not cross_cluster:
         return judge(bs, cs, better, threshold, alpha, baseline_value=b.get("value"), current_value=c.get("value"),
                      baseline_runs=runs, per_run_n=per_run_n, moves=moves, window=window, history_runs=history,
-                     run_count=run_count)
+                     run_count=run_count, current_processes=current_processes, history_count=history_count)
     peaks = _efficiency(b, c)
     if peaks is None:
         r = judge(bs, cs, better, math.inf, alpha, baseline_value=b.get("value"), current_value=c.get("value"))
