@@ -227,9 +227,10 @@ class Launch(Suite):
 
     def per_process(self, case: Case) -> bool:
         # What the CPU spends, and the eager chain, whose device waits on the host issuing it (host-bound on one H100,
-        # results/reference/h100/quick-20261125). And the GPU gap: timed on the GPU, but each process draws one of
-        # two levels some 8 % apart, so a window of one process a run can hold one level only and call the other
-        # WORSE (one H200, 2026-11-29: 9 of 12 runs after the first 4, results/reference/h200/aa-series-20261129/).
+        # results/reference/h100/quick-20261125). And the GPU gap: timed on the GPU, but each process draws a level
+        # of its own (within a process 0.6 %, across 15 processes 15 %, results/reference/h200/gpu-state-20261129/),
+        # so a window of one process a run can hold one level only and call another WORSE (one H200, 2026-11-29: 9 of
+        # 12 runs after the first 4, results/reference/h200/aa-series-20261129/).
         # The one-node graph replay moves so too, and a worker is in this process's state when it measures it
         # (_graph_counter captures the larger graphs first). In three processes (one H200, 2026-11-29, 7 runs each
         # way alternated, results/reference/h200/per-process-20261129/) its window of 5 runs catches a 16 %
