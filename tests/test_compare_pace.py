@@ -83,8 +83,7 @@ def test_a_slower_launch_on_a_slow_host_is_worse_and_a_slow_host_alone_is_not(ca
     assert code == 1 and rows[(HOST_LAUNCH, "time")]["verdict"] == "WORSE", rows[(HOST_LAUNCH, "time")]
     assert 0.2 < rows[(HOST_LAUNCH, "time")]["change"] < 0.4
     code_raw, _, raw = _rows(capsys, runs[0].parent, slow[-1], "--no-host-pace")
-    # As measured, the host's 40 % is in the figure with the launch's own 30 %: only the pace tells them apart.
-    assert raw[(HOST_LAUNCH, "time")]["change"] > 0.6, raw[(HOST_LAUNCH, "time")]
+    assert raw[(HOST_LAUNCH, "time")]["verdict"] != "WORSE"  # as measured, within the host's own spread
     # The slow host alone (nothing else slower) is no regression.
     other = tmp_path / "other"
     make_nights(other, 9, host_sd=0.01, alter=_paced(0.25))

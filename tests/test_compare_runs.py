@@ -198,6 +198,25 @@ def test_a_host_set_figure_pooled_over_processes_takes_the_pooled_factor():
     assert spread_factor(70, window_runs=10, current_processes=7) == verdict._POOLED_FACTOR[5][10]
 
 
+def test_tonight_is_pooled_only_where_both_sides_were_moved_to_the_host_pace():
+    # compare marks the rows it moved along a pace line (gpubench.compare.pace.AT_PACE); without the pace the host's
+    # state stays in the processes' levels, which a run's processes share: one draw's factor.
+    from gpubench.compare.pace import AT_PACE
+
+    window = [0.95, 1.0, 1.05] * 5
+    rng = np.random.default_rng(4)
+    b = {"samples": [v * (1 + 0.001 * e) for v in window for e in rng.standard_normal(20)], "run_values": window,
+         "run_count": 5, "run_n": 20, "history_values": window, "history_count": 5, "timing_method": "host clock",
+         "value": 1.0}
+    c = {"samples": [1.10 * (1 + 0.001 * e) for e in rng.standard_normal(60)], "run_values": [1.1, 1.1, 1.1],
+         "run_count": 1, "run_n": 20, "timing_method": "host clock", "value": 1.1}
+    cases = ((True, True, WORSE), (np.True_, np.True_, WORSE), (True, False, UNKNOWN), (False, True, UNKNOWN),
+             (float("nan"), float("nan"), UNKNOWN), (None, None, UNKNOWN))
+    for at_base, at_tonight, want in cases:
+        r = verdict._judge_pair({**b, AT_PACE: at_base}, {**c, AT_PACE: at_tonight}, "lower", 0.05, 0.01, False, True)
+        assert r["verdict"] == want, (at_base, at_tonight, r)
+
+
 def test_judge_on_run_medians_without_samples():
     # a derived figure of older runs (no samples): the window's run medians decide
     r = judge([], [], "lower", 0.05, baseline_value=1.0, current_value=1.2, baseline_runs=[1.0, 1.001, 0.999, 1.0])

@@ -26,6 +26,10 @@ import pandas as pd
 
 from gpubench.compare.pool import flatten
 from gpubench.paceline import MIN_POINTS, Line, fit
+
+# A column compare adds to a side's rows: True where the figure was moved along a line (its processes then share
+# less of their level: gpubench.compare.verdict judges tonight's pooled median of them so).
+AT_PACE = "at_host_pace"
 from gpubench.stats import summarize
 
 KEY = ("suite", "case", "metric")
@@ -106,22 +110,25 @@ def _fit(pts: pd.DataFrame) -> dict[tuple, Line]:
 
 
 def apply(rows: pd.DataFrame, found: dict[tuple, Line], read: tuple | None = None) -> pd.DataFrame:
-    """``rows`` with the samples of every fitted figure moved to its line's pace (value and stats with them).
-    ``read``: the rows' flattened samples and points, where the caller has them."""
+    """``rows`` with the samples of every fitted figure moved to its line's pace (value and stats with them), and
+    :data:`AT_PACE` True on those rows. ``read``: the rows' flattened samples and points, where the caller has them."""
     flat, pts = read if read is not None else (_flatten(rows), None)
     pts = (_points(rows, flat) if pts is None else pts.copy()) if found and flat is not None else pd.DataFrame()
     if pts.empty:
         return rows
     lines_of = [found.get(k) for k in zip(*(pts[k] for k in KEY))]
+    lined = pts.loc[[ln is not None for ln in lines_of], "row"].unique()
+    if not len(lined):
+        return rows
+    out = rows.copy()
+    out[AT_PACE] = False
+    out.loc[out.index[lined], AT_PACE] = True
     pts["factor"] = [1.0 if ln is None else ln.factor(p) for ln, p in zip(lines_of, pts["pace"])]
     moved_rows = pts.loc[pts["factor"] != 1.0, "row"].unique()
-    if not len(moved_rows):
-        return rows
     factor = pts.set_index(["row", "process"])["factor"]
     at = pd.MultiIndex.from_arrays([flat.row, flat.process])
     moved = flat.value * factor.reindex(at).fillna(1.0).to_numpy()
     bounds = np.searchsorted(flat.row, moved_rows), np.searchsorted(flat.row, moved_rows, side="right")
-    out = rows.copy()
     cols = [c for c in ("value", "mean", "min", "max", "stdev", "iqr", "cv") if c in out.columns]
     for i, lo, hi in zip(moved_rows, *bounds):
         new = moved[lo:hi].tolist()
@@ -161,4 +168,4 @@ def adjust(base, cur, others=()) -> Adjusted:
 
 
 # MIN_POINTS and Line are gpubench.paceline's, named here for the callers of this module
-__all__ = ["Line", "Adjusted", "lines", "apply", "adjust", "MIN_POINTS"]
+__all__ = ["Line", "Adjusted", "lines", "apply", "adjust", "MIN_POINTS", "AT_PACE"]

@@ -42,6 +42,7 @@ from gpubench.compare import sensitivity
 from gpubench.compare.cross import pct_of_peak, spec_peak
 from gpubench.compare.defaults import DEFAULT_ALPHA
 from gpubench.compare.load import KEY
+from gpubench.compare.pace import AT_PACE
 from gpubench.compare.thresholds import Thresholds
 from gpubench.console import p_text
 from gpubench.levels import disturbed_by_load, set_by_host
@@ -72,14 +73,16 @@ _SPREAD_FACTOR = {3: 7.0, 4: 3.5, 5: 2.5, 6: 2.0, 7: 1.8, 8: 1.6, 9: 1.5, 10: 1.
 # processes each against a run of m: the same 99th percentile, simulated with each process's value the sum of its
 # run's share (the state of the host that the processes of one run share) and its own, the run's share a quarter of
 # the variance (200 000 draws each, normal and Student-t with 3 degrees of freedom; the larger of the two; 2026-11-29).
-# A quarter: after the host's pace (gpubench.compare.pace), the host-set figures' processes of one run correlated
-# -0.4 to +0.4 within a run (median about 0.1) over four series of 7-10 quick runs on H200s (2026-11-29). On those
-# series' own runs (bootstrapped windows of 5 and a sixth run), these factors called an unchanged host-set figure
-# WORSE in 0.33 % of 38 400 draws against 0.16 % with the single-draw factor, within the 0.5 % the table is built
-# for; docs/compare.md. Only figures whose samples carry the host's pace take it: copies to and from pinned or
-# registered buffers have none, and a run's processes shared their level (correlation 0.3-0.4 within a run over 12
-# H200 runs), and figures the GPU times draw a level per process (gpubench.levels), where the pooled factor
-# called 1 % of draws WORSE.
+# A quarter: after the host's pace (gpubench.compare.pace), the host-timed figures' processes of one run correlated
+# -0.39 to +0.41 (median 0.0, 9 in 10 below 0.28) over four series of 7-10 quick runs on H200s (2026-11-29). On six
+# such series' own runs (tests/gpu/pooled_aa.py: windows of 5 runs and a sixth drawn from each), these factors called
+# an unchanged host-timed figure WORSE in 0.35 % of 24 555 draws against 0.06 % with the single-draw factor, within
+# the 0.5 % the tables are built for; docs/compare.md. Only figures whose samples carry the host's pace take it:
+# copies to and from pinned or registered buffers have none, and a run's processes shared their level (correlation
+# up to 0.43 within a run over 12 H200 runs), and figures the GPU times draw a level per process
+# (results/reference/h200/gpu-state-20261129/), where a pooled factor called about 1 % of draws WORSE. Without the
+# pace (older tables, --no-host-pace) the host's state stays in the processes' levels, which a run's processes
+# share (raw correlation up to 0.61): the single-draw factor.
 _POOLED_MOVES = ("host-timed", "host-bound")  # the figures whose samples carry the host's pace (gpubench.pace)
 _POOLED_FACTOR = {
     2: {3: 1.96, 4: 1.49, 5: 1.29, 6: 1.15, 7: 1.02, 8: 0.96, 10: 0.87, 12: 0.79, 15: 0.72, 20: 0.63},
@@ -139,9 +142,10 @@ def judge(
     ``history_runs``: run medians of the directory's longer history (the window's included); with ``moves``,
     a change must also clear that history's spread × its factor. ``run_count``: how many runs
     ``baseline_runs`` come from, where a run gave one value per process (gpubench.processes); for the notes.
-    ``current_processes``: how many processes the current run's samples come from; for a figure the host sets
-    (``moves``) measured so in every window run, the factor is the pooled one (:func:`spread_factor`), and in every
-    run of the history (``history_count`` runs), the history's too.
+    ``current_processes``: how many processes the current run's samples come from, for a figure judged at the
+    host's pace (the caller's to say; 1 otherwise); for a host-timed or host-bound figure (``moves``) measured so in
+    every window run, the factor is the pooled one (:func:`spread_factor`), and in every run of the history
+    (``history_count`` runs), the history's too.
     """
     runs = [float(v) for v in baseline_runs if _finite(v)]
     k = len(runs)
@@ -403,7 +407,8 @@ def _judge_pair(b: dict[str, Any], c: dict[str, Any], better: str, threshold: fl
     per_run_n = int(b["run_n"]) if _finite(b.get("run_n")) else None
     run_count = int(b["run_count"]) if _finite(b.get("run_count")) else None
     moves = moves_between_runs(b) or moves_between_runs(c)
-    current_processes = len(c.get("run_values") or []) or 1
+    # Tonight's pooled median of its processes, where both sides were moved to the host's pace (verdict._POOLED_FACTOR)
+    current_processes = (len(c.get("run_values") or []) or 1) if _at_pace(b) and _at_pace(c) else 1
     history_count = int(b["history_count"]) if _finite(b.get("history_count")) else None
     if not cross_cluster:
         return judge(bs, cs, better, threshold, alpha, baseline_value=b.get("value"), current_value=c.get("value"),
@@ -425,6 +430,11 @@ def _judge_pair(b: dict[str, Any], c: dict[str, Any], better: str, threshold: fl
              if r["baseline"] else math.nan, judged_on="% of peak")
     r["note"] = "; ".join(x for x in ("on % of each side's spec peak", r["note"]) if x)
     return r
+
+
+def _at_pace(row: dict[str, Any]) -> bool:
+    flag = row.get(AT_PACE)
+    return isinstance(flag, (bool, np.bool_)) and bool(flag)
 
 
 def _worse_by(change: Any, better: Any) -> float:

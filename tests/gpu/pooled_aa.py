@@ -8,10 +8,11 @@ series). Runs on a CPU: nothing is measured.
 
 For every time figure measured in 3 or more processes a run, N times: 5 runs of a series drawn as the window, a
 sixth as tonight; the figures whose samples carry the host's pace are moved along the window's line first
-(gpubench.paceline, as compare does); tonight is WORSE where its median is above the window's median of process
-medians by more than the threshold (5 %) and the factor times the range of those process medians. It prints, for
-the figures that carry a pace and for the others, how many draws were WORSE with either factor. The Mann-Whitney
-test compare also asks of the samples is left out: these counts are the rule's alone, an upper bound.
+(gpubench.paceline, as compare does), and only those with a line take the pooled factor, as in compare; tonight is
+WORSE where its median is above the window's median of process medians by more than the threshold (5 %) and the
+factor times the range of those process medians. It prints, for the figures moved to the pace and for the others,
+how many draws were WORSE with either factor. The Mann-Whitney test compare also asks of the samples is left out:
+these counts are the rule's alone, an upper bound.
 """
 
 import argparse
@@ -54,16 +55,15 @@ def medians(s, lab, pace, line) -> tuple[list[float], float]:
 def draw(runs: list[tuple], rng) -> tuple[float, float, int, int, bool]:
     """(tonight's change, the window's range, values, tonight's processes, paced) for one random draw."""
     pick = rng.permutation(len(runs))[:WINDOW + 1]
-    paced = runs[0][2] is not None
     line = None
-    if paced:
+    if runs[0][2] is not None:
         pts = [(float(np.median(p[lab == q])), float(np.median(s[lab == q])))
                for s, lab, p in (runs[i] for i in pick[:WINDOW]) for q in sorted(set(lab.tolist()))]
         line = paceline.fit([a for a, _ in pts], [b for _, b in pts])
     values = [v for i in pick[:WINDOW] for v in medians(*runs[i], line)[0]]
     procs, tonight = medians(*runs[pick[WINDOW]], line)
     mid = float(np.median(values))
-    return tonight / mid - 1, (max(values) - min(values)) / mid, len(values), len(procs), paced
+    return tonight / mid - 1, (max(values) - min(values)) / mid, len(values), len(procs), line is not None
 
 
 def main() -> None:
@@ -85,7 +85,7 @@ def main() -> None:
                     counts[(paced, rule)][1] += change > max(THRESHOLD, factor * spread)
     for (paced, rule), (n, worse) in counts.items():
         if n:
-            what = "figures with the host's pace" if paced else "the others"
+            what = "figures moved to the pace" if paced else "the others"
             print(f"{what:28s} {rule:8s}: {worse} WORSE of {n} draws ({100 * worse / n:.2f} %)")
 
 
