@@ -111,7 +111,7 @@ _ORDER = {WORSE: 0, UNKNOWN: 1, NOT_OK: 2, INCOMPARABLE: 3, ONLY_BASELINE: 4, ON
 def spread_factor(runs: int, *, window_runs: int | None = None, current_processes: int = 1) -> float:
     """The multiple of the window's run spread a change must exceed (see _SPREAD_FACTOR); inf below MIN_RUNS.
     ``runs`` values from ``window_runs`` runs, each of ``current_processes`` processes as the current run is, take
-    the pooled factor (_POOLED_FACTOR; the caller asks only for figures the host sets)."""
+    the pooled factor (_POOLED_FACTOR; the caller asks only for figures judged at the host's pace)."""
     if runs < MIN_RUNS:
         return math.inf
     m = current_processes
