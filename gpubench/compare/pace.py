@@ -26,11 +26,11 @@ import pandas as pd
 
 from gpubench.compare.pool import flatten
 from gpubench.paceline import MIN_POINTS, Line, fit
+from gpubench.stats import summarize
 
 # A column compare adds to a side's rows: True where the figure was moved along a line (its processes then share
 # less of their level: gpubench.compare.verdict judges tonight's pooled median of them so).
 AT_PACE = "at_host_pace"
-from gpubench.stats import summarize
 
 KEY = ("suite", "case", "metric")
 

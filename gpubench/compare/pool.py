@@ -229,8 +229,9 @@ def _history(history: pd.DataFrame | None) -> dict[tuple, tuple[list[float], int
         return {}
     cols = [*KEY, "suite_version"]
     group = ok.groupby(cols, sort=False, dropna=False).ngroup().to_numpy()
-    values, _ = run_values(ok, group, int(group.max()) + 1)
-    runs = _run_counts(ok, group, int(group.max()) + 1)
+    groups = int(group.max()) + 1
+    values, _ = run_values(ok, group, groups)
+    runs = _run_counts(ok, group, groups)
     # ngroup numbers the figures as they first appear, as drop_duplicates lists them
     keys = [tuple(r) for r in ok.drop_duplicates(cols)[cols].itertuples(index=False)]
     return {key: (v, int(n)) for key, v, n in zip(keys, values, runs)}
