@@ -326,6 +326,16 @@ class Watch:
         }
 
 
+def union(texts: Iterable[Any]) -> str | None:
+    """Several ``contended`` texts as one (each process's, each rank's): every name once, in order; "" where all
+    that is known is that nobody else was there; None where none of them knew."""
+    texts = list(texts)
+    names = [n for s in texts if isinstance(s, str) and s for n in s.split(", ")]
+    if names:
+        return ", ".join(dict.fromkeys(names))
+    return "" if any(s == "" for s in texts) else None
+
+
 def _call(reader: Any, name: str) -> Any:
     fn = getattr(reader, name, None)
     if fn is None:
@@ -416,5 +426,5 @@ def closing(summary: dict[str, Any], measured: Mapping[str, set[str]]) -> list[s
     return lines
 
 
-__all__ = ["Watch", "HostCpu", "Heaviest", "process_name", "host_line", "host_text", "closing", "measured", "MEASURED_KEYS",
+__all__ = ["Watch", "union", "HostCpu", "Heaviest", "process_name", "host_line", "host_text", "closing", "measured", "MEASURED_KEYS",
            "BUSY_IDLE_PCT", "LOADED_HOST", "NAMED_SHARE"]

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from gpubench import prestart
+from gpubench.contention import union
 from gpubench.errors import UsageError
 from gpubench.request import DEFAULT_PROCESSES  # noqa: F401 — where run's --help reads it without numpy
 from gpubench.results import STATS, as_list
@@ -244,7 +245,7 @@ def pool(row: dict[str, Any], other: dict[str, Any], process: int, target_cv: fl
            "host_pace": _paces(row, other),
            "value": st["median"], **{k: st[k] for k in STATS}, "n": st["n"],
            "noisy": bool(not math.isnan(st["cv"]) and st["cv"] > target_cv)}
-    out["contended"] = _union(row.get("contended"), other.get("contended"))
+    out["contended"] = union((row.get("contended"), other.get("contended")))
     loads = [v for v in (row.get("host_load"), other.get("host_load")) if finite(v)]
     out["host_load"] = max(loads) if loads else row.get("host_load")
     # What the figure cost the run: every process's time on it.
@@ -258,13 +259,6 @@ def _paces(row: dict[str, Any], other: dict[str, Any]) -> list[float]:
     mine, theirs = as_list(row.get("host_pace")), as_list(other.get("host_pace"))
     whole = len(mine) == len(row.get("samples") or []) and len(theirs) == len(other.get("samples") or [])
     return mine + theirs if whole and mine and theirs else []
-
-
-def _union(a: Any, b: Any) -> str | None:
-    names = [n for s in (a, b) if isinstance(s, str) and s for n in s.split(", ")]
-    if names:
-        return ", ".join(dict.fromkeys(names))
-    return "" if any(s == "" for s in (a, b)) else None
 
 
 def one_process(row: dict[str, Any], process: int) -> dict[str, Any]:

@@ -395,8 +395,15 @@ class Single:
             cfg = proc.scaled(self.config, self.request.how.processes)
         token = self.watch.begin()
         new = self._run_case(suite, case, cfg, (lambda: stop.set) if self.abandon else None)
-        mark_rows(new, *self.watch.end(token, suite.name, case.id))
+        contended, load = self.watch.end(token)
+        contended = self._seen(contended)
+        self.watch.mark(suite.name, case.id, contended, load)
+        mark_rows(new, contended, load)
         return new
+
+    def _seen(self, contended: str | None) -> str | None:
+        """Who else used the device during a case, as the rows say it: what this process's watch saw."""
+        return contended
 
     def _write(self, suite: Suite, rows: list[dict[str, Any]]) -> None:
         df = results.frame(rows, suite.params)
@@ -434,6 +441,12 @@ class Ranks(Single):
         # Other ranks' processes may hold contexts on this device (peer access): they are ours, not a co-tenant.
         return set(self.group.gather_objects(os.getpid()))
 
+    def _seen(self, contended: str | None) -> str | None:
+        # Each rank watches its own device, and another process on any of them slows the collective: the row, which
+        # rank 0 writes, names everyone's (4 x H200, 2026-11-29: a co-tenant on GPU 2 went unnamed in the rows of
+        # the pairs 0-2 and 1-2, whose rank 0 was on GPU 0 or 1).
+        return contention.union(self.group.gather_objects(contended))
+
     def _step(self, stop: StopFlag, label: str) -> None:
         # A Ctrl-C seen by any rank stops them all after the same case (``asked``: one that came during this
         # agreement is not lost to its answer).
@@ -464,6 +477,9 @@ class Fleet(Ranks):
 
     def _share(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return _everyones(self.group, rows)
+
+    def _seen(self, contended: str | None) -> str | None:
+        return contended  # each rank's rows are its own device's: another device's co-tenant is not in them
 
 
 # plan lays a run out (gpubench.planner), execute runs it: a command calls both from here.

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpubench.check import affinity, checkset, envelope, history, station, stations
+from gpubench.check import affinity, checkset, drive, envelope, history, station, stations
 from gpubench.check.checkset import Evidence, Figure
 from gpubench.check.judge import Judge
 from gpubench.ranks import group
@@ -140,6 +140,26 @@ def test_turns_measure_each_case_on_one_gpu_at_a_time(monkeypatch):
     for rank, events in enumerate(mine):
         assert [e[0] for e in events] == ["wait"] * rank + ["measure"] + ["wait"] * (3 - rank)
         assert [e[2] for e in events if e[0] == "wait"] == [0, 1, 2]
+
+
+def test_the_checks_own_stations_are_no_co_tenant_of_any_figure(monkeypatch):
+    # 4 x H200, 2026-11-29: once the stations had measured the GPU pairs, each held a context on its peers' GPUs,
+    # and every pair's sendrecv named the other pair's two stations as sharing its GPUs. Every job names every
+    # station as the check's own, and a station's run counts them so beside its group's ranks.
+    jobs = []
+    monkeypatch.setattr(drive.stations, "form", lambda members: None)
+    monkeypatch.setattr(drive.stations, "leave", lambda members: None)
+    monkeypatch.setattr(drive.stations, "run", lambda members, job: jobs.append(job) or [{"run_dir": "d"}] * len(members))
+    pool = object.__new__(stations.Pool)
+    pool.ready, pool.failed = {g: {"pid": 100 + g} for g in range(4)}, {}
+    pool.get = lambda gpus: [object() for _ in gpus]
+    plan = drive.Plan("fake", [0, 1, 2, 3], "out", "c", [])
+    done = drive.session(plan, pool, [[0, 2], [1, 3]], [drive.Step("pairs round 2", "ranks", ())])
+    assert [c.run_dir for c in done] == ["d", "d"] and [j["own"] for j in jobs] == [[100, 101, 102, 103]]
+    ran = object.__new__(station.Ranks)
+    ran.group, ran.own = _Group(0, 2, []), frozenset(jobs[0]["own"])
+    assert ran._own_pids() == {os.getpid(), 100, 101, 102, 103}
+    assert object.__new__(station.Single)._own_pids() == set()  # a station alone: its own pid only (the watch's)
 
 
 def test_stations_leave_the_launchers_rank_variables_behind(monkeypatch):

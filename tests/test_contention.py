@@ -9,7 +9,7 @@ import pytest
 
 from test_telemetry import AmdDev, fake_amdsmi, fake_nvml, three_gpus
 
-from gpubench import contention
+from gpubench import contention, runner
 from gpubench.telemetry import open_telemetry
 
 
@@ -239,3 +239,20 @@ def test_a_run_beside_another_process_says_so_first_last_and_in_each_row(capsys,
     assert lines[-1].startswith("run directory: ")
     assert lines[-3].startswith(f"GPU shared during this run: {other} (2 of 2 cases measured beside it")
     assert lines[-2].startswith("host busy during this run: other processes used 90% of")
+
+
+def test_a_collectives_row_names_a_co_tenant_on_any_ranks_device_a_fleets_row_its_own():
+    # rank 0 writes a collective's row, but another process on any rank's device slows the collective (4 x H200,
+    # 2026-11-29: a co-tenant on GPU 2 went unnamed in the pairs whose rank 0 was on GPU 0 or 1)
+    class Group:
+        rank, world_size = 0, 2
+
+        def gather_objects(self, obj):
+            return [obj, "pid 4242 (python3)"]
+
+    ranks, fleet = object.__new__(runner.Ranks), object.__new__(runner.Fleet)
+    ranks.group = fleet.group = Group()
+    assert ranks._seen("") == "pid 4242 (python3)" and ranks._seen("pid 7 (a)") == "pid 7 (a), pid 4242 (python3)"
+    assert fleet._seen("") == ""  # a fleet's row is its own device's figure
+    assert contention.union([None, None]) is None and contention.union(["", None]) == ""
+    assert contention.union(["pid 1 (a)", "pid 2 (b), pid 1 (a)"]) == "pid 1 (a), pid 2 (b)"

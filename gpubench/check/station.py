@@ -11,13 +11,15 @@ standard output (the protocol's alone: whatever a library prints goes to standar
     control plane and watchdog, :class:`gpubench.ranks.group.Group`). Rank 0 is given no port: it hosts the
     rendezvous store and answers ``store`` with its port, which the check passes to the others; every rank then
     answers ``grouped``.
-``{"do": "run", "kind": K, "suites": [...], "filter": REGEX, "sizes": [...]|null, "out": DIR, "cluster": L, ...}``
+``{"do": "run", "kind": K, "suites": [...], "filter": REGEX, "sizes": [...]|null, "out": DIR, "cluster": L,
+"own": [PID, ...], ...}``
     measure the cases of ``suites`` that ``filter`` matches, at the quick grids' sizes, into an ordinary run
     directory (:mod:`gpubench.runner`), and answer ``done`` with ``run_dir`` (rank 0's; null on the others), the
     run's ``status`` and its ``failures``. Kinds: ``single`` (this GPU alone), ``fleet`` (every station of the
     group at once, case by case in step: ``gpubench run --devices``), ``turns`` (the group's GPUs one at a time,
     each case on each GPU in turn, so that no two share the host's memory and links while they measure, as
-    nvbandwidth measures each GPU), ``ranks`` (a collective suite over the group).
+    nvbandwidth measures each GPU), ``ranks`` (a collective suite over the group). ``own``: the check's stations,
+    which are no co-tenant of a figure wherever they hold a context.
 ``{"do": "ungroup"}``
     leave the group (answer ``ungrouped``), so that the station can join another (the GPU pairs, round by round).
 
@@ -60,12 +62,17 @@ GONE = "the gpubench check that started this measuring process is gone"
 
 
 class _Recorded:
-    """A run of the check: run.json says so, with where its process was bound (``check`` in run.json)."""
+    """A run of the check: run.json says so, with where its process was bound (``check`` in run.json); ``own``: the
+    check's other stations, which no figure is measured beside."""
 
     record: dict[str, Any] = {}
+    own: frozenset[int] = frozenset()
 
     def _meta(self) -> dict[str, Any]:
         return {**super()._meta(), "check": dict(self.record)}
+
+    def _own_pids(self) -> set[int]:
+        return {*super()._own_pids(), *self.own}
 
 
 class Single(_Recorded, runner.Single):
@@ -163,6 +170,7 @@ class Station:
         executor = kind(plan, backend, request, None, None, group)
         executor.record = {"phase": job.get("what") or job["kind"], "order": _ORDER[job["kind"]],
                            "binding": self.binding}
+        executor.own = frozenset(int(p) for p in job.get("own") or ())
         outcome = executor.run()
         path = outcome.run_dir.path
         self.emit("done", run_dir=str(path) if path is not None else None, status=outcome.status,

@@ -176,6 +176,10 @@ class Pool:
             out.append(s)
         return out
 
+    def pids(self) -> list[int]:
+        """Every started station's process: the check's own, wherever on the node they hold a context."""
+        return sorted({int(r["pid"]) for r in self.ready.values() if r.get("pid")})
+
     def discard(self, stations: Iterable[Station]) -> None:
         """End these stations (a job they shared failed: they may be waiting inside a collective)."""
         for s in stations:
