@@ -192,6 +192,9 @@ class Single:
 
     # Alone (or each rank of --devices on its own device) a Ctrl-C abandons the case in progress at any batch.
     abandon = True
+    # Whether a device busy as the run starts is this process's own doing (a measuring process's earlier run): then
+    # it names no co-tenant (gpubench.contention.Watch).
+    busy_is_ours = False
 
     def __init__(self, p: Plan, backend: Backend, request: RunRequest, progress: Any = None,
                  config: engine.EngineConfig | None = None, group: Group | None = None,
@@ -261,7 +264,8 @@ class Single:
         self._join(meta, self.base)
         self.rd = self._run_dir(meta)
         self.base["run_id"] = self._run_id(self.rd)
-        self.watch = contention.Watch(self.reader if self.telemetry else None, self._own_pids())
+        self.watch = contention.Watch(self.reader if self.telemetry else None, self._own_pids(),
+                                      busy_is_ours=self.busy_is_ours)
         self.outcome = Outcome(self.rd)
         if self.progress:
             for line in [*self.p.notes, *self.watch.opening()]:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gpubench import runner
 from gpubench.check import affinity, checkset, drive, envelope, history, station, stations
 from gpubench.check.checkset import Evidence, Figure
 from gpubench.check.judge import Judge
@@ -160,6 +161,32 @@ def test_the_checks_own_stations_are_no_co_tenant_of_any_figure(monkeypatch):
     ran.group, ran.own = _Group(0, 2, []), frozenset(jobs[0]["own"])
     assert ran._own_pids() == {os.getpid(), 100, 101, 102, 103}
     assert object.__new__(station.Single)._own_pids() == set()  # a station alone: its own pid only (the watch's)
+
+
+def test_after_a_stations_first_run_a_busy_gpu_is_its_own_doing(monkeypatch, tmp_path):
+    # a GPU still busy from the station's previous run names no co-tenant (4 x H200, 2026-11-29: the turns run after
+    # the devices run read "device 56% busy before the run" on GPUs the co-tenant never touched); the first run
+    # still says so, a process of another namespace that cannot be named
+    made = []
+
+    class Kind:
+        def __init__(self, *args):
+            made.append(self)
+
+        def run(self):
+            return type("O", (), {"run_dir": type("D", (), {"path": None})(), "status": "complete", "failures": 0})()
+
+    monkeypatch.setitem(station.KINDS, "single", Kind)
+    monkeypatch.setattr(station, "Single", Kind)
+    monkeypatch.setattr(station.runner, "plan", lambda *a, **k: None)
+    s = object.__new__(station.Station)
+    s.backend, s.gpu, s.binding, s.group, s.runs = type("B", (), {"name": "fake"})(), 0, {}, None, 0
+    s.emit = lambda *a, **k: None
+    job = {"kind": "single", "suites": ["launch"], "filter": ".", "out": str(tmp_path), "cluster": "c"}
+    s.do_run(job)
+    s.do_run(job)
+    assert [k.busy_is_ours for k in made] == [False, True]
+    assert runner.Single.busy_is_ours is False  # a plain run: a busy GPU as it starts is somebody else's
 
 
 def test_stations_leave_the_launchers_rank_variables_behind(monkeypatch):

@@ -117,6 +117,7 @@ class Station:
         self.group: Group | None = None
         self.store: Any = None
         self.comm_backend: Backend | None = None
+        self.runs = 0  # jobs run: after the first, a GPU busy as a run starts is this station's last one finishing
 
     def ready(self) -> None:
         b = self.backend
@@ -171,6 +172,10 @@ class Station:
         executor.record = {"phase": job.get("what") or job["kind"], "order": _ORDER[job["kind"]],
                            "binding": self.binding}
         executor.own = frozenset(int(p) for p in job.get("own") or ())
+        # 4 x H200, 2026-11-29, a co-tenant on GPU 2: the turns run that followed the devices run found GPUs 0, 1
+        # and 3 56-71 % busy as it started, and every host copy of theirs read "device 56% busy before the run"
+        executor.busy_is_ours = self.runs > 0
+        self.runs += 1
         outcome = executor.run()
         path = outcome.run_dir.path
         self.emit("done", run_dir=str(path) if path is not None else None, status=outcome.status,
