@@ -159,7 +159,7 @@ def _attempt(plan: Plan, pool: Pool, sets: Sequence[Sequence[int]], steps: Seque
         if grouped:
             stations.form(members)
         for step in steps:
-            # Every station is the check's own, not a co-tenant: once they have measured the GPU pairs, each holds a
+            # Every station is the check's own, not a co-tenant: once they have copied to their peers, each holds a
             # context on its peers' GPUs too (4 x H200, 2026-11-29: every pair's sendrecv named the other pair's
             # two stations as sharing its GPUs, 180 of 180 rows in 10 idle checks).
             answers = stations.run(members, {**_job(plan, step, sets[0]), "own": pool.pids()})

@@ -63,7 +63,7 @@ GONE = "the gpubench check that started this measuring process is gone"
 
 class _Recorded:
     """A run of the check: run.json says so, with where its process was bound (``check`` in run.json); ``own``: the
-    check's other stations, which no figure is measured beside."""
+    check's stations, which are no co-tenant of any figure."""
 
     record: dict[str, Any] = {}
     own: frozenset[int] = frozenset()
