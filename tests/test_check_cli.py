@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -341,6 +342,51 @@ def test_the_shipped_set_on_three_gpus_runs_every_figure_and_pairs_in_rounds(tmp
     assert len(per_gpu) == 3 and totals["h2d_all"]["value"] == pytest.approx(sum(per_gpu), rel=1e-6)
     h2d = next(v for v in doc["verdicts"] if v["check"] == "h2d")
     assert "PCIe link's nominal 63.0 GB/s" in h2d["reference"] and h2d["fail_at"] == pytest.approx(0.7 * 63.0, rel=1e-3)
+
+
+COMM = """
+[[figure]]
+key = "all_reduce"
+title = "all_reduce bus bandwidth, every GPU"
+suite = "comm"
+run = "node"
+case = 'collective=all_reduce,bytes=\\d+,dtype=float32,op=sum,inplace=True'
+metric = "busbw"
+largest = "bytes"
+target = "node"
+needs = 2
+
+[[figure]]
+key = "sendrecv"
+title = "sendrecv bus bandwidth, per GPU pair"
+suite = "comm"
+run = "pairs"
+case = 'collective=sendrecv,bytes=\\d+,dtype=float32,op=none,inplace=False'
+metric = "busbw"
+largest = "bytes"
+target = "pair"
+needs = 2
+"""
+
+
+def test_a_collective_names_a_co_tenant_on_any_of_its_gpus(tmp_path):
+    # A pair's row is written by its rank 0, but a process on the other GPU slows it as much (4 x H200, 2026-11-29:
+    # the pairs 0-2 and 1-2 missed a co-tenant on GPU 2): every collective's rows name who shared any of its GPUs.
+    checks = tmp_path / "comm.toml"
+    checks.write_text(COMM)
+    proc = _gpubench("check", "--backend", "fake", "--out", tmp_path / "r", "--cluster", "n1", "--checks", checks,
+                     "--no-retry", env={"GPUBENCH_FAKE_DEVICES": "3", "GPUBENCH_FAKE_CALL_S": "2e-3",
+                                        "GPUBENCH_FAKE_OTHER_PIDS": "2:4242"})
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    named = {}
+    for d in _verdict(tmp_path)["run_dirs"]:
+        for r in pd.read_parquet(Path(d) / "comm.parquet").to_dict("records"):
+            who = "pid 4242" in str(r["contended"])
+            pair = json.loads((Path(d) / "run.json").read_text())["check"]["phase"]
+            named.setdefault((r["collective"], pair), set()).add(who)
+    assert named.pop(("all_reduce", "node")) == {True}
+    pairs = {phase: who for (c, phase), who in named.items() if c == "sendrecv"}
+    assert len(pairs) == 3 and sorted(map(sorted, pairs.values())) == [[False], [True], [True]], named
 
 
 def test_expect_makes_an_envelope_that_the_next_check_uses_and_gather_reads_the_fleet(tmp_path, four):

@@ -206,7 +206,7 @@ class FakeBackend(Backend):
         }
 
     def telemetry(self):
-        reading = self._reading
+        reading, index = self._reading, self.device_index
 
         class FakeTelemetry(Telemetry):
             source = "fake"
@@ -215,9 +215,10 @@ class FakeBackend(Backend):
                 return dict(reading, throttle=list(reading.get("throttle") or []))
 
             def processes(self) -> list[int]:
-                # GPUBENCH_FAKE_OTHER_PIDS=PID,...: other processes on the device (a co-tenant, for tests).
-                others = os.environ.get("GPUBENCH_FAKE_OTHER_PIDS", "")
-                return [os.getpid(), *(int(p) for p in others.split(",") if p.strip())]
+                # GPUBENCH_FAKE_OTHER_PIDS=PID,...: other processes on every device (a co-tenant, for tests);
+                # INDEX:PID on device INDEX alone.
+                others = [x.strip().rpartition(":") for x in os.environ.get("GPUBENCH_FAKE_OTHER_PIDS", "").split(",")]
+                return [os.getpid(), *(int(p) for on, _, p in others if p and on in ("", str(index)))]
 
             def utilization(self) -> float:
                 return float(os.environ.get("GPUBENCH_FAKE_BUSY_PCT", 0.0))
