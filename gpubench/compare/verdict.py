@@ -114,11 +114,19 @@ def spread_factor(runs: int, *, window_runs: int | None = None, current_processe
     the pooled factor (_POOLED_FACTOR; the caller asks only for figures judged at the host's pace)."""
     if runs < MIN_RUNS:
         return math.inf
-    m = current_processes
-    if m >= 2 and window_runs is not None and window_runs >= MIN_RUNS and runs == window_runs * m:
+    m = _pooled(runs, window_runs, current_processes)
+    if m > 1:
         table = _POOLED_FACTOR[min(m, max(_POOLED_FACTOR))]
         return table[max(r for r in table if r <= window_runs)]
     return _SPREAD_FACTOR[max(k for k in _SPREAD_FACTOR if k <= runs)]
+
+
+def _pooled(runs: int, window_runs: int | None, current_processes: int) -> int:
+    """The current run's processes where the pooled factor applies (``runs`` values are ``window_runs`` runs of as
+    many processes each), else 1."""
+    m = current_processes
+    pooled = m >= 2 and window_runs is not None and window_runs >= MIN_RUNS and runs == window_runs * m
+    return m if pooled else 1
 
 
 # Why a row's level moves between processes ("" when nothing says so): gpubench.levels says which figures.
@@ -230,13 +238,13 @@ def _on_runs(out: dict[str, Any], direction: str, alpha: float, *, k: int, run_c
     to know how far the figure moves between runs: beyond their spread, and beyond noise."""
     change, spread = out["change"], out["run_spread"]
     factor = spread_factor(k, window_runs=run_count, current_processes=pooled)
-    over = _units(k, run_count, pooled if factor != spread_factor(k) else 1)
+    over = _units(k, run_count, _pooled(k, run_count, pooled))
     history = [float(v) for v in history_runs if _finite(v)]
     h_factor = spread_factor(len(history), window_runs=history_count, current_processes=pooled)
     if moves and len(history) > k and h_factor * run_spread(history) > factor * spread:
         # a host-set figure drifts: the longer history's range says more than a quiet stretch of the window
         factor, spread = h_factor, run_spread(history)
-        over = _units(len(history), history_count, pooled if h_factor != spread_factor(len(history)) else 1)
+        over = _units(len(history), history_count, _pooled(len(history), history_count, pooled))
         out["run_spread"] = spread
     if not abs(change) > factor * spread:
         return {**out, "verdict": UNKNOWN,
