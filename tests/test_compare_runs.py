@@ -195,7 +195,8 @@ def test_a_host_set_figure_pooled_over_processes_takes_the_pooled_factor():
     assert spread_factor(15, window_runs=5) == spread_factor(15) == verdict._SPREAD_FACTOR[15]
     assert spread_factor(40, window_runs=8, current_processes=5) == verdict._POOLED_FACTOR[5][8]
     # more processes than tabulated: the largest tabulated count's factor, the larger one
-    assert spread_factor(70, window_runs=10, current_processes=7) == verdict._POOLED_FACTOR[5][10]
+    assert spread_factor(60, window_runs=10, current_processes=6) == verdict._POOLED_FACTOR[6][10]
+    assert spread_factor(80, window_runs=10, current_processes=8) == verdict._POOLED_FACTOR[6][10]
 
 
 def test_tonight_is_pooled_only_where_both_sides_were_moved_to_the_host_pace():
