@@ -13,6 +13,11 @@ WORSE where its median is above the window's median of process medians by more t
 factor times the range of those process medians. It prints, for the figures moved to the pace and for the others,
 how many draws were WORSE with either factor. The Mann-Whitney test compare also asks of the samples is left out:
 these counts are the rule's alone, an upper bound.
+
+It also counts a rule compare does not have, on the same draws: tonight's pooled median against the window's five
+run medians (each run's samples pooled, at the pace where there is a line), WORSE beyond the threshold and the
+single-draw factor for 5 values times their range (results/reference/h200/processes-20261129/). ``--per-figure``
+prints, per figure, the median over its draws of the threshold compare's rule and that rule would set.
 """
 
 import argparse
@@ -52,41 +57,62 @@ def medians(s, lab, pace, line) -> tuple[list[float], float]:
     return [float(np.median(s[lab == q])) for q in procs], float(np.median(s))
 
 
-def draw(runs: list[tuple], rng) -> tuple[float, float, int, int, bool]:
-    """(tonight's change, the window's range, values, tonight's processes, paced) for one random draw."""
+def draw(runs: list[tuple], rng) -> dict:
+    """One random draw: tonight's change against the window's median of process medians and the range of those
+    (``k`` values), tonight's processes ``m``, whether it was moved to the pace, and tonight's change against the
+    window's run medians and their range."""
     pick = rng.permutation(len(runs))[:WINDOW + 1]
     line = None
     if runs[0][2] is not None:
         pts = [(float(np.median(p[lab == q])), float(np.median(s[lab == q])))
                for s, lab, p in (runs[i] for i in pick[:WINDOW]) for q in sorted(set(lab.tolist()))]
         line = paceline.fit([a for a, _ in pts], [b for _, b in pts])
-    values = [v for i in pick[:WINDOW] for v in medians(*runs[i], line)[0]]
+    window = [medians(*runs[i], line) for i in pick[:WINDOW]]
+    values = [v for procs, _ in window for v in procs]
     procs, tonight = medians(*runs[pick[WINDOW]], line)
-    mid = float(np.median(values))
-    return tonight / mid - 1, (max(values) - min(values)) / mid, len(values), len(procs), line is not None
+    mid, run_mid = float(np.median(values)), float(np.median([r for _, r in window]))
+    pooled = [r for _, r in window]
+    return {"change": tonight / mid - 1, "spread": (max(values) - min(values)) / mid, "k": len(values),
+            "m": len(procs), "paced": line is not None, "run_change": tonight / run_mid - 1,
+            "run_spread": (max(pooled) - min(pooled)) / run_mid}
+
+
+def thresholds(d: dict) -> dict[str, float]:
+    """The change each rule needs before it calls this draw WORSE."""
+    k, m = d["k"], d["m"]
+    pooled = spread_factor(k, window_runs=WINDOW, current_processes=m) if d["paced"] else spread_factor(k)
+    return {"one draw": max(THRESHOLD, spread_factor(k) * d["spread"]),
+            "pooled": max(THRESHOLD, pooled * d["spread"]),
+            "runs": max(THRESHOLD, spread_factor(WINDOW) * d["run_spread"])}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("dirs", nargs="+", type=Path)
     ap.add_argument("--draws", type=int, default=300)
+    ap.add_argument("--per-figure", action="store_true")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    counts = {(paced, rule): [0, 0] for paced in (True, False) for rule in ("one draw", "pooled")}
+    counts = {(paced, rule): [0, 0] for paced in (True, False) for rule in ("one draw", "pooled", "runs")}
+    figures: dict[str, dict[str, list[float]]] = {}
     for root in args.dirs:
-        for runs in series(root).values():
+        for name, runs in series(root).items():
             if len(runs) < WINDOW + 1:
                 continue
             for _ in range(args.draws):
-                change, spread, k, m, paced = draw(runs, rng)
-                pooled = spread_factor(k, window_runs=WINDOW, current_processes=m) if paced else spread_factor(k)
-                for rule, factor in (("one draw", spread_factor(k)), ("pooled", pooled)):
-                    counts[(paced, rule)][0] += 1
-                    counts[(paced, rule)][1] += change > max(THRESHOLD, factor * spread)
+                d = draw(runs, rng)
+                for rule, limit in thresholds(d).items():
+                    counts[(d["paced"], rule)][0] += 1
+                    counts[(d["paced"], rule)][1] += (d["run_change"] if rule == "runs" else d["change"]) > limit
+                    figures.setdefault(f"{root} {name}", {}).setdefault(rule, []).append(limit)
     for (paced, rule), (n, worse) in counts.items():
         if n:
             what = "figures moved to the pace" if paced else "the others"
             print(f"{what:28s} {rule:8s}: {worse} WORSE of {n} draws ({100 * worse / n:.2f} %)")
+    if args.per_figure:
+        print("median threshold over the draws, %: compare's rule (pooled where moved to the pace) / the runs' rule")
+        for name, limits in figures.items():
+            print(f"  {100 * np.median(limits['pooled']):6.1f} / {100 * np.median(limits['runs']):6.1f}  {name}")
 
 
 if __name__ == "__main__":
