@@ -380,10 +380,9 @@ def test_a_collective_names_a_co_tenant_on_any_of_its_gpus(tmp_path):
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     named = {}
     for d in _verdict(tmp_path)["run_dirs"]:
+        pair = json.loads((Path(d) / "run.json").read_text())["check"]["phase"]
         for r in pd.read_parquet(Path(d) / "comm.parquet").to_dict("records"):
-            who = "pid 4242" in str(r["contended"])
-            pair = json.loads((Path(d) / "run.json").read_text())["check"]["phase"]
-            named.setdefault((r["collective"], pair), set()).add(who)
+            named.setdefault((r["collective"], pair), set()).add("pid 4242" in str(r["contended"]))
     assert named.pop(("all_reduce", "node")) == {True}
     pairs = {phase: who for (c, phase), who in named.items() if c == "sendrecv"}
     assert len(pairs) == 3 and sorted(map(sorted, pairs.values())) == [[False], [True], [True]], named

@@ -70,8 +70,8 @@ def draw(runs: list[tuple], rng) -> dict:
     window = [medians(*runs[i], line) for i in pick[:WINDOW]]
     values = [v for procs, _ in window for v in procs]
     procs, tonight = medians(*runs[pick[WINDOW]], line)
-    mid, run_mid = float(np.median(values)), float(np.median([r for _, r in window]))
     pooled = [r for _, r in window]
+    mid, run_mid = float(np.median(values)), float(np.median(pooled))
     return {"change": tonight / mid - 1, "spread": (max(values) - min(values)) / mid, "k": len(values),
             "m": len(procs), "paced": line is not None, "run_change": tonight / run_mid - 1,
             "run_spread": (max(pooled) - min(pooled)) / run_mid}
