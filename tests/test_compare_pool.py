@@ -26,7 +26,7 @@ def _finite(x):
 
 def _per_run(ok):
     runs = ok["run_id"] if "run_id" in ok.columns else pd.Series(["?"] * len(ok), index=ok.index)
-    values, fewest = [], None
+    values, fewest, medians = [], None, []
     for _, g in ok.groupby(runs.fillna("?").astype(str), sort=False):
         split: dict[int, list[float]] = {}
         if "sample_process" in g.columns:
@@ -37,7 +37,9 @@ def _per_run(ok):
             for k in sorted(split):
                 values.append(float(np.median(split[k])))
                 fewest = len(split[k]) if fewest is None else min(fewest, len(split[k]))
+            medians.append(float(np.median([v for k in split for v in split[k]])))
             continue
+        before = len(values)
         samples = [float(s) for ss in g["samples"] for s in (ss if ss is not None else [])]
         finite = [float(v) for v in g["value"] if _finite(v)]
         if len(g) == 1 and finite:
@@ -46,8 +48,9 @@ def _per_run(ok):
             values.append(float(np.median(samples)))
         elif finite:
             values.append(float(np.median(finite)))
+        medians += values[before:]
         fewest = len(samples) if fewest is None else min(fewest, len(samples))
-    return values, int(fewest or 0)
+    return values, int(fewest or 0), medians
 
 
 def pool_by_loop(raw, history=None):
@@ -66,12 +69,15 @@ def pool_by_loop(raw, history=None):
         ok = ok[ok["suite_version"] == ok["suite_version"].iloc[-1]]
         row = ok.iloc[-1].to_dict()
         samples = [float(s) for ss in ok["samples"] for s in (ss if ss is not None else [])]
-        row["run_values"], row["run_n"] = _per_run(ok)
+        row["run_values"], row["run_n"], row["run_medians"] = _per_run(ok)
         row["run_count"] = int(ok["run_id"].nunique()) if "run_id" in ok.columns else len(ok)
+        row["run_medians"] = row.pop("run_medians")  # after run_count, where pool() puts it
         past = older.get(tuple(row[k] for k in KEY))
         if past is not None:
             past = past[past["suite_version"] == row["suite_version"]]
-        row["history_values"] = (_per_run(past)[0] if past is not None and len(past) else []) + row["run_values"]
+        had = _per_run(past) if past is not None and len(past) else ([], 0, [])
+        row["history_values"] = had[0] + row["run_values"]
+        row["history_medians"] = had[2] + row["run_medians"]
         past_runs = (int(past["run_id"].nunique()) if "run_id" in past.columns else len(past)) \
             if past is not None and len(past) else 0
         row["history_count"] = past_runs + row["run_count"]

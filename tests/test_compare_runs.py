@@ -14,7 +14,7 @@ from test_compare_helpers import base_run, cli, copy_run, device_rows, scaled, s
 
 from gpubench import results, stats
 from gpubench.rows import derived_rows
-from gpubench.compare import report, thresholds, verdict
+from gpubench.compare import margin, report, thresholds, verdict
 from gpubench.compare.verdict import MIN_RUNS, UNKNOWN, WORSE, judge, spread_factor
 
 H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
@@ -191,12 +191,12 @@ def test_a_host_set_figure_pooled_over_processes_takes_the_pooled_factor():
     r = judge(base, tonight, "lower", 0.05, moves="host-timed", current_processes=3,
               **{**args, "baseline_runs": window[:14]})
     assert r["verdict"] == UNKNOWN, r
-    assert spread_factor(15, window_runs=5, current_processes=3) == verdict._POOLED_FACTOR[3][5]
-    assert spread_factor(15, window_runs=5) == spread_factor(15) == verdict._SPREAD_FACTOR[15]
-    assert spread_factor(40, window_runs=8, current_processes=5) == verdict._POOLED_FACTOR[5][8]
+    assert spread_factor(15, window_runs=5, current_processes=3) == margin._POOLED_FACTOR[3][5]
+    assert spread_factor(15, window_runs=5) == spread_factor(15) == margin._SPREAD_FACTOR[15]
+    assert spread_factor(40, window_runs=8, current_processes=5) == margin._POOLED_FACTOR[5][8]
     # more processes than tabulated: the largest tabulated count's factor, the larger one
-    assert spread_factor(60, window_runs=10, current_processes=6) == verdict._POOLED_FACTOR[6][10]
-    assert spread_factor(80, window_runs=10, current_processes=8) == verdict._POOLED_FACTOR[6][10]
+    assert spread_factor(60, window_runs=10, current_processes=6) == margin._POOLED_FACTOR[6][10]
+    assert spread_factor(80, window_runs=10, current_processes=8) == margin._POOLED_FACTOR[6][10]
 
 
 def test_tonight_is_pooled_only_where_both_sides_were_moved_to_the_host_pace():

@@ -158,11 +158,11 @@ def test_thresholds_round_trip_through_toml(tmp_path):
 
 def test_the_spread_factors_are_the_simulated_99th_percentile():
     """Each tabulated factor lies between the 99th percentiles of |new − median| / range for k normal and k
-    Student-t (3 degrees of freedom) draws, as verdict._SPREAD_FACTOR's comment says (20 000 draws here; the
+    Student-t (3 degrees of freedom) draws, as margin._SPREAD_FACTOR's comment says (20 000 draws here; the
     table's 200 000 and more narrow the bounds, so they are widened by 10 %)."""
     import numpy as np
 
-    from gpubench.compare import verdict as v
+    from gpubench.compare import margin as v
 
     rng = np.random.default_rng(1)
     for k, factor in v._SPREAD_FACTOR.items():
@@ -175,12 +175,12 @@ def test_the_spread_factors_are_the_simulated_99th_percentile():
 
 
 def test_the_pooled_spread_factors_are_the_simulated_99th_percentile():
-    """Each pooled factor (verdict._POOLED_FACTOR: R window runs of m processes against a run of m, the processes
+    """Each pooled factor (margin._POOLED_FACTOR: R window runs of m processes against a run of m, the processes
     of a run sharing a quarter of their variance) is the larger of the simulated 99th percentiles for normal and
     Student-t draws (20 000 draws here against the table's 200 000: within 12 %)."""
     import numpy as np
 
-    from gpubench.compare import verdict as v
+    from gpubench.compare import margin as v
 
     rng = np.random.default_rng(5)
     rho, n = 0.25, 20_000

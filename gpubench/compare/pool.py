@@ -7,7 +7,9 @@ the samples, say how far a figure moves when nothing changed) and ``run_n`` the 
 has. A run that measured a figure in several processes (``sample_process``, gpubench.processes) gives one value
 per process instead: its processes are evidence of the same kind. ``history_values`` adds the run medians of
 older runs of a directory (gpubench.compare.load), for figures the host sets, which drift, and ``history_count``
-how many runs those values come from.
+how many runs those values come from. ``run_medians`` (and ``history_medians``) keep one value per run whatever
+its processes: each run's median of all its samples, which a rule on a window of runs of several processes each
+reads (gpubench.compare.verdict).
 
 Everything is computed with group-bys over the concatenated rows and their flattened samples, never a Python
 loop per run or per process: a window of 20 quick-set nights holds some 3,000 rows and 60,000 samples, and
@@ -78,10 +80,12 @@ class _Values:
     count: np.ndarray
 
 
-def run_values(rows: pd.DataFrame, group: np.ndarray, groups: int) -> tuple[list[list[float]], np.ndarray]:
+def run_values(rows: pd.DataFrame, group: np.ndarray, groups: int
+               ) -> tuple[list[list[float]], np.ndarray, list[list[float]]]:
     """For each of ``groups`` groups of ok ``rows`` (``group``: each row's, 0..groups-1): each run's median of
     the figure, oldest first (rows of several devices of one run: their median; a run that measured it in several
-    processes: each process's median, by process), and the fewest samples a run (or process) has.
+    processes: each process's median, by process), the fewest samples a run (or process) has, and each run's one
+    median, oldest first (a run of several processes: the median of all its samples).
 
     A run of one row gives that row's value (a derived figure's value is not its samples' median); a run without
     samples, the median of its rows' values."""
@@ -111,7 +115,23 @@ def run_values(rows: pd.DataFrame, group: np.ndarray, groups: int) -> tuple[list
     np.minimum.at(fewest, unit_group[np.concatenate([x.counted for x in parts])],
                   np.concatenate([x.count for x in parts]))
     fewest[fewest == none] = 0
-    return values, fewest
+    return values, fewest, _per_run(parts[0], _medians(flat.values, sample_unit, n_units), multi, unit_group, groups)
+
+
+def _per_run(single: _Values, pooled: np.ndarray, multi: np.ndarray, unit_group: np.ndarray,
+             groups: int) -> list[list[float]]:
+    """Each group's run medians, runs as they first appear: a run of one process its value, a run of several the
+    median of all its samples (``pooled``, by unit)."""
+    value = np.full(len(multi), math.nan)
+    value[single.unit] = single.value
+    value[multi] = pooled[multi]
+    has = np.zeros(len(multi), dtype=bool)
+    has[single.unit] = True
+    has |= multi
+    units = np.flatnonzero(has)
+    units = units[np.argsort(unit_group[units], kind="stable")]
+    bounds = np.searchsorted(unit_group[units], np.arange(groups + 1))
+    return [value[units[bounds[k]:bounds[k + 1]]].tolist() for k in range(groups)]
 
 
 def _single_runs(rows: pd.DataFrame, flat: Flat, unit: np.ndarray, n_units: int, single: np.ndarray) -> _Values:
@@ -166,7 +186,7 @@ def pool(raw: pd.DataFrame, history: pd.DataFrame | None = None) -> pd.DataFrame
     latest = np.where(last_ok >= 0, version[np.maximum(last_ok, 0)], None)
     kept = ok & (last_ok[group] >= 0) & (version == latest[group]).astype(bool)
     rows = df[kept]
-    values, fewest = run_values(rows, group[kept], groups)
+    values, fewest, medians = run_values(rows, group[kept], groups)
     runs = _run_counts(rows, group[kept], groups)
     older = _history(history)
     last_row = np.full(groups, -1, dtype=np.int64)
@@ -181,8 +201,10 @@ def pool(raw: pd.DataFrame, history: pd.DataFrame | None = None) -> pd.DataFrame
             row["pooled"] = 0
             continue
         row["run_values"], row["run_n"], row["run_count"] = values[k], int(fewest[k]), int(runs[k])
-        past, past_runs = older.get((*(row[c] for c in KEY), row["suite_version"]), ([], 0))
+        row["run_medians"] = medians[k]
+        past, past_medians, past_runs = older.get((*(row[c] for c in KEY), row["suite_version"]), ([], [], 0))
         row["history_values"] = past + row["run_values"]
+        row["history_medians"] = past_medians + medians[k]
         row["history_count"] = past_runs + int(runs[k])
         if count[k] > 1:
             samples = flat[bounds[k]:bounds[k + 1]]
@@ -218,9 +240,9 @@ def _run_counts(rows: pd.DataFrame, group: np.ndarray, groups: int) -> np.ndarra
     return out
 
 
-def _history(history: pd.DataFrame | None) -> dict[tuple, tuple[list[float], int]]:
-    """The run medians of older runs' ok rows (a value per process where a run measured a figure in several), by
-    figure and suite version, oldest first, and how many runs they come from."""
+def _history(history: pd.DataFrame | None) -> dict[tuple, tuple[list[float], list[float], int]]:
+    """The run medians of older runs' ok rows (a value per process where a run measured a figure in several; and
+    one per run), by figure and suite version, oldest first, and how many runs they come from."""
     if history is None or history.empty:
         return {}
     ok = history[history["status"] == "ok"].reset_index(drop=True)
@@ -230,11 +252,11 @@ def _history(history: pd.DataFrame | None) -> dict[tuple, tuple[list[float], int
     cols = [*KEY, "suite_version"]
     group = ok.groupby(cols, sort=False, dropna=False).ngroup().to_numpy()
     groups = int(group.max()) + 1
-    values, _ = run_values(ok, group, groups)
+    values, _, medians = run_values(ok, group, groups)
     runs = _run_counts(ok, group, groups)
     # ngroup numbers the figures as they first appear, as drop_duplicates lists them
     keys = [tuple(r) for r in ok.drop_duplicates(cols)[cols].itertuples(index=False)]
-    return {key: (v, int(n)) for key, v, n in zip(keys, values, runs)}
+    return {key: (v, m, int(n)) for key, v, m, n in zip(keys, values, medians, runs)}
 
 
 __all__ = ["pool", "run_values", "KEY"]

@@ -7,7 +7,8 @@ why. The smallest such change follows compare's own rule (gpubench.compare.verdi
 
 - at least the figure's threshold;
 - with a window of runs, beyond the window's run spread times its factor (for a figure the host sets, also beyond
-  its longer history's): ``factor(k) · (max − min) / median`` of k run (or process) medians;
+  its longer history's): ``factor(k) · (max − min) / median`` of k run (or process) medians; for a figure moved to
+  the host's pace in runs of 6 or more processes, the same over the runs' own medians where that is smaller;
 - where the rank test decides, also the change the samples can show at ``alpha`` with power 0.8
   (:func:`sample_mde`), read from the pooled baseline's samples, which hold the spread between runs as well as
   within them; where the samples are too few for the test ever to reach alpha, nothing is WORSE on them
@@ -37,6 +38,7 @@ POWER = 0.8
 
 # The limits, as the rows' ``catches_limit`` says them
 THRESHOLD, SPREAD, HISTORY, SAMPLES = "threshold", "run-to-run spread", "history spread", "samples"
+RUN_MEDIANS = "spread of run medians"  # the rule on the window's run medians (runs of several processes)
 
 
 def sample_mde(baseline: Sequence[float], n_current: int, alpha: float) -> float:
@@ -138,4 +140,4 @@ def line(rows: Iterable[dict[str, Any]]) -> str | None:
 
 
 __all__ = ["BLIND", "GOAL_GPU", "GOAL_HOST", "sample_mde", "smallest", "blind", "text", "summary", "line",
-           "THRESHOLD", "SPREAD", "HISTORY", "SAMPLES"]
+           "THRESHOLD", "SPREAD", "HISTORY", "SAMPLES", "RUN_MEDIANS"]

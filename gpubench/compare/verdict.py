@@ -7,9 +7,11 @@ between-run shift "p = 1e-50". A figure is WORSE (or BETTER) only when
    least its threshold (:mod:`gpubench.compare.thresholds`; default 5 %; a case calibrated as "not gated" is
    never WORSE);
 2. where the baseline is a window of runs (a directory of runs; :data:`MIN_RUNS` or more with the figure):
-   the move is beyond the spread *between* their run medians (:func:`gpubench.stats.run_spread` ×
-   :func:`spread_factor`, which grows as the window shrinks; for a figure whose level is set by the host, also
-   beyond the spread of the directory's longer history of it, since such figures drift), and
+   the move is beyond the spread *between* their run medians (:func:`gpubench.stats.run_spread` × a factor,
+   :func:`gpubench.compare.margin.spread_factor`, which grows as the window shrinks; for a figure whose level is
+   set by the host, also beyond the spread of the directory's longer history of it, since such figures drift; for
+   one moved to the host's pace in runs of 6 or more processes, the range of the runs' own medians may set a
+   smaller margin: :func:`gpubench.compare.margin.window_margin`), and
 3. the raw samples say the move is beyond noise: the two-sided Mann-Whitney U test
    (:func:`gpubench.stats.mann_whitney`) gives p ≤ alpha (default 0.01). Where a run has too few samples for
    the test to ever reach alpha (``--quick`` CPU rows, n = 3) and the window is large enough, the run medians
@@ -42,6 +44,7 @@ from gpubench.compare import sensitivity
 from gpubench.compare.cross import pct_of_peak, spec_peak
 from gpubench.compare.defaults import DEFAULT_ALPHA
 from gpubench.compare.load import KEY
+from gpubench.compare.margin import MIN_RUNS, POOLED_MOVES, spread_factor, window_margin
 from gpubench.compare.pace import AT_PACE
 from gpubench.compare.thresholds import Thresholds
 from gpubench.console import p_text
@@ -52,46 +55,9 @@ WORSE, BETTER, SAME, UNKNOWN = "WORSE", "BETTER", "SAME", "UNKNOWN"
 INCOMPARABLE = "incomparable"
 # status: whether a figure was compared, and if not, why
 COMPARED, ONLY_BASELINE, ONLY_CURRENT, NOT_OK = "compared", "only-baseline", "only-current", "not-ok"
-MIN_RUNS = 3  # baseline runs of a figure before its run-to-run spread is known at all
 # Changes are compared with thresholds at this precision, so that a 5 % shift meets a 5 % threshold despite
 # binary rounding (0.95 × x / x − 1 is not exactly −0.05).
 _PRECISION = 9
-# How many times the window's range of run medians a new run must lie from their median before it is more
-# than run-to-run noise: the 99th percentile of |new − median(window)| / range(window) for k runs drawn from
-# one distribution, simulated (400 000 draws each, normal and Student-t with 3 degrees of freedom; taken
-# between the two). A window of k runs then calls an unchanged figure WORSE about 0.5 % of the time.
-# From 10 values on (a figure measured in three processes a run: 15 in a window of 5, up to 60 in a history of
-# 20) the same simulation (200 000 draws each; 2026-11-28) gives 1.11-1.68 at 10, 1.00-1.48 at 12, 0.92-1.30
-# at 15, 0.81-1.13 at 20, 0.71-0.93 at 30, 0.64-0.78 at 45, 0.60-0.70 at 60: a range over many values already
-# holds nearly every draw, so 1.4 for them all held such figures to several times the noise. Between the
-# tabulated counts a count takes the factor of the next smaller one (the larger factor).
-_SPREAD_FACTOR = {3: 7.0, 4: 3.5, 5: 2.5, 6: 2.0, 7: 1.8, 8: 1.6, 9: 1.5, 10: 1.4, 12: 1.25, 15: 1.15, 20: 1.0,
-                  30: 0.85, 45: 0.75, 60: 0.65}
-# A figure the host sets, measured in m processes a run (gpubench.processes), is the median of the current run's m
-# processes, not one draw, and the window's values are its runs' processes: one value of the current run lies as far
-# from the window's median as a single draw would, the median of three much less. The factor for R window runs of m
-# processes each against a run of m: the same 99th percentile, simulated with each process's value the sum of its
-# run's share (the state of the host that the processes of one run share) and its own, the run's share a quarter of
-# the variance (200 000 draws each, normal and Student-t with 3 degrees of freedom; the larger of the two; 2026-11-29).
-# A quarter: after the host's pace (gpubench.compare.pace), the host-timed figures' processes of one run correlated
-# -0.39 to +0.41 (median 0.0, 9 in 10 below 0.28) over four series of 7-10 quick runs on H200s (2026-11-29). On six
-# such series' own runs (tests/gpu/pooled_aa.py: windows of 5 runs and a sixth drawn from each), these factors called
-# an unchanged host-timed figure WORSE in 0.35 % of 24 555 draws against 0.06 % with the single-draw factor, within
-# the 0.5 % the tables are built for; docs/compare.md. Only figures whose samples carry the host's pace take it:
-# copies to and from pinned or registered buffers have none, and a run's processes shared their level (correlation
-# up to 0.43 within a run over 12 H200 runs), and figures the GPU times draw a level per process
-# (results/reference/h200/gpu-state-20261129/), where a pooled factor called about 1 % of draws WORSE. Without the
-# pace (older tables, --no-host-pace) the host's state stays in the processes' levels, which a run's processes
-# share (raw correlation up to 0.61): the single-draw factor.
-_POOLED_MOVES = ("host-timed", "host-bound")  # the figures whose samples carry the host's pace (gpubench.pace)
-_POOLED_FACTOR = {
-    2: {3: 1.96, 4: 1.49, 5: 1.29, 6: 1.15, 7: 1.02, 8: 0.96, 10: 0.87, 12: 0.79, 15: 0.72, 20: 0.63},
-    3: {3: 1.20, 4: 0.97, 5: 0.84, 6: 0.77, 7: 0.71, 8: 0.66, 10: 0.59, 12: 0.55, 15: 0.50, 20: 0.47},
-    4: {3: 0.93, 4: 0.78, 5: 0.69, 6: 0.63, 7: 0.57, 8: 0.55, 10: 0.50, 12: 0.46, 15: 0.43, 20: 0.40},
-    5: {3: 0.81, 4: 0.69, 5: 0.61, 6: 0.56, 7: 0.52, 8: 0.49, 10: 0.45, 12: 0.43, 15: 0.40, 20: 0.38},
-    # 6 (`--processes 6`; the same simulation, 2026-11-29): a count above the table's takes its largest count's
-    6: {3: 0.72, 4: 0.62, 5: 0.55, 6: 0.50, 7: 0.47, 8: 0.45, 10: 0.41, 12: 0.39, 15: 0.37, 20: 0.35},
-}
 
 COLUMNS = (
     "verdict", "status", "suite", "case", "metric", "unit", "better", "baseline", "current", "change", "ratio",
@@ -110,27 +76,6 @@ COLUMNS = (
 _ORDER = {WORSE: 0, UNKNOWN: 1, NOT_OK: 2, INCOMPARABLE: 3, ONLY_BASELINE: 4, ONLY_CURRENT: 5, SAME: 6, BETTER: 7}
 
 
-def spread_factor(runs: int, *, window_runs: int | None = None, current_processes: int = 1) -> float:
-    """The multiple of the window's run spread a change must exceed (see _SPREAD_FACTOR); inf below MIN_RUNS.
-    ``runs`` values from ``window_runs`` runs, each of ``current_processes`` processes as the current run is, take
-    the pooled factor (_POOLED_FACTOR; the caller asks only for figures judged at the host's pace)."""
-    if runs < MIN_RUNS:
-        return math.inf
-    m = _pooled(runs, window_runs, current_processes)
-    if m > 1:
-        table = _POOLED_FACTOR[min(m, max(_POOLED_FACTOR))]
-        return table[max(r for r in table if r <= window_runs)]
-    return _SPREAD_FACTOR[max(k for k in _SPREAD_FACTOR if k <= runs)]
-
-
-def _pooled(runs: int, window_runs: int | None, current_processes: int) -> int:
-    """The current run's processes where the pooled factor applies (``runs`` values are ``window_runs`` runs of as
-    many processes each), else 1."""
-    m = current_processes
-    pooled = m >= 2 and window_runs is not None and window_runs >= MIN_RUNS and runs == window_runs * m
-    return m if pooled else 1
-
-
 # Why a row's level moves between processes ("" when nothing says so): gpubench.levels says which figures.
 moves_between_runs = set_by_host
 
@@ -140,7 +85,7 @@ def judge(
     alpha: float = DEFAULT_ALPHA, *, baseline_value: float | None = None, current_value: float | None = None,
     baseline_runs: Sequence[float] = (), per_run_n: int | None = None, moves: str = "", window: bool = False,
     history_runs: Sequence[float] = (), run_count: int | None = None, current_processes: int = 1,
-    history_count: int | None = None,
+    history_count: int | None = None, run_medians: Sequence[float] = (), history_medians: Sequence[float] = (),
 ) -> dict[str, Any]:
     """Verdict, change, p_value, basis and note for one figure.
 
@@ -155,7 +100,8 @@ def judge(
     ``current_processes``: how many processes the current run's samples come from, for a figure judged at the
     host's pace (the caller's to say; 1 otherwise); for a host-timed or host-bound figure (``moves``) measured so in
     every window run, the factor is the pooled one (:func:`spread_factor`), and in every run of the history
-    (``history_count`` runs), the history's too.
+    (``history_count`` runs), the history's too. ``run_medians``/``history_medians``: one median per window (and
+    history) run, for the rule on them (:func:`window_margin`).
     """
     runs = [float(v) for v in baseline_runs if _finite(v)]
     k = len(runs)
@@ -176,11 +122,11 @@ def judge(
     # run's three processes, 18.1-28.8 in the next run's). Once there are runs enough, every process of them is
     # one more value of the spread.
     n_runs = run_count if run_count is not None and 0 < run_count <= k else k
-    pooled = max(1, current_processes) if moves in _POOLED_MOVES else 1
+    pooled = max(1, current_processes) if moves in POOLED_MOVES else 1
     out["catches"], out["catches_limit"] = catches(
         threshold, alpha, runs=runs, n_runs=n_runs, moves=moves, window=window, history_runs=history_runs,
         basis=out["basis"], baseline=baseline, n_current=len(current), n_base_run=n_base_run, pooled=pooled,
-        history_count=history_count)
+        history_count=history_count, run_medians=run_medians, history_medians=history_medians)
     if not (math.isfinite(b) and math.isfinite(c)) or b == 0:
         return {**out, "verdict": UNKNOWN, "note": "no figure to compare" if b != 0 else "baseline is 0",
                 "catches": math.inf, "catches_limit": "no figure"}
@@ -198,27 +144,27 @@ def judge(
     direction = WORSE if worse_by > 0 else BETTER
     n_text = f"n={len(baseline)} vs {len(current)}"
     if k >= MIN_RUNS and n_runs >= MIN_RUNS:
-        return _on_runs(out, direction, alpha, k=k, run_count=run_count, pooled=pooled, moves=moves,
+        return _on_runs(out, direction, alpha, runs=runs, n_runs=n_runs, pooled=pooled, moves=moves,
                         history_runs=history_runs, history_count=history_count, n_current=len(current),
-                        n_base_run=n_base_run, n_text=n_text)
+                        n_base_run=n_base_run, n_text=n_text, run_medians=run_medians,
+                        history_medians=history_medians)
     return _short_of_runs(out, direction, alpha, k=k, runs=n_runs, moves=moves, window=window, n_text=n_text)
 
 
 def catches(threshold: float, alpha: float, *, runs: Sequence[float], n_runs: int, moves: str, window: bool,
             history_runs: Sequence[float], basis: str, baseline: Sequence[float], n_current: int,
-            n_base_run: int, pooled: int = 1, history_count: int | None = None) -> tuple[float, str]:
+            n_base_run: int, pooled: int = 1, history_count: int | None = None, run_medians: Sequence[float] = (),
+            history_medians: Sequence[float] = ()) -> tuple[float, str]:
     """The smallest change :func:`judge` would call WORSE with this evidence, and what sets it
     (gpubench.compare.sensitivity): the rule of :func:`_on_runs` and :func:`_short_of_runs`, read backwards."""
     if not math.isfinite(threshold):
         return sensitivity.blind("not judged")
     k = len(runs)
     if k >= MIN_RUNS and n_runs >= MIN_RUNS:
-        margins = [(spread_factor(k, window_runs=n_runs, current_processes=pooled) * run_spread(runs),
-                    sensitivity.SPREAD)]
-        history = [float(v) for v in history_runs if _finite(v)]
-        if moves and len(history) > k:
-            factor = spread_factor(len(history), window_runs=history_count, current_processes=pooled)
-            margins.append((factor * run_spread(history), sensitivity.HISTORY))
+        margin = window_margin(runs, n_runs=n_runs, pooled=pooled, moves=moves, history_runs=history_runs,
+                               history_count=history_count, run_medians=run_medians,
+                               history_medians=history_medians)
+        margins = [(margin.value, margin.limit)]
         if not (basis != "samples" or min(n_current, n_base_run) < 2 or best_p(n_current, max(1, n_base_run)) > alpha):
             margins.append((sensitivity.sample_mde(baseline, n_current, alpha), sensitivity.SAMPLES))
         return sensitivity.smallest(threshold, margins)
@@ -233,22 +179,19 @@ def catches(threshold: float, alpha: float, *, runs: Sequence[float], n_runs: in
     return sensitivity.smallest(threshold, [(sensitivity.sample_mde(baseline, n_current, alpha), sensitivity.SAMPLES)])
 
 
-def _on_runs(out: dict[str, Any], direction: str, alpha: float, *, k: int, run_count: int | None, pooled: int,
+def _on_runs(out: dict[str, Any], direction: str, alpha: float, *, runs: Sequence[float], n_runs: int, pooled: int,
              moves: str, history_runs: Sequence[float], history_count: int | None, n_current: int, n_base_run: int,
-             n_text: str) -> dict[str, Any]:
-    """The verdict on a move of the threshold or more where the baseline has runs enough (``k`` run medians)
-    to know how far the figure moves between runs: beyond their spread, and beyond noise."""
-    change, spread = out["change"], out["run_spread"]
-    factor = spread_factor(k, window_runs=run_count, current_processes=pooled)
-    over = _units(k, run_count, _pooled(k, run_count, pooled))
-    history = [float(v) for v in history_runs if _finite(v)]
-    h_factor = spread_factor(len(history), window_runs=history_count, current_processes=pooled)
-    if moves and len(history) > k and h_factor * run_spread(history) > factor * spread:
-        # a host-set figure drifts: the longer history's range says more than a quiet stretch of the window
-        factor, spread = h_factor, run_spread(history)
-        over = _units(len(history), history_count, _pooled(len(history), history_count, pooled))
-        out["run_spread"] = spread
-    if not abs(change) > factor * spread:
+             n_text: str, run_medians: Sequence[float], history_medians: Sequence[float]) -> dict[str, Any]:
+    """The verdict on a move of the threshold or more where the baseline has runs enough (``runs``: their medians,
+    or their processes') to know how far the figure moves between runs: beyond :func:`window_margin`, and beyond
+    noise."""
+    change = out["change"]
+    margin = window_margin(runs, n_runs=n_runs, pooled=pooled,
+                           moves=moves, history_runs=history_runs, history_count=history_count,
+                           run_medians=run_medians, history_medians=history_medians)
+    spread, factor, over = margin.spread, margin.factor, margin.over
+    out["run_spread"] = spread
+    if not abs(change) > margin.value:
         return {**out, "verdict": UNKNOWN,
                 "note": f"{direction.lower()} by the threshold or more, but within the run-to-run spread "
                         f"({100 * spread:.1f}% over {over} × {factor:g})"}
@@ -288,15 +231,6 @@ def _short_of_runs(out: dict[str, Any], direction: str, alpha: float, *, k: int,
     return {**out, "verdict": UNKNOWN,
             "note": f"{direction.lower()} by the threshold or more, but within noise "
                     f"(p={p_text(out['p_value'])} > {alpha:g}; {n_text})"}
-
-
-def _units(k: int, runs: int | None, pooled: int = 1) -> str:
-    """``5 runs``, or ``15 processes of 5 runs`` where runs gave one value per process (``… against this run's
-    3`` where the pooled factor applies)."""
-    if runs is not None and 0 < runs < k:
-        return f"{k} processes of {runs} run{'s' if runs > 1 else ''}" + (
-            f" against this run's {pooled}" if pooled > 1 else "")
-    return f"{k} runs"
 
 
 def _finite(x: Any) -> bool:
@@ -417,13 +351,15 @@ def _judge_pair(b: dict[str, Any], c: dict[str, Any], better: str, threshold: fl
     per_run_n = int(b["run_n"]) if _finite(b.get("run_n")) else None
     run_count = int(b["run_count"]) if _finite(b.get("run_count")) else None
     moves = moves_between_runs(b) or moves_between_runs(c)
-    # Tonight's pooled median of its processes, where both sides were moved to the host's pace (verdict._POOLED_FACTOR)
+    # Tonight's pooled median of its processes, where both sides were moved to the host's pace (gpubench.compare.margin)
     current_processes = (len(c.get("run_values") or []) or 1) if _at_pace(b) and _at_pace(c) else 1
     history_count = int(b["history_count"]) if _finite(b.get("history_count")) else None
     if not cross_cluster:
         return judge(bs, cs, better, threshold, alpha, baseline_value=b.get("value"), current_value=c.get("value"),
                      baseline_runs=runs, per_run_n=per_run_n, moves=moves, window=window, history_runs=history,
-                     run_count=run_count, current_processes=current_processes, history_count=history_count)
+                     run_count=run_count, current_processes=current_processes, history_count=history_count,
+                     run_medians=list(b.get("run_medians") or []),
+                     history_medians=list(b.get("history_medians") or []))
     peaks = _efficiency(b, c)
     if peaks is None:
         r = judge(bs, cs, better, math.inf, alpha, baseline_value=b.get("value"), current_value=c.get("value"))

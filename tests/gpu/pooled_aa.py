@@ -1,7 +1,7 @@
 """How often compare's window rule calls an unchanged figure measured in several processes WORSE, with the factor for
 one process's draw and with the factor for a run that pools its processes (gpubench.compare.verdict):
 
-    python tests/gpu/pooled_aa.py RUNS_DIR [RUNS_DIR ...] [--draws N]
+    python tests/gpu/pooled_aa.py RUNS_DIR [RUNS_DIR ...] [--draws N] [--history H] [--per-figure]
 
 Each RUNS_DIR: a series of runs of one command on one machine with nothing changed (A=A quick nights, a launch,copy
 series). Runs on a CPU: nothing is measured.
@@ -14,10 +14,16 @@ factor times the range of those process medians. It prints, for the figures move
 how many draws were WORSE with either factor. The Mann-Whitney test compare also asks of the samples is left out:
 these counts are the rule's alone, an upper bound.
 
-It also counts a rule compare does not have, on the same draws: tonight's pooled median against the window's five
-run medians (each run's samples pooled, at the pace where there is a line), WORSE beyond the threshold and the
-single-draw factor for 5 values times their range (results/reference/h200/processes-20261129/). ``--per-figure``
-prints, per figure, the median over its draws of the threshold compare's rule and that rule would set.
+It also counts, on the same draws, the rule on the window's five run medians alone ("runs": each run's samples
+pooled, at the pace where there is a line; beyond the threshold and the single-draw factor for 5 values times their
+range), and compare's rule as it stands ("compare": gpubench.compare.margin.window_margin, which takes the smaller
+of the two where the runs pooled RUN_MEDIANS_FROM or more processes at the pace and the directory holds
+RUN_MEDIANS_HISTORY runs or more), and that rule with one more run of the series as the nightly's rerun, WORSE only
+where both are ("rerun too"). ``--history H``: each draw takes H runs (the window the last 5 of them) as the
+directory's history, over which the line is fitted and whose spread compare's rule also reads, as compare does
+with a directory's older runs; without it, the window alone (compare's rule is then the processes' rule).
+``--per-figure`` prints, per figure, the median over its draws of the threshold the processes' rule, the runs'
+rule and compare's set.
 """
 
 import argparse
@@ -26,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from gpubench import paceline, processes, results
-from gpubench.compare.verdict import spread_factor
+from gpubench.compare.margin import spread_factor, window_margin
 
 WINDOW, THRESHOLD = 5, 0.05
 
@@ -57,33 +63,43 @@ def medians(s, lab, pace, line) -> tuple[list[float], float]:
     return [float(np.median(s[lab == q])) for q in procs], float(np.median(s))
 
 
-def draw(runs: list[tuple], rng) -> dict:
+def draw(runs: list[tuple], rng, history: int = 0) -> dict:
     """One random draw: tonight's change against the window's median of process medians and the range of those
     (``k`` values), tonight's processes ``m``, whether it was moved to the pace, and tonight's change against the
     window's run medians and their range."""
-    pick = rng.permutation(len(runs))[:WINDOW + 1]
+    n = max(history, WINDOW)
+    pick = rng.permutation(len(runs))[:n + 2]
     line = None
     if runs[0][2] is not None:
         pts = [(float(np.median(p[lab == q])), float(np.median(s[lab == q])))
-               for s, lab, p in (runs[i] for i in pick[:WINDOW]) for q in sorted(set(lab.tolist()))]
+               for s, lab, p in (runs[i] for i in pick[:n]) for q in sorted(set(lab.tolist()))]
         line = paceline.fit([a for a, _ in pts], [b for _, b in pts])
-    window = [medians(*runs[i], line) for i in pick[:WINDOW]]
+    older = [medians(*runs[i], line) for i in pick[:n]]
+    window = older[-WINDOW:]
     values = [v for procs, _ in window for v in procs]
-    procs, tonight = medians(*runs[pick[WINDOW]], line)
+    procs, tonight = medians(*runs[pick[n]], line)
+    rerun = medians(*runs[pick[n + 1]], line)[1]
     pooled = [r for _, r in window]
     mid, run_mid = float(np.median(values)), float(np.median(pooled))
     return {"change": tonight / mid - 1, "spread": (max(values) - min(values)) / mid, "k": len(values),
             "m": len(procs), "paced": line is not None, "run_change": tonight / run_mid - 1,
-            "run_spread": (max(pooled) - min(pooled)) / run_mid}
+            "run_spread": (max(pooled) - min(pooled)) / run_mid, "values": values, "medians": pooled,
+            "rerun_change": rerun / mid - 1, "history": n if history else 0,
+            "history_values": [v for p, _ in older for v in p], "history_medians": [r for _, r in older]}
 
 
 def thresholds(d: dict) -> dict[str, float]:
     """The change each rule needs before it calls this draw WORSE."""
     k, m = d["k"], d["m"]
     pooled = spread_factor(k, window_runs=WINDOW, current_processes=m) if d["paced"] else spread_factor(k)
+    h = d["history"]
+    margin = window_margin(d["values"], n_runs=WINDOW, pooled=m if d["paced"] else 1, moves="host-timed",
+                           history_runs=d["history_values"] if h else [], history_count=h or None,
+                           run_medians=d["medians"], history_medians=d["history_medians"] if h else d["medians"])
     return {"one draw": max(THRESHOLD, spread_factor(k) * d["spread"]),
             "pooled": max(THRESHOLD, pooled * d["spread"]),
-            "runs": max(THRESHOLD, spread_factor(WINDOW) * d["run_spread"])}
+            "runs": max(THRESHOLD, spread_factor(WINDOW) * d["run_spread"]),
+            "compare": max(THRESHOLD, margin.value)}
 
 
 def main() -> None:
@@ -91,28 +107,38 @@ def main() -> None:
     ap.add_argument("dirs", nargs="+", type=Path)
     ap.add_argument("--draws", type=int, default=300)
     ap.add_argument("--per-figure", action="store_true")
+    ap.add_argument("--history", type=int, default=0)
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    counts = {(paced, rule): [0, 0] for paced in (True, False) for rule in ("one draw", "pooled", "runs")}
+    rules = ("one draw", "pooled", "runs", "compare", "rerun too")
+    counts = {(paced, rule): [0, 0] for paced in (True, False) for rule in rules}
     figures: dict[str, dict[str, list[float]]] = {}
     for root in args.dirs:
         for name, runs in series(root).items():
-            if len(runs) < WINDOW + 1:
+            if len(runs) < max(args.history, WINDOW) + 2:
                 continue
             for _ in range(args.draws):
-                d = draw(runs, rng)
-                for rule, limit in thresholds(d).items():
+                d = draw(runs, rng, args.history)
+                limits = thresholds(d)
+                worse = {rule: (d["run_change"] if rule == "runs" else d["change"]) > limit
+                         for rule, limit in limits.items()}
+                # the nightly measures a WORSE case again and keeps it WORSE only if the rerun is too
+                worse["rerun too"] = worse["compare"] and d["rerun_change"] > limits["compare"]
+                for rule, hit in worse.items():
                     counts[(d["paced"], rule)][0] += 1
-                    counts[(d["paced"], rule)][1] += (d["run_change"] if rule == "runs" else d["change"]) > limit
+                    counts[(d["paced"], rule)][1] += hit
+                for rule, limit in limits.items():
                     figures.setdefault(f"{root} {name}", {}).setdefault(rule, []).append(limit)
     for (paced, rule), (n, worse) in counts.items():
         if n:
             what = "figures moved to the pace" if paced else "the others"
-            print(f"{what:28s} {rule:8s}: {worse} WORSE of {n} draws ({100 * worse / n:.2f} %)")
+            print(f"{what:28s} {rule:9s}: {worse} WORSE of {n} draws ({100 * worse / n:.2f} %)")
     if args.per_figure:
-        print("median threshold over the draws, %: compare's rule (pooled where moved to the pace) / the runs' rule")
+        print("median threshold over the draws, %: the processes' rule (pooled where moved to the pace) / the runs' "
+              "rule / compare's")
         for name, limits in figures.items():
-            print(f"  {100 * np.median(limits['pooled']):6.1f} / {100 * np.median(limits['runs']):6.1f}  {name}")
+            print(f"  {100 * np.median(limits['pooled']):6.1f} / {100 * np.median(limits['runs']):6.1f} / "
+                  f"{100 * np.median(limits['compare']):6.1f}  {name}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,164 @@
+"""How far from a window of runs a figure must move before it is more than run-to-run noise.
+
+compare judges a figure against a window of runs (gpubench.compare.verdict): a move is a change only beyond the
+window's spread (the range of its run medians, or of its processes' medians where runs measured a figure in several
+processes) times a factor that says how far one more draw lies from such a window when nothing changed. This
+module owns those factors and the rule that picks the spread (:func:`window_margin`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpubench.compare import sensitivity
+from gpubench.stats import number, run_spread
+
+MIN_RUNS = 3  # baseline runs of a figure before its run-to-run spread is known at all
+# How many times the window's range of run medians a new run must lie from their median before it is more
+# than run-to-run noise: the 99th percentile of |new − median(window)| / range(window) for k runs drawn from
+# one distribution, simulated (400 000 draws each, normal and Student-t with 3 degrees of freedom; taken
+# between the two). A window of k runs then calls an unchanged figure WORSE about 0.5 % of the time.
+# From 10 values on (a figure measured in three processes a run: 15 in a window of 5, up to 60 in a history of
+# 20) the same simulation (200 000 draws each; 2026-11-28) gives 1.11-1.68 at 10, 1.00-1.48 at 12, 0.92-1.30
+# at 15, 0.81-1.13 at 20, 0.71-0.93 at 30, 0.64-0.78 at 45, 0.60-0.70 at 60: a range over many values already
+# holds nearly every draw, so 1.4 for them all held such figures to several times the noise. Between the
+# tabulated counts a count takes the factor of the next smaller one (the larger factor).
+_SPREAD_FACTOR = {3: 7.0, 4: 3.5, 5: 2.5, 6: 2.0, 7: 1.8, 8: 1.6, 9: 1.5, 10: 1.4, 12: 1.25, 15: 1.15, 20: 1.0,
+                  30: 0.85, 45: 0.75, 60: 0.65}
+# A figure the host sets, measured in m processes a run (gpubench.processes), is the median of the current run's m
+# processes, not one draw, and the window's values are its runs' processes: one value of the current run lies as far
+# from the window's median as a single draw would, the median of three much less. The factor for R window runs of m
+# processes each against a run of m: the same 99th percentile, simulated with each process's value the sum of its
+# run's share (the state of the host that the processes of one run share) and its own, the run's share a quarter of
+# the variance (200 000 draws each, normal and Student-t with 3 degrees of freedom; the larger of the two; 2026-11-29).
+# A quarter: after the host's pace (gpubench.compare.pace), the host-timed figures' processes of one run correlated
+# -0.39 to +0.41 (median 0.0, 9 in 10 below 0.28) over four series of 7-10 quick runs on H200s (2026-11-29). On six
+# such series' own runs (tests/gpu/pooled_aa.py: windows of 5 runs and a sixth drawn from each), these factors called
+# an unchanged host-timed figure WORSE in 0.35 % of 24 555 draws against 0.06 % with the single-draw factor, within
+# the 0.5 % the tables are built for; docs/compare.md. Only figures whose samples carry the host's pace take it:
+# copies to and from pinned or registered buffers have none, and a run's processes shared their level (correlation
+# up to 0.43 within a run over 12 H200 runs), and figures the GPU times draw a level per process
+# (results/reference/h200/gpu-state-20261129/), where a pooled factor called about 1 % of draws WORSE. Without the
+# pace (older tables, --no-host-pace) the host's state stays in the processes' levels, which a run's processes
+# share (raw correlation up to 0.61): the single-draw factor.
+POOLED_MOVES = ("host-timed", "host-bound")  # the figures whose samples carry the host's pace (gpubench.pace)
+_POOLED_FACTOR = {
+    2: {3: 1.96, 4: 1.49, 5: 1.29, 6: 1.15, 7: 1.02, 8: 0.96, 10: 0.87, 12: 0.79, 15: 0.72, 20: 0.63},
+    3: {3: 1.20, 4: 0.97, 5: 0.84, 6: 0.77, 7: 0.71, 8: 0.66, 10: 0.59, 12: 0.55, 15: 0.50, 20: 0.47},
+    4: {3: 0.93, 4: 0.78, 5: 0.69, 6: 0.63, 7: 0.57, 8: 0.55, 10: 0.50, 12: 0.46, 15: 0.43, 20: 0.40},
+    5: {3: 0.81, 4: 0.69, 5: 0.61, 6: 0.56, 7: 0.52, 8: 0.49, 10: 0.45, 12: 0.43, 15: 0.40, 20: 0.38},
+    # 6 (`--processes 6`; the same simulation, 2026-11-29): a count above the table's takes its largest count's
+    6: {3: 0.72, 4: 0.62, 5: 0.55, 6: 0.50, 7: 0.47, 8: 0.45, 10: 0.41, 12: 0.39, 15: 0.37, 20: 0.35},
+}
+
+# A rule on the window's *run* medians, for a figure measured at the host's pace in this many processes a run or
+# more (gpubench.processes): each run's median of all its processes is one draw, held to the range of the window's
+# run medians × the single-draw factor. The processes' range, which the pooled factor reads, is set by the window's
+# most distant process: on one H200 whose runs of 6 processes agreed to 2.4-9.9 % on every launch figure, the 30
+# process medians of a window spanned 22-76 % and compare called 10 of 21 host-set figures blind; this rule would
+# catch most launch figures at 5-12 % there, calling an unchanged figure WORSE in 0.27-0.31 % of draws on two series
+# of runs of 6 processes (tests/gpu/pooled_aa.py; results/reference/h200/processes-20261129/), but in 0.86 % of them
+# with 3 processes a run (0.18-1.76 % a series over nine), where the run median is one of three processes. As built
+# (with RUN_MEDIANS_HISTORY), compare's rule called an unchanged paced figure WORSE in 0.14 % and 0.08 % of 9,000
+# draws on two more machines' series of 14 and 15 runs of 6 (10 runs drawn as the directory, an 11th as tonight),
+# 0.02 % and 0.01 % with a 12th as the nightly's rerun WORSE too (results/reference/h200/run-medians-20261130/).
+RUN_MEDIANS_FROM = 6
+# ... and only where the directory holds this many run medians of the figure or more (the window's included): a
+# window of 5 runs whose medians happen to agree is no guard against the host's level drifting. Replayed in order
+# (each run against the 5 before it, the next run as its rerun), two H200 series of 14 and 15 runs of 6 processes
+# (2026-11-30) each had one figure WORSE against a window of its first runs: a graph launch +6.0 % (the next run
+# SAME) and a pageable 1 MiB h2d copy +7.1 % (+6.4 % in the next: a confirmed false alarm) where the window's 5 run
+# medians spread 2.1 and 1.5 %. From 10 run medians on (the 10th night of a nightly directory) neither series had a
+# figure WORSE, and the rule still caught more (results/reference/h200/run-medians-20261130/).
+RUN_MEDIANS_HISTORY = 10
+
+
+def spread_factor(runs: int, *, window_runs: int | None = None, current_processes: int = 1) -> float:
+    """The multiple of the window's run spread a change must exceed (see _SPREAD_FACTOR); inf below MIN_RUNS.
+    ``runs`` values from ``window_runs`` runs, each of ``current_processes`` processes as the current run is, take
+    the pooled factor (_POOLED_FACTOR; the caller asks only for figures judged at the host's pace)."""
+    if runs < MIN_RUNS:
+        return math.inf
+    m = _pooled(runs, window_runs, current_processes)
+    if m > 1:
+        table = _POOLED_FACTOR[min(m, max(_POOLED_FACTOR))]
+        return table[max(r for r in table if r <= window_runs)]
+    return _SPREAD_FACTOR[max(k for k in _SPREAD_FACTOR if k <= runs)]
+
+
+def _pooled(runs: int, window_runs: int | None, current_processes: int) -> int:
+    """The current run's processes where the pooled factor applies (``runs`` values are ``window_runs`` runs of as
+    many processes each), else 1."""
+    m = current_processes
+    pooled = m >= 2 and window_runs is not None and window_runs >= MIN_RUNS and runs == window_runs * m
+    return m if pooled else 1
+
+
+@dataclass(frozen=True)
+class Margin:
+    """How far from the window's median a figure must move before it is more than run-to-run noise: ``factor`` ×
+    ``spread`` (a range over medians, relative), what the spread is ``over`` (for the notes) and what sets it
+    (``limit``, gpubench.compare.sensitivity's name)."""
+
+    spread: float
+    factor: float
+    over: str
+    limit: str
+
+    @property
+    def value(self) -> float:
+        return self.factor * self.spread
+
+
+def window_margin(runs: Sequence[float], *, n_runs: int, pooled: int, moves: str, history_runs: Sequence[float],
+                  history_count: int | None, run_medians: Sequence[float] = (),
+                  history_medians: Sequence[float] = ()) -> Margin:
+    """The rule of a window of ``n_runs`` runs (``runs``: their medians, or their processes' medians): beyond the
+    range of those values × :func:`spread_factor`; for a figure the host sets (``moves``), also beyond its longer
+    history's. Where every run, tonight's too, pooled :data:`RUN_MEDIANS_FROM` or more processes at the host's pace,
+    and the directory holds :data:`RUN_MEDIANS_HISTORY` or more runs of the figure, the range of the *run* medians
+    (``run_medians``, one a run, and ``history_medians``, the window's and the history's) × the single-draw factor
+    may set a smaller margin, and then does."""
+    k = len(runs)
+    m = _pooled(k, n_runs, pooled)
+    best = Margin(run_spread(runs), spread_factor(k, window_runs=n_runs, current_processes=pooled),
+                  _units(k, n_runs, m), sensitivity.SPREAD)
+    history = [float(v) for v in history_runs if _finite(v)]
+    if moves and len(history) > k:
+        # a host-set figure drifts: the longer history's range says more than a quiet stretch of the window
+        h = Margin(run_spread(history), spread_factor(len(history), window_runs=history_count,
+                                                      current_processes=pooled),
+                   _units(len(history), history_count, _pooled(len(history), history_count, pooled)),
+                   sensitivity.HISTORY)
+        best = h if h.value > best.value else best
+    medians = [float(v) for v in run_medians if _finite(v)]
+    longer = [float(v) for v in history_medians if _finite(v)]
+    if m < RUN_MEDIANS_FROM or len(medians) != n_runs or len(longer) < RUN_MEDIANS_HISTORY:
+        return best
+    on_runs = Margin(run_spread(medians), spread_factor(len(medians)),
+                     f"the medians of {len(medians)} runs of {m} processes", sensitivity.RUN_MEDIANS)
+    if len(longer) > len(medians):
+        h = Margin(run_spread(longer), spread_factor(len(longer)),
+                   f"the medians of {len(longer)} runs of {m} processes", sensitivity.RUN_MEDIANS)
+        on_runs = h if h.value > on_runs.value else on_runs
+    return on_runs if on_runs.value < best.value else best
+
+
+def _units(k: int, runs: int | None, pooled: int = 1) -> str:
+    """``5 runs``, or ``15 processes of 5 runs`` where runs gave one value per process (``… against this run's
+    3`` where the pooled factor applies)."""
+    if runs is not None and 0 < runs < k:
+        return f"{k} processes of {runs} run{'s' if runs > 1 else ''}" + (
+            f" against this run's {pooled}" if pooled > 1 else "")
+    return f"{k} runs"
+
+
+def _finite(x: Any) -> bool:
+    return math.isfinite(number(x))
+
+
+__all__ = ["MIN_RUNS", "POOLED_MOVES", "RUN_MEDIANS_FROM", "RUN_MEDIANS_HISTORY", "Margin", "spread_factor",
+           "window_margin"]
