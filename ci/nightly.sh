@@ -6,7 +6,9 @@
 #   ci/nightly.sh CLUSTER [RESULTS_DIR]          (RESULTS_DIR default: results)
 # Environment:
 #   SUITES           suites to run (default: elementwise,gemm)
-#   RUN_ARGS         more `gpubench run` arguments (default: --quick)
+#   RUN_ARGS         more `gpubench run` arguments (default: --quick; "--quick --processes 6" measures the figures
+#                    the host sets in 6 processes, about 20 s more a night, which compare judges more sharply once
+#                    10 nights are kept: docs/compare.md)
 #   BASELINE_WINDOW  N (default 5): the baseline is the N latest runs of this system kept in RESULTS_DIR/CLUSTER/
 #                    before tonight's, judged on how far their run medians spread; 0: one pinned run instead,
 #                    RESULTS_DIR/CLUSTER/baseline (a symlink to, or a file naming, a run directory there)
