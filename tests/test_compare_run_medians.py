@@ -4,9 +4,13 @@ spread widely while its runs agree still sees a move of a few percent."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
+from synthetic_nights import make_nights
+from test_compare_helpers import cli
 
 from gpubench.compare import margin as margins, sensitivity, verdict
 from gpubench.compare.pace import AT_PACE
@@ -139,3 +143,59 @@ def test_pooling_keeps_each_run_s_median_and_compare_judges_on_them():
     tonight = pool(pd.DataFrame([_rows("2026-11-30T01:00", *_run(rng, 1.10), at_pace=False)]))
     got = verdict.compare_frames(base, tonight, Thresholds(), window=True).iloc[0]
     assert got["verdict"] == UNKNOWN and got["catches"] > 0.25, got.to_dict()
+
+
+def _six_processes(k: int, _meta: dict, tables: dict) -> None:
+    """An ``alter`` for make_nights: every host-timed figure measured in several processes is measured in six, at
+    LEVELS around the night's level (the processes spread ±30 %, the runs agree), each process at a host pace of its
+    own that moves its samples, as the lent hosts' do (gpubench.compare.pace then moves them back). 40 samples a
+    process: the rank test on samples that hold the processes' ±30 % needs that many to see 10 % (with 8 a process
+    it read p = 0.015 and said it catches 12 %: its samples, not the runs, set the limit then)."""
+    rng = np.random.default_rng([7, k])
+    for name, df in tables.items():
+        samples, labels, paces = [], [], []
+        for r in df.to_dict("records"):
+            s, lab = list(r["samples"] or []), list(r.get("sample_process") or [])
+            if not s or len(set(lab)) < 2 or not str(r.get("timing_method") or "").startswith("host"):
+                samples.append(s), labels.append(lab), paces.append(list(r.get("host_pace") or []))
+                continue
+            level = float(np.median(s))
+            new_s, new_l, new_p = [], [], []
+            for p, lv in enumerate(rng.permutation(LEVELS)):
+                pace = 100.0 * float(np.exp(rng.normal(0.0, 0.4)))
+                new_s += [level * lv * pace / 100.0 * (1 + 0.002 * e) for e in rng.standard_normal(40)]
+                new_l += [p] * 40
+                new_p += [pace] * 40
+            samples.append(new_s), labels.append(new_l), paces.append(new_p)
+        df["samples"], df["sample_process"], df["host_pace"] = samples, labels, paces
+        df["processes"] = [len(set(lab)) if lab else p for lab, p in zip(labels, df["processes"])]
+        df["value"] = [float(np.median(s)) if s else v for s, v in zip(samples, df["value"])]
+        tables[name] = df
+
+
+def _host_launch(capsys, lab, tonight) -> tuple[int, dict]:
+    code, out, err = cli(capsys, "compare", lab, tonight, "--no-record", "--format", "json")
+    assert code in (0, 1), err
+    rows = {(r["case"], r["metric"]): r for r in json.loads(out)["rows"] if r["suite"] == "launch"}
+    return code, rows[("measure=host_launch,api=torch,nodes=1", "time")]
+
+
+def test_a_directory_of_runs_of_six_processes_is_judged_on_its_runs_medians(capsys, tmp_path, monkeypatch):
+    # Eleven nights of six processes, then a twelfth whose host launches cost 10 % more (the host's pace as before).
+    lab = tmp_path / "lab"
+    make_nights(lab, 11, host_sd=0.002, paced=True, alter=_six_processes)
+    slow = make_nights(lab, 1, first=11, host_sd=0.002, paced=True, slow={"host_launch": 1.10},
+                       alter=_six_processes)
+    code, row = _host_launch(capsys, lab, slow[-1])
+    assert code == 1 and row["verdict"] == WORSE and "runs of 6 processes" in row["note"], row
+    assert row["catches"] < 0.08 and 0.08 < row["change"] < 0.12, row
+    # Judged on the processes alone, the same night is within their ±30 %.
+    monkeypatch.setattr(margins, "RUN_MEDIANS_FROM", 10**6)
+    code, row = _host_launch(capsys, lab, slow[-1])
+    assert row["verdict"] == UNKNOWN and row["catches"] > 0.25, row
+    monkeypatch.undo()
+    # An unchanged twelfth night: nothing WORSE.
+    other = tmp_path / "other"
+    same = make_nights(other, 12, host_sd=0.002, paced=True, alter=_six_processes)
+    code, row = _host_launch(capsys, other, same[-1])
+    assert code == 0 and row["verdict"] == SAME and row["catches"] < 0.08, row
