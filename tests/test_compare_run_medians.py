@@ -111,7 +111,7 @@ def test_a_drifting_history_of_run_medians_widens_the_rule():
                   history_count=12)
     assert r["catches_limit"] == sensitivity.RUN_MEDIANS, r
     assert r["catches"] == pytest.approx(1.25 * (max(drift) - min(drift)) / float(np.median(drift)), rel=1e-6)
-    assert r["verdict"] == UNKNOWN and "the medians of 12 runs of 6 processes × 1.25" in r["note"], r
+    assert r["verdict"] == UNKNOWN and "the medians of the directory's 12 runs × 1.25" in r["note"], r
 
 
 def _rows(run: str, samples: list[float], labels: list[int], at_pace: bool = True) -> dict:

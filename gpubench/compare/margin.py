@@ -71,7 +71,7 @@ RUN_MEDIANS_FROM = 6
 # (each run against the 5 before it, the next run as its rerun), two H200 series of 14 and 15 runs of 6 processes
 # (2026-11-30) each had one figure WORSE against a window of its first runs: a graph launch +6.0 % (the next run
 # SAME) and a pageable 1 MiB h2d copy +7.1 % (+6.4 % in the next: a confirmed false alarm) where the window's 5 run
-# medians spread 2.1 and 1.5 %. From 10 run medians on (the 10th night of a nightly directory) neither series had a
+# medians spread 2.1 and 1.5 %. From 10 run medians on (a nightly directory's 11th night) neither series had a
 # figure WORSE, and the rule still caught more (results/reference/h200/run-medians-20261130/).
 RUN_MEDIANS_HISTORY = 10
 
@@ -141,8 +141,8 @@ def window_margin(runs: Sequence[float], *, n_runs: int, pooled: int, moves: str
     on_runs = Margin(run_spread(medians), spread_factor(len(medians)),
                      f"the medians of {len(medians)} runs of {m} processes", sensitivity.RUN_MEDIANS)
     if len(longer) > len(medians):
-        h = Margin(run_spread(longer), spread_factor(len(longer)),
-                   f"the medians of {len(longer)} runs of {m} processes", sensitivity.RUN_MEDIANS)
+        h = Margin(run_spread(longer), spread_factor(len(longer)), f"the medians of the directory's {len(longer)} runs",
+                   sensitivity.RUN_MEDIANS)
         on_runs = h if h.value > on_runs.value else on_runs
     return on_runs if on_runs.value < best.value else best
 

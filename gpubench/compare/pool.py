@@ -9,7 +9,7 @@ per process instead: its processes are evidence of the same kind. ``history_valu
 older runs of a directory (gpubench.compare.load), for figures the host sets, which drift, and ``history_count``
 how many runs those values come from. ``run_medians`` (and ``history_medians``) keep one value per run whatever
 its processes: each run's median of all its samples, which a rule on a window of runs of several processes each
-reads (gpubench.compare.verdict).
+reads (gpubench.compare.margin).
 
 Everything is computed with group-bys over the concatenated rows and their flattened samples, never a Python
 loop per run or per process: a window of 20 quick-set nights holds some 3,000 rows and 60,000 samples, and
