@@ -69,9 +69,9 @@ def pool_by_loop(raw, history=None):
         ok = ok[ok["suite_version"] == ok["suite_version"].iloc[-1]]
         row = ok.iloc[-1].to_dict()
         samples = [float(s) for ss in ok["samples"] for s in (ss if ss is not None else [])]
-        row["run_values"], row["run_n"], row["run_medians"] = _per_run(ok)
+        row["run_values"], row["run_n"], medians = _per_run(ok)
         row["run_count"] = int(ok["run_id"].nunique()) if "run_id" in ok.columns else len(ok)
-        row["run_medians"] = row.pop("run_medians")  # after run_count, where pool() puts it
+        row["run_medians"] = medians
         past = older.get(tuple(row[k] for k in KEY))
         if past is not None:
             past = past[past["suite_version"] == row["suite_version"]]

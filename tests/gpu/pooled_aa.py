@@ -65,8 +65,9 @@ def medians(s, lab, pace, line) -> tuple[list[float], float]:
 
 def draw(runs: list[tuple], rng, history: int = 0) -> dict:
     """One random draw: tonight's change against the window's median of process medians and the range of those
-    (``k`` values), tonight's processes ``m``, whether it was moved to the pace, and tonight's change against the
-    window's run medians and their range."""
+    (``k`` values), tonight's processes ``m``, whether it was moved to the pace, tonight's change against the
+    window's run medians and their range, a rerun's change, and the directory's (``history`` runs, at least the
+    window) process and run medians."""
     n = max(history, WINDOW)
     pick = rng.permutation(len(runs))[:n + 2]
     line = None
@@ -84,7 +85,7 @@ def draw(runs: list[tuple], rng, history: int = 0) -> dict:
     return {"change": tonight / mid - 1, "spread": (max(values) - min(values)) / mid, "k": len(values),
             "m": len(procs), "paced": line is not None, "run_change": tonight / run_mid - 1,
             "run_spread": (max(pooled) - min(pooled)) / run_mid, "values": values, "medians": pooled,
-            "rerun_change": rerun / mid - 1, "history": n if history else 0,
+            "rerun_change": rerun / mid - 1,
             "history_values": [v for p, _ in older for v in p], "history_medians": [r for _, r in older]}
 
 
@@ -92,10 +93,10 @@ def thresholds(d: dict) -> dict[str, float]:
     """The change each rule needs before it calls this draw WORSE."""
     k, m = d["k"], d["m"]
     pooled = spread_factor(k, window_runs=WINDOW, current_processes=m) if d["paced"] else spread_factor(k)
-    h = d["history"]
+    # without --history the history is the window itself, which adds nothing to either rule
     margin = window_margin(d["values"], n_runs=WINDOW, pooled=m if d["paced"] else 1, moves="host-timed",
-                           history_runs=d["history_values"] if h else [], history_count=h or None,
-                           run_medians=d["medians"], history_medians=d["history_medians"] if h else d["medians"])
+                           history_runs=d["history_values"], history_count=len(d["history_medians"]),
+                           run_medians=d["medians"], history_medians=d["history_medians"])
     return {"one draw": max(THRESHOLD, spread_factor(k) * d["spread"]),
             "pooled": max(THRESHOLD, pooled * d["spread"]),
             "runs": max(THRESHOLD, spread_factor(WINDOW) * d["run_spread"]),

@@ -20,9 +20,8 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
+from gpubench import results
 from gpubench.compare import margin, report, sensitivity, verdict
 from gpubench.levels import disturbed_by_load
 
@@ -34,13 +33,13 @@ def slowed(run: Path, x: float, into: Path) -> Path:
     dst = into / run.name
     shutil.rmtree(dst, ignore_errors=True)
     shutil.copytree(run, dst)
-    table = pq.read_table(dst / "launch.parquet")
-    df = table.to_pandas()
+    table = dst / "launch.parquet"
+    df = results.load_table(table)
     host = np.array([bool(disturbed_by_load(r)) for r in df.to_dict("records")], dtype=bool)
     sel = (df["metric"] == "time").to_numpy() & host
     df.loc[sel, "samples"] = df.loc[sel, "samples"].apply(lambda s: [v * (1 + x) for v in s])
     df.loc[sel, "value"] = df.loc[sel, "value"] * (1 + x)
-    pq.write_table(pa.Table.from_pandas(df, schema=table.schema, preserve_index=False), dst / "launch.parquet")
+    results.save(df, table)
     return dst
 
 
