@@ -2,6 +2,7 @@
 one process's draw and with the factor for a run that pools its processes (gpubench.compare.verdict):
 
     python tests/gpu/pooled_aa.py RUNS_DIR [RUNS_DIR ...] [--draws N] [--history H] [--per-figure]
+                                  [--processes M] [--rule-from P] [--spreads]
 
 Each RUNS_DIR: a series of runs of one command on one machine with nothing changed (A=A quick nights, a launch,copy
 series). Runs on a CPU: nothing is measured.
@@ -23,7 +24,12 @@ where both are ("rerun too"). ``--history H``: each draw takes H runs (the windo
 directory's history, over which the line is fitted and whose spread compare's rule also reads, as compare does
 with a directory's older runs; without it, the window alone (compare's rule is then the processes' rule).
 ``--per-figure`` prints, per figure, the median over its draws of the threshold the processes' rule, the runs'
-rule and compare's set.
+rule and compare's set. ``--spreads`` prints instead, per figure, how far its run medians spread over the whole
+series (max − min over the median), at a pace line fitted over all its runs where it has one, and as measured.
+``--processes M`` keeps each run's first M processes, as if the runs had measured in M
+(each process with the larger run's share of the sampling budget, so an approximation), and ``--rule-from P`` draws
+with the rule on run medians serving runs of P processes or more (gpubench.compare.margin.RUN_MEDIANS_FROM), to
+see what that rule would do for runs of fewer processes than it serves.
 """
 
 import argparse
@@ -32,23 +38,28 @@ from pathlib import Path
 import numpy as np
 
 from gpubench import paceline, processes, results
+from gpubench.compare import margin as margins
 from gpubench.compare.margin import spread_factor, window_margin
 
 WINDOW, THRESHOLD = 5, 0.05
 
 
-def series(root: Path) -> dict[str, list[tuple]]:
-    """Each figure's runs: (samples, process labels, paces or None)."""
+def series(root: Path, keep: int = 0) -> dict[str, list[tuple]]:
+    """Each figure's runs: (samples, process labels, paces or None); with ``keep``, each run's first ``keep``
+    processes only."""
     out: dict[str, list[tuple]] = {}
     for run in sorted(p.parent for p in root.rglob("run.json")):
         df = results.load(run)
         df = df[(df["metric"] == "time") & (df["status"] == "ok")]
         for _, row in df.iterrows():
             s, lab = np.asarray(row["samples"], float), np.asarray(processes.labels(row))
-            if len(set(lab.tolist())) < 3 or (s <= 0).any():
-                continue
             hp = row.get("host_pace")
             pace = np.asarray(hp, float) if hasattr(hp, "__len__") and len(hp) == len(s) else None
+            if keep:
+                kept = np.isin(lab, sorted(set(lab.tolist()))[:keep])
+                s, lab, pace = s[kept], lab[kept], (pace[kept] if pace is not None else None)
+            if len(set(lab.tolist())) < 3 or (s <= 0).any():
+                continue
             out.setdefault(f"{row['suite']} {row['case']}", []).append((s, lab, pace))
     return out
 
@@ -61,6 +72,23 @@ def medians(s, lab, pace, line) -> tuple[list[float], float]:
         for q in procs:
             s[lab == q] *= line.factor(float(np.median(pace[lab == q])))
     return [float(np.median(s[lab == q])) for q in procs], float(np.median(s))
+
+
+def spreads(root: Path, keep: int) -> None:
+    """Each figure's range of run medians over the series, at the pace (one line over all runs) and as measured."""
+    rows = []
+    for name, runs in series(root, keep).items():
+        line = None
+        if runs[0][2] is not None:
+            pts = [(float(np.median(p[lab == q])), float(np.median(s[lab == q])))
+                   for s, lab, p in runs for q in sorted(set(lab.tolist()))]
+            line = paceline.fit([a for a, _ in pts], [b for _, b in pts])
+        at, raw = ([medians(*r, ln)[1] for r in runs] for ln in (line, None))
+        rows.append(tuple((max(v) - min(v)) / float(np.median(v)) for v in (at, raw)) +
+                    (line is not None, len(runs), name))
+    print(f"{root}: range of the run medians, at the pace / as measured, runs")
+    for at, raw, paced, n, name in sorted(rows):
+        print(f"  {100 * at:6.1f} % {100 * raw:6.1f} %  {'paced' if paced else '     '} {n:3d}  {name}")
 
 
 def draw(runs: list[tuple], rng, history: int = 0) -> dict:
@@ -109,13 +137,21 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=300)
     ap.add_argument("--per-figure", action="store_true")
     ap.add_argument("--history", type=int, default=0)
+    ap.add_argument("--spreads", action="store_true")
+    ap.add_argument("--processes", type=int, default=0, metavar="M")
+    ap.add_argument("--rule-from", type=int, default=margins.RUN_MEDIANS_FROM, metavar="P")
     args = ap.parse_args()
+    margins.RUN_MEDIANS_FROM = args.rule_from
+    if args.spreads:
+        for root in args.dirs:
+            spreads(root, args.processes)
+        return
     rng = np.random.default_rng(0)
     rules = ("one draw", "pooled", "runs", "compare", "rerun too")
     counts = {(paced, rule): [0, 0] for paced in (True, False) for rule in rules}
     figures: dict[str, dict[str, list[float]]] = {}
     for root in args.dirs:
-        for name, runs in series(root).items():
+        for name, runs in series(root, args.processes).items():
             if len(runs) < max(args.history, WINDOW) + 2:
                 continue
             for _ in range(args.draws):

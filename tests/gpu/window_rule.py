@@ -6,11 +6,11 @@ rules as they stand and with the rule on the window's run medians out of reach (
 
 SERIES_DIR: a directory of runs of one command on one machine with nothing changed (``results/<cluster>/`` of
 ``gpubench run --out``). Per judged run and rule: the verdict counts, how many figures the host sets catch 15 % or
-less, and how many are blind (> 25 %); the WORSE figures under it (on an A=A series, false alarms before the
-nightly's rerun). ``--slow X``: each judged run is first copied with the times of its launch figures the host sets
-made 1 + X slower (the host's pace left as measured: the launch itself got slower, not the host), and it prints how
-many of those figures were WORSE, and how many of those that said they catch X or less. Runs on a CPU: nothing is
-measured.
+less, how many are blind (> 25 %), and how many the GPU times catch 5 % or less (and, as built, which do not); the
+WORSE figures under it (on an A=A series, false alarms before the nightly's rerun). ``--slow X``: each judged run is
+first copied with the times of its launch figures the host sets made 1 + X slower (the host's pace left as measured:
+the launch itself got slower, not the host), and it prints how many of those figures were WORSE, and how many of
+those that said they catch X or less. Runs on a CPU: nothing is measured.
 """
 
 import argparse
@@ -65,9 +65,15 @@ def main() -> None:
                 host = [r for r in rows if r.get("set_by_host")]
                 within = sum(r["catches"] <= sensitivity.GOAL_HOST + 1e-12 for r in host)
                 blind = sum(not r["catches"] <= sensitivity.BLIND for r in host)
+                gpu = [r for r in rows if not r.get("set_by_host")]
+                past = sorted((r for r in gpu if not r["catches"] <= sensitivity.GOAL_GPU + 1e-12),
+                              key=lambda r: -r["catches"])
                 counts = Counter(r["verdict"] for r in rows)
                 print(f"{run.name} {name:28s} {dict(counts)}; host-set ≤ 15 %: {within} of {len(host)}, "
-                      f"blind {blind}")
+                      f"blind {blind}; GPU-timed ≤ 5 %: {len(gpu) - len(past)} of {len(gpu)}")
+                if name == "as built":
+                    print("    GPU-timed past 5 %: " + "; ".join(
+                        f"{r['case']} {r['metric']} {100 * r['catches']:.1f}" for r in past))
                 t = totals.setdefault(name, Counter())
                 for r in rows:
                     slow = args.slow is not None and r["suite"] == "launch" and r["metric"] == "time" and \
