@@ -65,8 +65,9 @@ _POOLED_FACTOR = {
 # (with RUN_MEDIANS_HISTORY), compare's rule called an unchanged paced figure WORSE in 0.14 % and 0.08 % of 9,000
 # draws on two more machines' series of 14 and 15 runs of 6 (10 runs drawn as the directory, an 11th as tonight),
 # 0.02 % and 0.01 % with a 12th as the nightly's rerun WORSE too (results/reference/h200/run-medians-20261130/).
-# Still 0.88 % with 3, as built 0.26 %, on the first 3 processes of 13 quick nights of 6 on a third machine
-# (0.14 % with all 6; results/reference/h200/nights6-20261201/).
+# With the 10 runs as well, serving runs of 3 it would still call 0.88 % of draws WORSE (compare as built, which
+# leaves them out: 0.26 %), on the first 3 processes of 13 quick nights of 6 on a third machine (as built with all
+# 6: 0.14 %; results/reference/h200/nights6-20261201/).
 RUN_MEDIANS_FROM = 6
 # ... and only where the directory holds this many run medians of the figure or more (the window's included): a
 # window of 5 runs whose medians happen to agree is no guard against the host's level drifting. Replayed in order

@@ -26,10 +26,10 @@ with a directory's older runs; without it, the window alone (compare's rule is t
 ``--per-figure`` prints, per figure, the median over its draws of the threshold the processes' rule, the runs'
 rule and compare's set. ``--spreads`` prints instead, per figure, how far its run medians spread over the whole
 series (max − min over the median), at a pace line fitted over all its runs where it has one, and as measured.
-``--processes M`` keeps each run's first M processes, as if the runs had measured in M
-(each process with the larger run's share of the sampling budget, so an approximation), and ``--rule-from P`` draws
-with the rule on run medians serving runs of P processes or more (gpubench.compare.margin.RUN_MEDIANS_FROM), to
-see what that rule would do for runs of fewer processes than it serves.
+``--processes M`` keeps each run's first M processes, as if the runs had measured in M (each process with the
+larger run's share of the sampling budget, so an approximation), and ``--rule-from P`` draws with the rule on run
+medians serving runs of P processes or more (gpubench.compare.margin.RUN_MEDIANS_FROM), to see what that rule would
+do for runs of fewer processes than it serves.
 """
 
 import argparse
