@@ -74,15 +74,21 @@ def medians(s, lab, pace, line) -> tuple[list[float], float]:
     return [float(np.median(s[lab == q])) for q in procs], float(np.median(s))
 
 
+def pace_line(runs: list[tuple]):
+    """The line of the figure's process medians over their processes' host pace in ``runs``, as compare fits it over
+    a window (gpubench.paceline); None where its samples carry no pace."""
+    if runs[0][2] is None:
+        return None
+    pts = [(float(np.median(p[lab == q])), float(np.median(s[lab == q])))
+           for s, lab, p in runs for q in sorted(set(lab.tolist()))]
+    return paceline.fit([a for a, _ in pts], [b for _, b in pts])
+
+
 def spreads(root: Path, keep: int) -> None:
     """Each figure's range of run medians over the series, at the pace (one line over all runs) and as measured."""
     rows = []
     for name, runs in series(root, keep).items():
-        line = None
-        if runs[0][2] is not None:
-            pts = [(float(np.median(p[lab == q])), float(np.median(s[lab == q])))
-                   for s, lab, p in runs for q in sorted(set(lab.tolist()))]
-            line = paceline.fit([a for a, _ in pts], [b for _, b in pts])
+        line = pace_line(runs)
         at, raw = ([medians(*r, ln)[1] for r in runs] for ln in (line, None))
         rows.append(tuple((max(v) - min(v)) / float(np.median(v)) for v in (at, raw)) +
                     (line is not None, len(runs), name))
@@ -98,11 +104,7 @@ def draw(runs: list[tuple], rng, history: int = 0) -> dict:
     window) process and run medians."""
     n = max(history, WINDOW)
     pick = rng.permutation(len(runs))[:n + 2]
-    line = None
-    if runs[0][2] is not None:
-        pts = [(float(np.median(p[lab == q])), float(np.median(s[lab == q])))
-               for s, lab, p in (runs[i] for i in pick[:n]) for q in sorted(set(lab.tolist()))]
-        line = paceline.fit([a for a, _ in pts], [b for _, b in pts])
+    line = pace_line([runs[i] for i in pick[:n]])
     older = [medians(*runs[i], line) for i in pick[:n]]
     window = older[-WINDOW:]
     values = [v for procs, _ in window for v in procs]

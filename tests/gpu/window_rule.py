@@ -63,14 +63,15 @@ def main() -> None:
                 margin.RUN_MEDIANS_FROM = value
                 rows = judged(args.series, tonight)
                 host = [r for r in rows if r.get("set_by_host")]
-                within = sum(r["catches"] <= sensitivity.GOAL_HOST + 1e-12 for r in host)
+                summary = sensitivity.summary(rows)  # compare's own counts by kind, as its "catches:" line says
+                within = summary["host"]["within_goal"]
                 blind = sum(not r["catches"] <= sensitivity.BLIND for r in host)
-                gpu = [r for r in rows if not r.get("set_by_host")]
-                past = sorted((r for r in gpu if not r["catches"] <= sensitivity.GOAL_GPU + 1e-12),
-                              key=lambda r: -r["catches"])
+                past = sorted((r for r in rows if not r.get("set_by_host") and
+                               not r["catches"] <= sensitivity.GOAL_GPU + 1e-12), key=lambda r: -r["catches"])
                 counts = Counter(r["verdict"] for r in rows)
                 print(f"{run.name} {name:28s} {dict(counts)}; host-set ≤ 15 %: {within} of {len(host)}, "
-                      f"blind {blind}; GPU-timed ≤ 5 %: {len(gpu) - len(past)} of {len(gpu)}")
+                      f"blind {blind}; GPU-timed ≤ 5 %: {summary['gpu']['within_goal']} of "
+                      f"{summary['gpu']['figures']}")
                 if name == "as built":
                     print("    GPU-timed past 5 %: " + "; ".join(
                         f"{r['case']} {r['metric']} {100 * r['catches']:.1f}" for r in past))
