@@ -148,11 +148,11 @@ def test_the_checks_own_stations_are_no_co_tenant_of_any_figure(monkeypatch):
     # and every pair's sendrecv named the other pair's two stations as sharing its GPUs. Every job names every
     # station as the check's own, and a station's run counts them so beside its group's ranks.
     jobs = []
-    monkeypatch.setattr(drive.stations, "form", lambda members: None)
+    monkeypatch.setattr(drive.stations, "form", lambda members, folder: None)
     monkeypatch.setattr(drive.stations, "leave", lambda members: None)
     monkeypatch.setattr(drive.stations, "run", lambda members, job: jobs.append(job) or [{"run_dir": "d"}] * len(members))
     pool = object.__new__(stations.Pool)
-    pool.ready, pool.failed = {g: {"pid": 100 + g} for g in range(4)}, {}
+    pool.ready, pool.failed, pool.folder = {g: {"pid": 100 + g} for g in range(4)}, {}, "stores"
     pool.get = lambda gpus: [object() for _ in gpus]
     plan = drive.Plan("fake", [0, 1, 2, 3], "out", "c", [])
     done = drive.session(plan, pool, [[0, 2], [1, 3]], [drive.Step("pairs round 2", "ranks", ())])
@@ -412,7 +412,7 @@ from gpubench.check import stations
 pool = stations.Pool("fake", [0, 1], {})
 pool.start()
 group = pool.get([0, 1])
-stations.form([group])
+stations.form([group], pool.folder)
 for _ in range(30):  # collective jobs queued (over gloo, a few tenths of a second each): the check dies meanwhile
     for s in group:
         s.send(do="run", kind="ranks", what="node", suites=["comm"], filter="collective=all_reduce",

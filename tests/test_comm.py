@@ -856,9 +856,10 @@ def test_a_stale_beat_loses_a_rank_elsewhere_or_gone_but_not_one_running_here():
 
 
 def test_a_rank_that_starts_before_its_store_waits_for_it_longer_than_the_timeout(tmp_path):
-    # Launched by hand as torchrun's variables say (rank 0 hosts the store): rank 1 starts 12 s before rank 0,
-    # with --timeout 4. The group comes up once rank 0 does and the run completes; rank 1 neither gives up on the
-    # store nor calls rank 0 lost in the meantime.
+    # Launched by hand as torchrun's variables say (rank 0 hosts the store): rank 1 starts 6 s before rank 0,
+    # with --timeout 6, so that the store comes up past the timeout of rank 1's start. The group comes up once rank 0
+    # does and the run completes; rank 1 neither gives up on the store (it waits up to --timeout + 10 s from its
+    # start: tests/test_fleet_rendezvous.py holds that bound) nor calls rank 0 lost in the meantime.
     import socket
 
     with socket.socket() as sock:
@@ -867,10 +868,10 @@ def test_a_rank_that_starts_before_its_store_waits_for_it_longer_than_the_timeou
     base = {**os.environ, "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": str(port)}
     args = [sys.executable, "-m", "gpubench", "run", "--suite", "comm", "--backend", "cpu", "--out", str(tmp_path),
-            "--cluster", "t", "--timeout", "4", "--collectives", "all_reduce", "--min-bytes", "1K", "--max-bytes", "4K"]
+            "--cluster", "t", "--timeout", "6", "--collectives", "all_reduce", "--min-bytes", "1K", "--max-bytes", "4K"]
     procs = []
     try:
-        for rank, delay in ((1, 0), (0, 12)):
+        for rank, delay in ((1, 0), (0, 6)):
             time.sleep(delay)
             procs.append(subprocess.Popen(args, cwd=ROOT, env={**base, "RANK": str(rank), "LOCAL_RANK": str(rank)},
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
@@ -891,7 +892,7 @@ def test_a_store_that_does_not_answer_loses_a_peer_only_where_its_host_is_not_kn
     # (nothing to look at), the unanswered store stands for a lost peer, as before.
     from gpubench.ranks import beats
     from gpubench.ranks.group import Group
-    from gpubench.ranks.store import BoundedStore
+    from gpubench.ranks.store import BoundedStore, TcpRendezvous
 
     class Silent:
         def check(self, keys):
@@ -902,7 +903,7 @@ def test_a_store_that_does_not_answer_loses_a_peer_only_where_its_host_is_not_kn
     here = beats.machine()
     group = object.__new__(Group)
     group.rank, group.world_size, group.timeout_s, group._here = 1, 2, 8.0, here
-    group._store_host, group.renv = "rank 0", type("R", (), {"master_addr": "127.0.0.1", "master_port": 1})()
+    group._store_host, group._rdv = "rank 0", TcpRendezvous("127.0.0.1", 1, 2)
     group._reader = BoundedStore(lambda: Silent(), 0.2)
     for rank0, lost in [({"pid": os.getpid(), "machine": here, "start": beats.started(os.getpid())}, False),
                         ({"pid": dead.pid, "machine": here}, True),

@@ -157,7 +157,7 @@ def _attempt(plan: Plan, pool: Pool, sets: Sequence[Sequence[int]], steps: Seque
     try:
         members = [pool.get(gpus) for gpus in sets]
         if grouped:
-            stations.form(members)
+            stations.form(members, pool.folder)
         for step in steps:
             # Every station is the check's own, not a co-tenant: once they have copied to their peers, each holds a
             # context on its peers' GPUs too (4 x H200, 2026-11-29: every pair's sendrecv named the other pair's

@@ -6,11 +6,10 @@ the CPUs near its GPU before anything else (:mod:`gpubench.check.affinity`) and 
 Then it reads jobs, one JSON object a line on its standard input, and answers each with one JSON line on its
 standard output (the protocol's alone: whatever a library prints goes to standard error, the terminal):
 
-``{"do": "group", "rank": R, "world": N, "port": P|null, "timeout": S}``
+``{"do": "group", "rank": R, "world": N, "store": PATH, "timeout": S}``
     join a group of stations (a torch.distributed world: NCCL/RCCL on GPUs, gloo otherwise, with gpubench's
-    control plane and watchdog, :class:`gpubench.ranks.group.Group`). Rank 0 is given no port: it hosts the
-    rendezvous store and answers ``store`` with its port, which the check passes to the others; every rank then
-    answers ``grouped``.
+    control plane and watchdog, :class:`gpubench.ranks.group.Group`) whose rendezvous store is the file PATH, in a
+    folder of the check's; every rank answers ``grouped``.
 ``{"do": "run", "kind": K, "suites": [...], "filter": REGEX, "sizes": [...]|null, "out": DIR, "cluster": L,
 "own": [PID, ...], ...}``
     measure the cases of ``suites`` that ``filter`` matches, at the quick grids' sizes, into an ordinary run
@@ -29,7 +28,6 @@ station goes on. End of input, or the check's process gone, ends the station.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import sys
@@ -48,6 +46,7 @@ from gpubench.options import read as read_options
 from gpubench.ranks import ending
 from gpubench.ranks.env import RankEnv, share_host_cores
 from gpubench.ranks.group import Group
+from gpubench.ranks.store import FileRendezvous
 from gpubench.registry import select
 from gpubench.request import Conduct, Placement, RunRequest, Selection
 
@@ -115,9 +114,10 @@ class Station:
         self.gpu = gpu
         self.binding = affinity.bind(_pci(self.backend))
         self.group: Group | None = None
-        self.store: Any = None
         self.comm_backend: Backend | None = None
         self.runs = 0  # jobs run: after the first, a GPU busy as a run starts is this station's last one finishing
+        if stations > 1:  # it will join groups: torch.distributed's import (seconds on a busy host) is start-up's
+            import torch.distributed  # noqa: F401
 
     def ready(self) -> None:
         b = self.backend
@@ -134,26 +134,17 @@ class Station:
 
     # --- jobs --------------------------------------------------------------------------------------------------
     def do_group(self, job: dict[str, Any]) -> None:
-        import torch.distributed as dist  # heavy: loaded by the stations that form groups
-
         rank, world, timeout = int(job["rank"]), int(job["world"]), float(job.get("timeout") or 120.0)
-        port = job.get("port")
-        if port is None:
-            self.store = dist.TCPStore("127.0.0.1", 0, world, True, timeout=dt.timedelta(seconds=timeout),
-                                       wait_for_workers=False)
-            port = self.store.port
-            self.emit("store", port=port)
-        os.environ["GPUBENCH_STORE_HOSTED"] = "check"  # a station hosts the store; the group ends with the check
-        renv = RankEnv("check", rank, world, rank, world, "127.0.0.1", int(port), 1)
+        os.environ["GPUBENCH_STORE_HOSTED"] = "check"  # the group's store is a file of the check's: it ends with it
+        renv = RankEnv("check", rank, world, rank, world, "127.0.0.1", 0, 1)
         gpu = self.backend.name in ("cuda", "hip")
-        self.group = Group(renv, "nccl" if gpu else "gloo", timeout, device=self.backend.torch_device if gpu else None)
+        self.group = Group(renv, "nccl" if gpu else "gloo", timeout, device=self.backend.torch_device if gpu else None,
+                           rendezvous=FileRendezvous(job["store"]))
         self.emit("grouped", rank=rank)
 
     def do_ungroup(self, job: dict[str, Any]) -> None:
         if self.group is not None:
             self.group.close()
-        # A store this station hosts stays up until the next group replaces it: the other ranks' heartbeats reach it
-        # until they have left too (a store gone for 3 s ends a rank: gpubench.ranks.group)
         self.group = None
         self.emit("ungrouped")
 

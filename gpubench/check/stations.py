@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -145,6 +147,7 @@ class Pool:
     def __init__(self, backend: str, gpus: Iterable[int], env: dict[str, str] | None = None):
         self.backend, self.env = backend, env
         self.gpus = list(gpus)
+        self.folder = tempfile.mkdtemp(prefix="gpubench-check-")  # its groups' stores (:func:`form`)
         self.stations: dict[int, Station] = {g: Station(backend, g, len(self.gpus), env) for g in self.gpus}
         self.ready: dict[int, dict[str, Any]] = {}
         self.failed: dict[int, StationError] = {}
@@ -191,10 +194,11 @@ class Pool:
             s.hang_up()
 
     def close(self) -> None:
-        """End every station: all told at once (end of input), then each waited for."""
+        """End every station: all told at once (end of input), then each waited for; their stores' folder goes."""
         self.hang_up()
         for s in self.stations.values():
             s.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def __enter__(self) -> Pool:
         return self
@@ -216,14 +220,13 @@ class Pool:
             s.hang_up()
 
 
-def form(groups: Sequence[Sequence[Station]], watchdog_s: float = WATCHDOG_S) -> None:
-    """Each list of stations joins a group of its own (all groups at once): the first of each hosts the store."""
+def form(groups: Sequence[Sequence[Station]], folder: str, watchdog_s: float = WATCHDOG_S) -> None:
+    """Each list of stations joins a group of its own (all groups at once), whose store is a new file in ``folder``
+    (the pool's: :attr:`Pool.folder`)."""
     for members in groups:
-        members[0].send(do="group", rank=0, world=len(members), port=None, timeout=watchdog_s)
-    for members in groups:
-        port = wait_all(members[:1], "store", GROUP_TIMEOUT_S)[members[0].gpu]["port"]
-        for rank, s in enumerate(members[1:], 1):
-            s.send(do="group", rank=rank, world=len(members), port=port, timeout=watchdog_s)
+        store = tempfile.mkstemp(prefix="group-", dir=folder)[1]  # a name no earlier group used
+        for rank, s in enumerate(members):
+            s.send(do="group", rank=rank, world=len(members), store=store, timeout=watchdog_s)
     wait_all([s for members in groups for s in members], "grouped", GROUP_TIMEOUT_S)
 
 

@@ -13,11 +13,14 @@ writes the signal's number to a pipe (``signal.set_wakeup_fd``), and a thread re
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
 import signal
 import sys
+import tempfile
 import threading
+from collections.abc import Iterator
 from typing import Any, Callable, NoReturn
 
 from gpubench.rundir import count_kept, kept, mark_ended, saved
@@ -25,7 +28,7 @@ from gpubench.rundir import count_kept, kept, mark_ended, saved
 ENDING = (signal.SIGTERM, signal.SIGHUP)
 _SIGNAL_STORE_S = 0.4  # each store call made on a launcher's signal: a SIGKILL may follow within a second or two
 _LOCK = threading.Lock()  # taken once, never given back: the process ends while it holds it
-_state: dict[str, Any] = {"run": None, "group": None, "installed": False}
+_state: dict[str, Any] = {"run": None, "group": None, "installed": False, "stderr": None}
 
 
 def follow(run_dir: str | os.PathLike | None = None, group: Any = None) -> None:
@@ -34,6 +37,34 @@ def follow(run_dir: str | os.PathLike | None = None, group: Any = None) -> None:
         _state["run"] = str(run_dir)
     if group is not None:
         _state["group"] = group
+
+
+@contextlib.contextmanager
+def mute_stderr(keep: Callable[[str], bool]) -> Iterator[None]:
+    """File descriptor 2 into a file for the block's length (a library's C++ log lines); then the lines ``keep``
+    accepts are written out. A line :func:`end` says meanwhile still goes out at once."""
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        sys.stderr.flush()
+        os.dup2(held.fileno(), 2)
+        _state["stderr"] = saved
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            _state["stderr"] = None
+            os.close(saved)
+            held.seek(0)
+            text = held.read().decode(errors="replace")
+            sys.stderr.write("".join(ln for ln in text.splitlines(True) if keep(ln)))
+            sys.stderr.flush()
+
+
+def forget(group: Any) -> None:
+    """``group`` was left: a later ending has no group to ask (a check's station joins one group after another)."""
+    if _state["group"] is group:
+        _state["group"] = None
 
 
 def end(status: str, reason: str, code: int, then: Callable[[], None] | None = None) -> NoReturn:
@@ -52,8 +83,8 @@ def end(status: str, reason: str, code: int, then: Callable[[], None] | None = N
             line = f"{reason}; run directory: {run}"
     try:
         sys.stdout.flush()  # what the run printed before (rank 0's table) goes out before the process does
-        sys.stderr.write(f"gpubench: error: {line}\n")
         sys.stderr.flush()
+        os.write(_state.get("stderr") or 2, f"gpubench: error: {line}\n".encode())  # past a muted fd 2 (mute_stderr)
         if os.environ.get("GPUBENCH_DEBUG_HANG"):
             faulthandler.dump_traceback(all_threads=True)  # where each thread of this process was
         if then is not None:
@@ -122,4 +153,4 @@ def install() -> None:
     _state["installed"] = True
 
 
-__all__ = ["install", "follow", "end", "ENDING"]
+__all__ = ["install", "follow", "forget", "end", "mute_stderr", "ENDING"]

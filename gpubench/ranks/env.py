@@ -28,6 +28,7 @@ class RankEnv:
     master_addr: str
     master_port: int
     nnodes: int
+    address_from: str = ""  # where master_addr came from, for a rank that cannot reach it: "MASTER_ADDR", ...
 
     @property
     def is_root(self) -> bool:
@@ -69,12 +70,15 @@ def detect(env: Mapping[str, str] | None = None) -> RankEnv | None:
             master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
             master_port=_int(env, "MASTER_PORT") or DEFAULT_PORT,
             nnodes=max(1, -(-world // max(1, local_world))),
+            address_from="MASTER_ADDR" if env.get("MASTER_ADDR") else "",
         )
     if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
         world = _int(env, "SLURM_NTASKS")
         nnodes = _int(env, "SLURM_STEP_NUM_NODES", "SLURM_NNODES") or 1
         nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
         addr = env.get("MASTER_ADDR") or (hostlist.first(nodelist) if nodelist else "127.0.0.1")
+        named = next((n for n in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST") if env.get(n)), "")
+        source = "MASTER_ADDR" if env.get("MASTER_ADDR") else f"{named}'s first node" if named else ""
         return RankEnv(
             launcher="slurm",
             rank=_int(env, "SLURM_PROCID"),
@@ -84,6 +88,7 @@ def detect(env: Mapping[str, str] | None = None) -> RankEnv | None:
             master_addr=addr,
             master_port=_int(env, "MASTER_PORT") or _port_for(env.get("SLURM_JOB_ID")),
             nnodes=nnodes,
+            address_from=source,
         )
     rank = _int(env, "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
     size = _int(env, "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
@@ -107,8 +112,25 @@ def detect(env: Mapping[str, str] | None = None) -> RankEnv | None:
             master_port=_int(env, "MASTER_PORT") or _port_for(env.get("OMPI_MCA_orte_jobfam_session_dir")
                                                                or env.get("PMI_JOBID") or None),
             nnodes=nnodes,
+            address_from="MASTER_ADDR" if env.get("MASTER_ADDR") else "",
         )
     return None
+
+
+def rendezvous_hint(renv: RankEnv) -> str:
+    """What to set where this rank cannot reach its rendezvous store (or rank 0 cannot host it), by launcher."""
+    came = f"{renv.master_addr} came from {renv.address_from}" if renv.address_from else \
+        f"{renv.master_addr} is the default"
+    if renv.launcher == "torchrun":
+        return f"{came}: check torchrun's --rdzv-endpoint (or --master-addr and --master-port)"
+    if renv.launcher == "slurm":
+        return (f"{came}: set MASTER_ADDR to rank 0's node as the other nodes reach it (in the batch script: "
+                "export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)), and MASTER_PORT "
+                "to a port free there")
+    if renv.launcher == "mpi":
+        return (f"{came}: pass MASTER_ADDR=<rank 0's host> and MASTER_PORT=<a free port> to every rank (mpirun -x "
+                "with Open MPI, -genv with MPICH)")
+    return f"{came}: set MASTER_ADDR and MASTER_PORT to rank 0's host and a port free there"
 
 
 # What makes detect() see a launcher: the variables that say which rank of which world this process is.
@@ -152,4 +174,5 @@ def share_host_cores(backend: str, local_world_size: int) -> None:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_world_size)))
 
 
-__all__ = ["RankEnv", "detect", "quiet_torch_logs", "share_host_cores", "standalone", "DEFAULT_PORT"]
+__all__ = ["RankEnv", "detect", "quiet_torch_logs", "share_host_cores", "standalone", "rendezvous_hint",
+           "DEFAULT_PORT"]

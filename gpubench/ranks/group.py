@@ -20,15 +20,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gpubench.errors import UsageError
 from gpubench.ranks import beats, ending
 from gpubench.ranks.beats import HEARTBEAT_S, STALE_S, laggards, read_heartbeats
-from gpubench.ranks.env import RankEnv
-from gpubench.ranks.store import BoundedStore
+from gpubench.ranks.env import RankEnv, rendezvous_hint
+from gpubench.ranks.store import BoundedStore, RendezvousError, TcpRendezvous
 
 # How long the store may stay out of reach when gpubench's own spawner hosts it on this machine: a local store
 # answers at once while its process lives. Elsewhere (torchrun's agent, rank 0 on another node) the timeout.
@@ -42,6 +44,9 @@ _GLOO_BACKSTOP_S = 600.0
 # other work, had a rank reach rank 0's store 8 s before rank 0 had made it, and --timeout 8 ended it "never
 # started" (2026-11-29). A rank lost once the group is up is named after --timeout, as before.
 _START_GRACE_S = 60.0
+# But a rank waits for the store no longer than --timeout and this from its process's start (a wrong address, a rank 0
+# that never came): a misconfigured rendezvous is said within --timeout + 15 s, not after a minute or two.
+_CONNECT_SLACK_S = 10.0
 _POLITE = ("SIGTERM", "SIGHUP", "SIGINT")  # a rank that ended on one of these was stopped, not lost
 _SETUP = ("", "init")  # where a rank is before its group is ready: its first beat, then the process group's init
 
@@ -50,8 +55,8 @@ SPAWNER, CHECK = "gpubench's spawner", "the gpubench check"  # parents that hold
 
 
 def store_host(env: dict[str, str] | None = None) -> str:
-    """Who holds the rendezvous store up: gpubench's spawner (which hosts it), the gpubench check (whose station
-    of rank 0 hosts it: GPUBENCH_STORE_HOSTED=check), torchrun's agent, or rank 0."""
+    """Who holds the rendezvous store up: gpubench's spawner (which hosts it), the gpubench check (whose folder holds
+    its stations' store files: GPUBENCH_STORE_HOSTED=check), torchrun's agent, or rank 0."""
     env = os.environ if env is None else env
     hosted = env.get("GPUBENCH_STORE_HOSTED")
     if hosted == "1":
@@ -63,25 +68,32 @@ def store_host(env: dict[str, str] | None = None) -> str:
     return "rank 0"
 
 
-def store_client(renv: RankEnv, timeout_s: float, *, master: bool = False, connect_s: float | None = None):
-    """A client of the rendezvous store (its server, ``master``), whose calls wait ``timeout_s``; ``connect_s``:
-    how long to wait for the store to come up, where that is longer."""
-    import torch.distributed as dist
-
-    wait = max(timeout_s, connect_s or 0.0)
-    store = dist.TCPStore(renv.master_addr, renv.master_port, renv.world_size, master,
-                          timeout=dt.timedelta(seconds=wait), wait_for_workers=False)
-    if wait > timeout_s:
-        store.set_timeout(dt.timedelta(seconds=timeout_s))
-    return store
-
-
 def parent_gone(host: str, rank: int, address: str, pid: int | None, node: str) -> str:
     """The line of a rank whose parent, which held its store up, is gone: gpubench's spawner hosts the store
-    itself; a check's stations host it in the station of rank 0, and end with the check."""
+    itself; a check's stations keep it in a file of the check's, and end with the check."""
     if host == CHECK:
         return f"rank {rank}: the gpubench check (pid {pid} on {node}) that started this measuring process is gone"
     return f"rank {rank} lost the rendezvous store at {address}: {host} (pid {pid} on {node}), which hosts it, is gone"
+
+
+# A line of torch's C++ log (optionally behind a "[rank0]:" prefix), or of the stack frames that follow one.
+_C10D_LOG = re.compile(r"^(\[rank\d+\]:)?(\[[WEI]\d{4} [^]]*\]|Exception raised from |frame #\d+|<omitting python "
+                       r"frames>|\s*$)")
+
+
+def _age_s() -> float:
+    """How long this process has run (its imports take seconds on a busy host); 0 where /proc does not say."""
+    try:
+        with open("/proc/uptime") as f:
+            up = float(f.read().split()[0])
+        return max(0.0, up - (beats.started(os.getpid()) or 0) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, TypeError):
+        return 0.0
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0][:300] if lines else type(e).__name__
 
 
 class GroupError(RuntimeError):
@@ -96,7 +108,8 @@ class GroupError(RuntimeError):
 class Group:
     """This process's place among the ranks, and the operations through which the ranks agree."""
 
-    def __init__(self, renv: RankEnv, data_backend: str, timeout_s: float, device: Any = None):
+    def __init__(self, renv: RankEnv, data_backend: str, timeout_s: float, device: Any = None,
+                 rendezvous: Any = None):
         import torch
         import torch.distributed as dist
 
@@ -123,10 +136,12 @@ class Group:
         self._spawner = os.getppid() if parent else None
         # Until then a peer may still be starting (a loaded host starts ranks seconds apart): see _START_GRACE_S.
         self._starting_until = time.time() + max(timeout_s, _START_GRACE_S)
-        self.store = store_client(renv, timeout_s, master=renv.rank == 0 and self._store_host == "rank 0",
-                                  connect_s=_START_GRACE_S)
+        # The launcher's store at MASTER_ADDR:MASTER_PORT, or one its parent made (the check's stations: a file).
+        self._rdv = rendezvous or TcpRendezvous(renv.master_addr, renv.master_port, renv.world_size,
+                                                hint=rendezvous_hint(renv))
+        self.store = self._connect(renv.rank == 0 and self._store_host == "rank 0")
         # Beats go out and are read on clients of their own, each call bounded: never the client above.
-        connect = lambda: store_client(renv, min(timeout_s, _DEADLINE_S))  # noqa: E731
+        connect = lambda: self._rdv.client(min(timeout_s, _DEADLINE_S))  # noqa: E731
         self._writer, self._reader = BoundedStore(connect, _DEADLINE_S), BoundedStore(connect, _DEADLINE_S)
         self._first_beat(self._starting_until)
         self._thread = threading.Thread(target=self._watch, name="gpubench-watchdog", daemon=True)
@@ -156,9 +171,31 @@ class Group:
             # read it: CI of d1d08b0). Should rank 0 stop right now, the watchdog ends this rank as in a collective.
             self._roster.update({0: json.loads(self.store.get(beats.key(0)))})
         # Every rank has beaten: who each is, on a thread and a store client of its own (the watchdog's beats
-        # must not wait behind a slow answer).
-        threading.Thread(target=self._know_everyone, args=(lambda: store_client(renv, max(timeout_s, 60.0)),),
-                         name="gpubench-roster", daemon=True).start()
+        # must not wait behind a slow answer). The client connects here, while the store surely answers: a thread
+        # connecting later can outlive the group, and a client still connecting to a store that is being replaced
+        # froze the station hosting it for 4-6 s a pair round (8 fake GPUs: docs/check.md).
+        self._roster_thread = threading.Thread(target=self._know_everyone,
+                                               args=(self._rdv.client(max(timeout_s, 60.0)),),
+                                               name="gpubench-roster", daemon=True)
+        self._roster_thread.start()
+
+    def _connect(self, master: bool) -> Any:
+        """This rank's client of the store (the store itself, ``master``), within --timeout + 10 s of the process's
+        start; a store that cannot be made or reached is a UsageError in one line naming what to set."""
+        renv, end = self.renv, time.monotonic() + max(1.0, min(_START_GRACE_S, self.timeout_s + _CONNECT_SLACK_S)
+                                                       - _age_s())
+        try:
+            # torch's client logs each failed try with its C++ frames: what failed is said in one line below
+            with ending.mute_stderr(keep=lambda line: not _C10D_LOG.match(line)):
+                self._rdv.reach(end - time.monotonic(), master=master)
+                return self._rdv.client(self.timeout_s, master=master, connect_s=end - time.monotonic())
+        except RendezvousError as e:
+            raise UsageError(f"rank {renv.rank}: {e}") from None
+        except RuntimeError as e:  # torch's own: a port taken, or what answers there is no store
+            why = ("what answers there is no rendezvous store (another service's port?)" if "Ping failed" in str(e)
+                   else _first_line(e))
+            raise UsageError(f"rank {renv.rank}: the rendezvous store at {self._rdv.address} could not be "
+                             f"{'made' if master else 'reached'}: {why}; {rendezvous_hint(renv)}") from None
 
     # --- progress and the watchdog -------------------------------------------------------------------------
     def step(self, where: str | None = None) -> None:
@@ -219,24 +256,22 @@ class Group:
                 self.abort(f"rank {self.rank} made no progress for {self.timeout_s:.0f} s in "
                            f"{self._where or 'setup'}")
 
-    def _know_everyone(self, connect: Callable[[], Any]) -> None:
+    def _know_everyone(self, client: Any) -> None:
         """Who every rank is (pid, host), read once all have joined, while the store surely answers: a rank lost
-        later is named by it even if the store no longer answers. Nothing waits on this thread, so its calls have
-        no deadline: under one, 16 ranks starting on 2 busy cores never learnt rank 0's pid (each try's new client
-        took longer to connect than the deadline, CI 2026-11-26) and named the stopped rank 0 by number alone. It
-        blocks for good only where the store's host stops first, when there is nothing more to learn."""
-        client = None
+        later is named by it even if the store no longer answers. Its reads have no deadline: under one, 16 ranks
+        starting on 2 busy cores never learnt rank 0's pid (CI 2026-11-26) and named the stopped rank 0 by number
+        alone. A read fails, or blocks for good, only where the store's host is gone or stopped, when there is
+        nothing more to learn."""
         while len(self._roster) < self.world_size and not self._stop.is_set():
             try:
-                client = client or connect()
                 self._roster.update(beats.read(client, self.world_size))
-            except Exception:  # noqa: BLE001 — a new client, at the next beat
-                client = None
+            except Exception:  # noqa: BLE001 — its host is gone: nothing more to learn
+                return
             if len(self._roster) < self.world_size:
                 self._stop.wait(HEARTBEAT_S)
 
     def _address(self) -> str:
-        return f"{self.renv.master_addr}:{self.renv.master_port}"
+        return self._rdv.address
 
     def _lost(self, seen: dict[int, dict[str, Any]]) -> list[int]:
         return [r for r in beats.lost(seen, self.world_size, now=time.time(), stale_s=STALE_S, here=self._here)
@@ -283,7 +318,7 @@ class Group:
                     # rank 0 called the running spawner lost (CI of 7c8dfbf): each marked the run failed.
                     return (f"the rendezvous store {host_here} hosts at {self._address()} did not answer within "
                             f"{deadline_s or _DEADLINE_S:g} s (a busy host)"), "failed", False
-                host = "rank 0" if self._store_host == CHECK else self._store_host  # a station of rank 0 hosts it
+                host = self._store_host
                 words = beats.unreachable(self._roster, host, self._address(), deadline_s or _DEADLINE_S, self._here)
                 # Rank 0 hosts it here and runs: the store was slow (a loaded host), nobody is known lost. On a
                 # SIGTERM, with 0.4 s to read it beside a spinning core, a rank called rank 0 lost and marked the
@@ -322,14 +357,21 @@ class Group:
         ending.follow(run_dir=path)
 
     def close(self) -> None:
+        """Leave the group: its threads stopped and every store client of it closed before this returns, so that
+        whoever holds the store up may let it go at once (the check's stations join one group after another)."""
         import torch.distributed as dist
 
         self._stop.set()
         self._thread.join()
+        self._roster_thread.join(_DEADLINE_S)  # a read of a live store takes milliseconds
         try:
             dist.destroy_process_group()
         except Exception:  # noqa: BLE001
             pass
+        self._writer.close()
+        self._reader.close()
+        self.store = self.data = self.control = None
+        ending.forget(group=self)
 
     # --- agreement on the control plane ------------------------------------------------------------------
     def _control(self, fn: Callable[[], Any]) -> Any:
@@ -383,5 +425,5 @@ class Group:
         return out
 
 
-__all__ = ["Group", "GroupError", "read_heartbeats", "laggards", "store_client", "store_host", "SPAWNER", "CHECK",
+__all__ = ["Group", "GroupError", "read_heartbeats", "laggards", "store_host", "SPAWNER", "CHECK",
            "parent_gone"]
