@@ -9,9 +9,10 @@ by suite:
   :data:`ROOF_SPREAD` (a figure that moves more is no level to hold others against; where none is steady, no
   measured roof is drawn): the memory roof is the best bandwidth the dtype's rows held against the memory or
   vector roof sustained (a steady point whose own bytes moved faster, such as a GEMM whose operands stayed in
-  cache, raises it to that rate, so that no steady point sits above the roof drawn); the compute roofs are the
-  best TF/s of the dtype's rows held against the tensor roof (tensor cores) and of those held against the vector
-  roof (the ``fma`` sweep: vector units);
+  cache, raises it to that rate); the compute roofs are the best TF/s of the dtype's rows held against the tensor
+  roof (tensor cores) and of those held against the vector roof (the ``fma`` sweep: vector units). A roof is
+  never drawn below a figure it is chosen from: where a noisy one reads above the best steady one, that roof is
+  not drawn and the chart says why in words (:class:`Level`);
 - spec roofs, dashed: the vendor's memory bandwidth and dense peaks (gpubench/peaks.py), where known;
 - every measured point with flops at its analytic intensity, hollow where its spread is too wide to set a roof.
   Without a compute roof (a CPU's panel) the memory roof ends past the last point, not at TF/s nothing reached.
@@ -49,6 +50,8 @@ ROOFS = (TENSOR, VECTOR, MEMORY)
 # A figure sets a roof only where its samples spread (CV) at most this: compare's default threshold, the least
 # change it calls a change. A bf16 dot at ±24 % on a busy 2-core VM once drew every panel's memory roof.
 ROOF_SPREAD = 0.05
+# A chart's short word for a roof a noisy figure reads above (Level): the figures are said under it.
+_UNDER = "steady figures read under a noisy one"
 
 
 @dataclass
@@ -60,6 +63,50 @@ class Point:
     tflops: float
     unit: str  # "tensor" (held against the tensor roof) or "vector" (any other arithmetic): which spec peak bounds it
     steady: bool = True  # its spread is at most ROOF_SPREAD: it may set or raise a roof
+    cv: float = math.nan  # its spread, for the words that say why a roof is not drawn
+    roof: str = ""  # the roof its row is held against (MEMORY, VECTOR or TENSOR): the roof it may set
+
+    def figure(self, value: float) -> Figure:
+        """This point as a figure of ``value`` (its TF/s, or its bytes' rate in GB/s)."""
+        return Figure(value, self.label, self.cv, self.steady)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure a roof is chosen from: its value (GB/s or TF/s), its series' name and its spread."""
+    value: float
+    label: str
+    cv: float
+    steady: bool
+
+
+@dataclass(frozen=True)
+class Level:
+    """What a roof's figures allow. The best steady one is the roof, unless a noisy one reads above it: then
+    there is none, since the steady level is contradicted by a figure of its own chart and the noisy one is no
+    level to hold others against."""
+    best: Figure | None = None  # the best steady figure
+    top: Figure | None = None  # the best figure, steady or not
+
+    @classmethod
+    def of(cls, figures) -> Level:
+        figures = [f for f in figures if f is not None and math.isfinite(f.value) and f.value > 0]
+        best = max((f for f in figures if f.steady), key=lambda f: f.value, default=None)
+        return cls(best, max(figures, key=lambda f: f.value, default=None))
+
+    @property
+    def roof(self) -> float | None:
+        # A point's byte rate is its TF/s over its intensity: a rounding above its own row's bandwidth is the same
+        return self.best.value if self.best and self.best.value * (1 + 1e-9) >= self.top.value else None
+
+    def withheld(self, unit: str) -> str | None:
+        """Why the best steady figure is drawn as no roof, in words; None where it is, or where none is steady."""
+        if self.best is None or self.roof is not None:
+            return None
+        best, top = self.best, self.top
+        return (f"the steady figures read at most {fmt_value(best.value)} {unit} ({best.label}), under "
+                f"{fmt_value(top.value)} {unit} of {top.label}, whose samples spread {top.cv:.0%} (a roof needs "
+                f"{ROOF_SPREAD:.0%} or less)")
 
 
 @dataclass
@@ -73,12 +120,18 @@ class Roofs:
     spec_tensor_tflops: float | None = None
     spec_vector_tflops: float | None = None
     points: list[Point] = field(default_factory=list)
+    withheld: dict[str, str] = field(default_factory=dict)  # roof (MEMORY, TENSOR, VECTOR) -> why it is not drawn
 
     def measured_roof(self, p: Point) -> float:
-        """The highest measured roof drawn at the point's intensity (TF/s; inf where none is drawn)."""
-        peaks = [x for x in (self.tensor_tflops, self.vector_tflops) if x]
+        """The measured roof drawn at the point's intensity for the unit it runs on (TF/s; inf where none is drawn):
+        the memory roof, up to the compute roof of its unit (a GEMM's tensor cores outrun the fma sweep's)."""
+        peak = self.tensor_tflops if p.unit == TENSOR else self.vector_tflops
         slope = self.memory_gbps * p.intensity / 1e3 if self.memory_gbps else math.inf
-        return min(slope, max(peaks) if peaks else math.inf)
+        return min(slope, peak or math.inf)
+
+    def notes(self) -> list[str]:
+        """Each roof a steady figure would set that is not drawn, and why, in words (for under the chart)."""
+        return [f"{self.dtype}: no measured {kind} roof: {why}" for kind, why in self.withheld.items()]
 
     def spec_roof(self, p: Point) -> float | None:
         """The physical ceiling at the point's intensity, or None where the spec is unknown."""
@@ -104,64 +157,86 @@ def on_roofline(df: pd.DataFrame) -> bool:
     return any(registry.roof(r) in ROOFS for r in df.to_dict("records"))
 
 
+def _cv(rows: pd.DataFrame) -> pd.Series:
+    return pd.to_numeric(rows["cv"], errors="coerce") if "cv" in rows.columns else pd.Series(math.nan, index=rows.index)
+
+
 def steady(rows: pd.DataFrame) -> pd.Series:
     """Per row, whether its samples spread at most :data:`ROOF_SPREAD` (its cv; none known: not steady)."""
-    cv = pd.to_numeric(rows["cv"], errors="coerce") if "cv" in rows.columns else pd.Series(math.nan, index=rows.index)
-    return cv <= ROOF_SPREAD
+    return _cv(rows) <= ROOF_SPREAD
+
+
+def _spread(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with their figure (``_value``), spread (``_cv``) and steadiness (``_steady``) as plain floats."""
+    return rows.assign(_value=pd.to_numeric(rows["value"], errors="coerce").astype(float), _cv=_cv(rows).astype(float),
+                       _steady=steady(rows))
+
+
+def memory_levels(df: pd.DataFrame) -> dict[str, Level]:
+    """Per dtype, the bandwidth figures its rows held against the memory or vector roof sustained, as a
+    :class:`Level`: its roof is the measured memory roof. The elementwise chart draws these too."""
+    moved = _ok(df, "bandwidth", (MEMORY, VECTOR))
+    if "dtype" not in moved.columns:
+        return {}
+    figures: dict[str, list[Figure]] = {}
+    for r in _spread(moved).to_dict("records"):
+        figures.setdefault(str(r["dtype"]), []).append(
+            Figure(r["_value"], registry.point_label(r), r["_cv"], r["_steady"]))
+    return {d: Level.of(f) for d, f in figures.items()}
 
 
 def memory_roofs(df: pd.DataFrame) -> dict[str, float]:
     """The measured memory roof of each dtype (GB/s): the best steady bandwidth its rows held against the memory or
-    vector roof sustained; a dtype with none steady has none. The elementwise chart draws these too."""
-    moved = _ok(df, "bandwidth", (MEMORY, VECTOR))
-    if "dtype" not in moved.columns:
-        return {}
-    moved = moved[(pd.to_numeric(moved["value"], errors="coerce") > 0) & steady(moved)]
-    return {str(d): float(v) for d, v in moved.groupby(moved["dtype"].astype(str))["value"].max().items()}
+    vector roof sustained; a dtype with none steady, or with a noisy one above it, has none."""
+    return {d: lv.roof for d, lv in memory_levels(df).items() if lv.roof is not None}
 
 
 def analyze(df: pd.DataFrame) -> tuple[str | None, list[Roofs]]:
     """(device name, roofs and points per dtype) of one run's rows."""
     device = str(df["device"].dropna().iloc[0]) if "device" in df.columns and df["device"].notna().any() else None
     spec = peaks.lookup(device)
-    memory = memory_roofs(df)
-
     by_dtype: dict[str, Roofs] = {}
 
     def roofs(dtype: str) -> Roofs:
         if dtype not in by_dtype:
             by_dtype[dtype] = Roofs(
-                dtype, memory_gbps=memory.get(dtype),
-                spec_memory_gbps=spec.memory_gbps if spec else None,
+                dtype, spec_memory_gbps=spec.memory_gbps if spec else None,
                 spec_tensor_tflops=spec.tflops.get(dtype) if spec else None,
                 spec_vector_tflops=spec.vector_tflops.get(dtype) if spec else None,
             )
         return by_dtype[dtype]
 
-    rows = _ok(df, "throughput", ROOFS)
-    rows = rows.assign(_steady=steady(rows))
+    rows = _spread(_ok(df, "throughput", ROOFS))
     # Tensor-core points first, then the rest, as the legend has always listed them.
     for row in sorted(rows.to_dict("records"), key=lambda r: r["roof"] != TENSOR):
-        flops, nbytes, value = row.get("work_flops"), row.get("work_bytes"), row["value"]
+        flops, nbytes, value = row.get("work_flops"), row.get("work_bytes"), row["_value"]
         if not flops or not nbytes or not math.isfinite(value) or value <= 0:
             continue  # copy and fill do no arithmetic: they are the memory roof, not points on it
         # Arithmetic off the tensor cores runs on the vector units, whichever roof bounds it here.
         unit = TENSOR if row["roof"] == TENSOR else VECTOR
-        ro = roofs(str(row["dtype"]))
-        label = registry.point_label(row)
-        ro.points.append(Point(row["suite"], label, row["case"], flops / nbytes, float(value), unit, row["_steady"]))
-        if not row["_steady"]:
-            continue  # drawn, hollow; too noisy to set a roof
-        if row["roof"] == TENSOR:
-            ro.tensor_tflops = max(ro.tensor_tflops or 0.0, float(value))
-            ro.tensor_suite = row["suite"] if ro.tensor_tflops == float(value) else ro.tensor_suite
-        elif row["roof"] == VECTOR:
-            ro.vector_tflops = max(ro.vector_tflops or 0.0, float(value))
-    for ro in by_dtype.values():  # a point's own rate above the best op's (operands in cache) raises the roof to it
-        fastest = max((p.tflops * 1e3 / p.intensity for p in ro.points if p.steady), default=0.0)
-        if ro.memory_gbps is not None:  # none of this dtype measured: a GEMM's byte rate is no memory roof
-            ro.memory_gbps = max(ro.memory_gbps, fastest)
+        point = Point(row["suite"], registry.point_label(row), row["case"], flops / nbytes, value, unit,
+                      row["_steady"], row["_cv"], row["roof"])
+        roofs(str(row["dtype"])).points.append(point)
+    memory = memory_levels(df)
+    for ro in by_dtype.values():
+        _measured(ro, memory.get(ro.dtype))
     return device, [by_dtype[d] for d in sorted(by_dtype)]
+
+
+def _measured(ro: Roofs, memory: Level | None) -> None:
+    """Sets the measured roofs of ``ro`` from its points and its dtype's bandwidth figures (``memory``), and says
+    why where a steady figure is drawn as no roof."""
+    levels = {k: Level.of(p.figure(p.tflops) for p in ro.points if p.roof == k) for k in (TENSOR, VECTOR)}
+    if memory is not None and memory.best is not None:  # none steady of this dtype: a GEMM's byte rate is no roof
+        # A point whose own bytes moved faster than the best op's (operands in cache) raises the roof to its rate;
+        # a noisy one does not, and one above the roof leaves none drawn.
+        rates = (p.figure(p.tflops * 1e3 / p.intensity) for p in ro.points)
+        levels[MEMORY] = Level.of([memory.best, memory.top, *rates])
+    ro.memory_gbps, ro.tensor_tflops, ro.vector_tflops = (levels[k].roof if k in levels else None
+                                                           for k in (MEMORY, TENSOR, VECTOR))
+    setters = (p.suite for p in ro.points if p.roof == TENSOR and p.steady and p.tflops == ro.tensor_tflops)
+    ro.tensor_suite = next(setters, None)
+    ro.withheld = {k: why for k, lv in levels.items() if (why := lv.withheld("GB/s" if k == MEMORY else "TF/s"))}
 
 
 def violations(all_roofs: list[Roofs]) -> list[tuple[Roofs, Point, float]]:
@@ -249,7 +324,10 @@ def _panel(ax, ro: Roofs, flagged: set[tuple[int, int]]) -> None:
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("TFLOP/s")
     measured = ro.memory_gbps or ro.tensor_tflops or ro.vector_tflops
-    ax.set_title(ro.dtype if measured else f"{ro.dtype} (no measured roof: no figure spread under {ROOF_SPREAD:.0%})")
+    if ro.withheld and measured:  # else the title says it; the figures, in words, go under the chart (Roofs.notes)
+        ax.plot([], [], " ", label=f"no measured {' or '.join(ro.withheld)} roof: {_UNDER}")
+    why = _UNDER if ro.withheld else f"no figure spread under {ROOF_SPREAD:.0%}"
+    ax.set_title(ro.dtype if measured else f"{ro.dtype} (no measured roof: {why})")
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, loc="best")
 
@@ -263,5 +341,5 @@ def _roof_label(kind: str, bw: float | None, peak: float | None, unit: str) -> s
     return f"{kind}: " + ", ".join(parts) if parts else kind
 
 
-__all__ = ["Point", "Roofs", "ROOFS", "ROOF_SPREAD", "analyze", "memory_roofs", "on_roofline", "steady", "violations",
-           "plot"]
+__all__ = ["Figure", "Level", "Point", "Roofs", "ROOFS", "ROOF_SPREAD", "analyze", "memory_levels", "memory_roofs",
+           "on_roofline", "steady", "violations", "plot"]

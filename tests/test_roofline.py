@@ -112,3 +112,60 @@ def test_cli_refuses_a_run_without_points_and_a_bad_out(tmp_path, capsys):
     run = saved_run(tmp_path / "b", H200_ROWS) if (tmp_path / "b").mkdir() is None else None
     assert main(["roofline", str(run), "--out", str(tmp_path / "nodir" / "x.png")]) == 2
     assert main(["roofline", str(tmp_path / "missing")]) == 2
+
+
+# A loaded CPU (issue 73, item 6): bf16's one steady op, dot, reads far under its noisy ones; fp32's noisy copy
+# reads under its steady triad; a noisy GEMM reads above fp16's steady one; a noisy GEMM whose operands stayed in
+# cache moved its bytes faster than fp64's steady copy.
+LOADED = [
+    row("elementwise", "bandwidth", 1.065, dtype="bf16", op="dot", case="dot bf16"),
+    row("elementwise", "bandwidth", 11.0, dtype="bf16", op="copy", case="copy bf16", cv=0.3),
+    row("elementwise", "bandwidth", 8.2, dtype="bf16", op="triad", case="triad bf16", cv=0.2),
+    row("elementwise", "bandwidth", 9.0, dtype="bf16", op="fill", case="fill bf16", cv=0.25),
+    row("elementwise", "throughput", 1.065e-3 / 2, dtype="bf16", flops=2, nbytes=4, op="dot", case="dot bf16"),
+    row("elementwise", "throughput", 8.2e-3 / 3, dtype="bf16", flops=2, nbytes=6, op="triad", case="triad bf16",
+        cv=0.2),
+    row("elementwise", "bandwidth", 20.0, op="triad", case="triad fp32"),
+    row("elementwise", "bandwidth", 19.0, op="copy", case="copy fp32", cv=0.3),
+    row("elementwise", "throughput", 20e-3 / 6, flops=2, nbytes=12, op="triad", case="triad fp32"),
+    row("gemm", "throughput", 600.0, dtype="fp16", flops=2 * 8192**3, nbytes=6 * 8192**2, impl="torch", case="a"),
+    row("gemm", "throughput", 700.0, dtype="fp16", flops=2 * 8192**3, nbytes=6 * 8192**2, impl="triton", case="b",
+        cv=0.2),
+    row("elementwise", "throughput", 50.0, dtype="fp16", flops=512, nbytes=4, op="fma256", case="fma256"),
+    row("elementwise", "throughput", 40.0, dtype="fp16", flops=256, nbytes=4, op="fma128", case="fma128", cv=0.2),
+    row("elementwise", "bandwidth", 1000.0, dtype="fp64", op="copy", case="copy fp64"),
+    row("gemm", "throughput", 2.0, dtype="fp64", flops=1000, nbytes=1000, impl="torch", case="small", cv=0.2),
+]
+
+
+def test_no_roof_is_set_under_a_figure_it_is_chosen_from_and_why_is_said():
+    df = frame(LOADED)
+    _, all_roofs = roofline.analyze(df)
+    by = {r.dtype: r for r in all_roofs}
+    # every point, steady or noisy, under the measured roofs drawn at its intensity
+    assert all(p.tflops <= ro.measured_roof(p) * (1 + 1e-9) for ro in all_roofs for p in ro.points)
+    assert by["bf16"].memory_gbps is None and roofline.memory_roofs(df) == {"fp32": 20.0, "fp64": 1000.0}
+    assert by["fp32"].memory_gbps == pytest.approx(20.0) and by["fp32"].notes() == []  # a noisy op under the steady
+    assert by["fp16"].tensor_tflops is None and by["fp16"].vector_tflops == 50.0
+    assert by["fp64"].memory_gbps is None
+    assert by["bf16"].notes() == ["bf16: no measured memory roof: the steady figures read at most 1.065 GB/s "
+                                  "(elementwise dot), under 11 GB/s of elementwise copy, whose samples spread 30% "
+                                  "(a roof needs 5% or less)"]
+    assert by["fp16"].notes() == ["fp16: no measured tensor roof: the steady figures read at most 600 TF/s (gemm "
+                                  "torch), under 700 TF/s of gemm triton, whose samples spread 20% (a roof needs 5% "
+                                  "or less)"]
+    assert "under 2,000 GB/s of gemm torch" in by["fp64"].notes()[0]
+
+
+def test_cli_prints_no_roof_under_a_point_and_says_why_at_80_columns(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "80")
+    run = saved_run(tmp_path, [dict(r, device="AMD EPYC 7B13") for r in LOADED if r["dtype"] in ("bf16", "fp32")])
+    assert main(["roofline", str(run), "--out", str(tmp_path / "chart.png")]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    cells = {line.split("│")[1].strip(): line.split("│")[3].strip() for line in out.splitlines()
+             if line.startswith("│") and line.split("│")[1].strip()}
+    assert cells == {"bf16": "— / —", "fp32": "20.0 GB/s / —"}, out
+    said = " ".join(out.split())
+    assert ("bf16: no measured memory roof: the steady figures read at most 1.065 GB/s (elementwise dot), under 11 "
+            "GB/s of elementwise copy, whose samples spread 30% (a roof needs 5% or less)") in said, out

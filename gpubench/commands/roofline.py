@@ -46,6 +46,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
                       f"{fmt(ro.vector_tflops, 'TF/s')} / {fmt(ro.spec_vector_tflops, 'TF/s')}")
     console = out_console()
     console.print(table)
+    for line in (s for ro in all_roofs for s in ro.notes()):
+        console.print(line, markup=False, highlight=False)
     for ro, p, roof in bad:
         console.print(f"measurement error: {ro.dtype} {p.label} {p.case}: {p.tflops:.2f} TF/s at {p.intensity:.3g} "
                       f"FLOP/B is above the spec roof {roof:.2f} TF/s", markup=False, highlight=False)

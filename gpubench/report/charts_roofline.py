@@ -32,8 +32,8 @@ def roofline_charts(runs: list[Run], out: Path) -> list[Chart]:
         out.mkdir(parents=True, exist_ok=True)
         bad = roofline.violations(roofs)
         roofline.plot(device, roofs, out / name, bad)
-        msg = f"{len(bad)} point(s) above the spec roof: a measurement error" if bad else ""
-        charts.append(Chart("roofline", title, name, msg))
+        msg = [f"{len(bad)} point(s) above the spec roof: a measurement error"] if bad else []
+        charts.append(Chart("roofline", title, name, "; ".join(msg + [s for ro in roofs for s in ro.notes()])))
     return charts
 
 
