@@ -352,6 +352,7 @@ def _chart(runs: list[Run], out: Path) -> list[Chart]:
     dtypes = sorted({d for _, _, rows in have for d in rows["dtype"].astype(str)})
     name = names([r for _, r, _ in have])
     fig, axes = grid(len(dtypes), cols=min(3, len(dtypes)), w=6.2, h=4.2)
+    levels, notes = {id(r): roofline.memory_levels(r.df) for _, r, _ in have}, []
     for ax, dtype in zip(axes, dtypes):
         series = [(i, r, impl, rows[(rows["dtype"].astype(str) == dtype) & (rows["impl"] == impl)])
                   for i, r, rows in have for impl in sorted(rows["impl"].astype(str).unique())]
@@ -367,12 +368,7 @@ def _chart(runs: list[Run], out: Path) -> list[Chart]:
             ax.bar(xs, sel["value"], width, yerr=spread(sel), capsize=2, color=color(i), alpha=0.85,
                    hatch=_IMPL_HATCH[impls.index(impl) % len(_IMPL_HATCH)], edgecolor="white",
                    label=join(name[id(r)], impl))
-        for i, r, rows in have:
-            # the roofline's memory roof: the best bandwidth of this dtype, from figures that spread little (none)
-            best = roofline.memory_roofs(r.df).get(dtype)
-            if best is not None:
-                ax.axhline(best, color=color(i), lw=1.2, label=f"measured roof {fmt_value(best)} GB/s (best op)"
-                           + (f" ({name[id(r)]})" if name[id(r)] else ""))
+        notes += _roofs(ax, [(i, r, levels[id(r)].get(dtype)) for i, r, _ in have], dtype, name)
         for dev in sorted({d for _, r, _ in have if (d := _device(r, "elementwise"))}):
             spec = peaks.lookup(dev)
             if spec and spec.memory_gbps:
@@ -386,7 +382,22 @@ def _chart(runs: list[Run], out: Path) -> list[Chart]:
         ax.grid(True, axis="y", alpha=0.3)
         legend(ax, loc="upper center", ncols=2)
     fig.suptitle(title + " (bars: median, error bars: interquartile range)")
-    return [Chart("elementwise", title, save(fig, out, "elementwise.png"))]
+    return [Chart("elementwise", title, save(fig, out, "elementwise.png"), "; ".join(notes))]
+
+
+def _roofs(ax, levels: list, dtype: str, name: dict[int, str]) -> list[str]:
+    """Each run's measured memory roof (the roofline's: its best steady bandwidth of ``dtype``) on ``ax``, in its
+    colour; where a noisy op reads above it, none, and what is said of it under the chart instead."""
+    notes = []
+    for i, r, level in levels:
+        run = f" ({name[id(r)]})" if name[id(r)] else ""
+        if level is not None and level.roof is not None:
+            ax.axhline(level.roof, color=color(i), lw=1.2, label=f"measured roof {fmt_value(level.roof)} GB/s (best op)"
+                       + run)
+        elif level is not None and (why := level.withheld("GB/s")):
+            ax.plot([], [], " ", label=f"no measured roof{run}: steady ops read under a noisy one")
+            notes.append(f"{dtype}{run}: no measured roof: {why}")
+    return notes
 
 
 def _size(b: int) -> str:
