@@ -11,6 +11,7 @@ import numbers
 import os
 import re
 import sys
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -319,11 +320,26 @@ def param_text(name: str, value: Any) -> str:
     return str(value)
 
 
+def _stated_columns() -> int | None:
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None
+
+
 def out_console() -> Console:
     # In a log or a pipe (not a terminal) rich would wrap and cut tables at 80 columns; a log has room, unless
     # whoever reads it says how wide it is (COLUMNS).
     c = Console()
     if c.is_terminal:
         return c
-    columns = os.environ.get("COLUMNS", "")
-    return Console(width=int(columns) if columns.isdigit() and int(columns) > 0 else 240)
+    return Console(width=_stated_columns() or 240)
+
+
+def say(console: Console, text: str) -> None:
+    """A line of prose (a run's closing lines) as its reader's width takes it: folded between words, never inside
+    one; a word longer than the width (a path) kept whole on a line of its own. A terminal left to fold it cuts
+    words at its edge. In a log of no stated width (no terminal, no COLUMNS) it stays one line, for grep."""
+    if not (console.is_terminal or _stated_columns()):
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+        return
+    for line in textwrap.wrap(text, console.width, break_long_words=False, break_on_hyphens=False) or [""]:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)

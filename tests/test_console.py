@@ -1,6 +1,8 @@
 """What a newcomer reads: numbers without exponents, units in every header, one dtype vocabulary, constant
 columns above the table, identical skip reasons on one line, `info` and `list` readable when piped."""
 
+import re
+
 import pandas as pd
 from rich.console import Console
 
@@ -103,6 +105,45 @@ def test_a_pipe_with_columns_set_gets_tables_that_wide(monkeypatch, capsys):
     assert max(len(line) for line in out.splitlines()) <= 80, out
     for name in all_suites():
         assert name in out
+
+
+def _words(text):
+    """The words of a terminal's text: whitespace and the tables' rules part them."""
+    return set(re.split(r"[\s│┃]+", text)) - {""}
+
+
+def test_list_at_80_columns_breaks_no_word(monkeypatch, capsys):
+    # At 80 columns five narrow columns folded words: "torch.distribu|ted", "copy/mul/add/t|riad".
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    for name, cls in all_suites().items():
+        broken = sorted(set(cls.description.split()) - _words(out))
+        assert not broken, (name, broken, out)
+        assert all(m.name in _words(out) or f"{m.name}," in _words(out) for m in cls.metrics), (name, out)
+
+
+def test_a_runs_closing_lines_at_80_columns_break_no_word(monkeypatch, capsys, tmp_path):
+    # A closing line printed unfolded was cut by the terminal at its edge ("... compare does not bl|ame"), a path
+    # longer than the width folded by rich; now they fold between words, a path whole on a line of its own.
+    import os
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("GPUBENCH_FAKE_OTHER_PIDS", str(os.getppid()))
+    monkeypatch.setenv("GPUBENCH_FAKE_HOST_BUSY", "0.9")
+    out_root = tmp_path / ("a-results-folder-whose-path-is-longer-than-a-terminal-" + "x" * 40)
+    assert main(["run", "--suite", "copy", "--backend", "fake", "--quick", "--sizes", "64K", "--processes", "1",
+                 "--filter", "direction=h2d,memory=pinned", "--out", str(out_root), "--cluster", "t"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    closing = lines[max(i for i, line in enumerate(lines) if line.startswith("└")) + 1:]
+    run_dir = str(next((out_root / "t").iterdir()))
+    assert len(run_dir) > 80 and run_dir in closing, closing  # whole, on its own line
+    assert all(len(line) <= 80 for line in closing if line != run_dir), closing
+    text = " ".join(closing)
+    for said in ("compare does not blame the code for them", "compare does not judge the figures the host sets on a "
+                 "busy run", f"run directory: {run_dir}", "the cases took"):
+        assert said in text, closing
 
 
 def test_the_cost_line_counts_each_case_once_and_devices_at_once_as_the_slowest():

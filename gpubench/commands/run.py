@@ -248,7 +248,7 @@ def _run_plan(request: RunRequest, backend: Backend, group: Group | None, early:
 
 def _summary(outcome: runner.Outcome, suites: Sequence[Suite]) -> int:
     """The run's tables and closing lines on the terminal; the exit code."""
-    from gpubench.console import cost_line, out_console, summary_tables
+    from gpubench.console import cost_line, out_console, say, summary_tables
     from gpubench.ranks import ending
     from gpubench.rundir import saved
 
@@ -257,21 +257,21 @@ def _summary(outcome: runner.Outcome, suites: Sequence[Suite]) -> int:
                                 {s.name: s.shown for s in suites}, {s.name: s.blocks for s in suites}):
         console.print(table)
     for line in outcome.notes:  # what a suite did not measure, or measured otherwise than asked: a line each
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        say(console, line)
     cases = measured(outcome.frame.reindex(columns=MEASURED_KEYS).to_dict("records"))
     # What the cases took, then what shared the machine with them: a warning is the last word before the path.
     for line in [cost_line(outcome.frame), *closing(outcome.contention, cases)]:
         if line:
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
-    console.print(f"run directory: {outcome.run_dir.path}", markup=False, highlight=False)
+            say(console, line)
+    say(console, f"run directory: {outcome.run_dir.path}")
     if outcome.error:  # the ranks could no longer agree: a peer was lost (it is named), what was kept is above
         ending.end(outcome.status, outcome.error, EXIT_FAILED)  # the line names the run and its cases; no teardown
     if outcome.status == "interrupted":
         # Read back from the run directory: what was measured before the Ctrl-C, none if none.
         left = f"; {outcome.abandoned} was abandoned" if outcome.abandoned else ""
-        console.print(f"interrupted{left}; {saved(outcome.run_dir.path)}", markup=False, highlight=False)
+        say(console, f"interrupted{left}; {saved(outcome.run_dir.path)}")
         return EXIT_INTERRUPTED
     if outcome.failures:
-        console.print(f"{outcome.failures} case(s) failed (status error or invalid); see the table", markup=False)
+        say(console, f"{outcome.failures} case(s) failed (status error or invalid); see the table")
         return EXIT_FAILED
     return EXIT_OK
