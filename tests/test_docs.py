@@ -1,4 +1,4 @@
-"""The code in the docs runs as written."""
+"""The code in the docs runs as written; the reference pages say what the code does; the README leads to every page."""
 
 import re
 from pathlib import Path
@@ -66,3 +66,33 @@ def test_the_reference_page_and_its_tables_stay_small():
     assert len((DOCS / "measurements.md").read_text().splitlines()) <= 300
     reference = DOCS.parent / "results" / "reference"
     assert sum(f.stat().st_size for f in reference.rglob("*") if f.is_file()) <= 5_000_000
+
+
+def test_the_cli_reference_is_what_the_parsers_say():
+    # docs/cli.md is generated: an option added without regenerating it fails here.
+    from gpubench import clidoc
+
+    assert clidoc.render() == (DOCS / "cli.md").read_text(), (
+        "docs/cli.md is behind the command line: python -m gpubench.clidoc > docs/cli.md")
+
+
+def test_the_cli_reference_names_every_command_and_option():
+    # Independent of how the page is laid out: every subcommand, every option string and every built-in suite's
+    # option, read off the parsers, is on the page as typed.
+    import argparse
+
+    from gpubench import clidoc
+    from gpubench.registry import builtin_suites
+
+    page = (DOCS / "cli.md").read_text()
+    top = clidoc.parser()
+    sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    assert len(sub.choices) >= 12
+    for name, p in sub.choices.items():
+        assert f"## `gpubench {name}`" in page, name
+        for a in p._actions:
+            for flag in a.option_strings:
+                assert flag in ("-h", "--help") or f"`{flag}" in page, (name, flag)
+    for cls in builtin_suites().values():
+        for option in cls.options:
+            assert f"`{option.flag}" in page, (cls.name, option.flag)
