@@ -1,4 +1,5 @@
-"""The code in the docs runs as written; the reference pages say what the code does; the README leads to every page."""
+"""The code in the docs runs as written; the reference pages say what the code does; the README leads to every
+page."""
 
 import re
 from pathlib import Path
@@ -70,10 +71,10 @@ def test_the_reference_page_and_its_tables_stay_small():
 
 def test_the_cli_reference_is_what_the_parsers_say():
     # docs/cli.md is generated: an option added without regenerating it fails here.
-    from gpubench import clidoc
+    from gpubench import cli_reference
 
-    assert clidoc.render() == (DOCS / "cli.md").read_text(), (
-        "docs/cli.md is behind the command line: python -m gpubench.clidoc > docs/cli.md")
+    assert cli_reference.render() == (DOCS / "cli.md").read_text(), (
+        "docs/cli.md is behind the command line: python -m gpubench.cli_reference > docs/cli.md")
 
 
 def test_the_cli_reference_names_every_command_and_option():
@@ -81,11 +82,11 @@ def test_the_cli_reference_names_every_command_and_option():
     # option, read off the parsers, is on the page as typed.
     import argparse
 
-    from gpubench import clidoc
+    from gpubench import cli_reference
     from gpubench.registry import builtin_suites
 
     page = (DOCS / "cli.md").read_text()
-    top = clidoc.parser()
+    top = cli_reference.parser()
     sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
     assert len(sub.choices) >= 12
     for name, p in sub.choices.items():

@@ -153,9 +153,10 @@ def _command_line_leaks(name: str, path: Path) -> list[str]:
 
 def test_the_command_line_stops_at_the_commands():
     # gpubench/commands/ turns the parsed command line into a typed request (gpubench.request); below it, nothing
-    # reads argparse's Namespace, so what a layer needs is written in its signature.
+    # reads argparse's Namespace, so what a layer needs is written in its signature. gpubench.cli_reference sits
+    # above the parsers (it writes docs/cli.md from them), not below them.
     leaks = sorted(leak for name, path in _modules().items()
-                   if not (name == "gpubench.cli" or name.startswith("gpubench.commands"))
+                   if not (name in ("gpubench.cli", "gpubench.cli_reference") or name.startswith("gpubench.commands"))
                    for leak in _command_line_leaks(name, path))
     assert not leaks, "the command line's Namespace reaches below gpubench/commands/:\n" + "\n".join(leaks)
 

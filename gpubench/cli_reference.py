@@ -1,7 +1,7 @@
 """docs/cli.md, the command-line reference, written from the parsers themselves: every command, every option with
-its help, and the built-in suites' options of ``gpubench run``. ``python -m gpubench.clidoc > docs/cli.md`` writes
-it; tests/test_docs.py fails when the committed page differs from what the parsers say, so an option cannot be
-added without its line in the reference.
+its help, and the built-in suites' options of ``gpubench run``. ``python -m gpubench.cli_reference > docs/cli.md``
+writes it; tests/test_docs.py fails when the committed page differs from what the parsers say, so an option cannot
+be added without its line in the reference. It reads the parsers of gpubench.cli, never a parsed command line.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ Every `gpubench` command and every option it takes, with the help `gpubench COMM
 shown by `gpubench run --help`. Every command also takes `-h, --help`. Exit codes: 0 success; 1 a case failed or
 compare found something WORSE; 2 bad input (one line saying what to do); 130 interrupted (README.md says more).
 
-This page is generated from the command line's parsers (`python -m gpubench.clidoc > docs/cli.md`);
-tests/test_docs.py fails when it falls behind them.
+This page is generated from the command line's parsers
+(`python -m gpubench.cli_reference > docs/cli.md`); tests/test_docs.py fails when it falls behind them.
 """
 
 
@@ -139,10 +139,10 @@ def _text(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m gpubench.clidoc``: the page on stdout."""
+    """``python -m gpubench.cli_reference``: the page on stdout."""
     argv = sys.argv[1:] if argv is None else argv
     if argv:
-        print("usage: python -m gpubench.clidoc > docs/cli.md", file=sys.stderr)
+        print("usage: python -m gpubench.cli_reference > docs/cli.md", file=sys.stderr)
         return 2
     sys.stdout.write(render())
     return 0
