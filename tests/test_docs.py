@@ -97,3 +97,18 @@ def test_the_cli_reference_names_every_command_and_option():
     for cls in builtin_suites().values():
         for option in cls.options:
             assert f"`{option.flag}" in page, (cls.name, option.flag)
+
+
+def test_every_fake_backend_knob_and_fact_field_is_documented():
+    # A fleet test needs these, and they were found only in the source: each variable the code reads, and each
+    # health field GPUBENCH_FAKE_FACTS takes, has its line in docs/testing.md.
+    from gpubench.check.facts.readers.fake import FAKE_POLL, FAKE_STATIC
+
+    root = DOCS.parent
+    sources = [*(root / "gpubench").rglob("*.py"), *(root / "suites").rglob("*.py")]
+    knobs = {k for f in sources for k in re.findall(r"GPUBENCH_FAKE_[A-Z_]*[A-Z]", f.read_text())}
+    assert {"GPUBENCH_FAKE_DEVICES", "GPUBENCH_FAKE_FACTS"} <= knobs
+    page = (DOCS / "testing.md").read_text()
+    assert not sorted(k for k in knobs if f"| `{k}` |" not in page), "docs/testing.md lacks these"
+    fields = {*FAKE_STATIC, *FAKE_POLL, "nvlink_down"}
+    assert not sorted(f for f in fields if f"`{f}`" not in page), "docs/testing.md lacks these facts"
