@@ -23,7 +23,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gpubench import DISTRIBUTION
 from gpubench.errors import UsageError
 
 SCHEMA_VERSION = 7
@@ -229,7 +228,7 @@ def check_version(version: int, where: Path | str) -> None:
     if version > SCHEMA_VERSION:
         raise SchemaError(
             f"{where} has result schema {version}, newer than this gpubench reads ({SCHEMA_VERSION}): "
-            f"upgrade gpubench (pip install -U {DISTRIBUTION}, or reinstall from a newer checkout)"
+            "upgrade gpubench: in its checkout, git pull && pip install ."
         )
     if version < 1:
         raise SchemaError(f"{where}: invalid result schema version {version}")

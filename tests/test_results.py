@@ -90,8 +90,8 @@ def test_newer_schema_is_refused_with_a_clear_message(tmp_path):
     _rewrite_version(path, results.SCHEMA_VERSION + 1)
     with pytest.raises(results.SchemaError, match="newer than this gpubench reads.*upgrade gpubench") as e:
         results.load(path)
-    # The advice installs this project: its distribution's name on the package index, not `gpubench` (another's).
-    assert f"pip install -U {gpubench.DISTRIBUTION}," in str(e.value)
+    # The advice upgrades this project: from its checkout (it is on no package index, where `gpubench` is another's).
+    assert "git pull && pip install ." in str(e.value) and "pip install -U" not in str(e.value)
     assert gpubench.DISTRIBUTION != "gpubench"
     assert f'\nname = "{gpubench.DISTRIBUTION}"\n' in (Path(__file__).parent.parent / "pyproject.toml").read_text()
 
