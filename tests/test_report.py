@@ -480,6 +480,78 @@ def test_the_pages_fit_1400_pixels_in_a_real_browser(browsed, tmp_path):
         assert shot.read_bytes()[:8] == PNG_MAGIC  # what a reader sees, for the record
 
 
+# The page laid out in a frame of a given width (a browser window is at least 500 px wide), all details opened:
+# whether it runs off that width, the words of its command lines, paths and times split over two lines (a word is
+# what lies between spaces, a path's part with its slash), the system table's right edge, the tables that scroll.
+_FRAMED = """<!DOCTYPE html><html><body style="margin:0"><iframe id="f" src="%s" width="%d" height="900"
+style="border:0"></iframe><script>
+document.getElementById("f").addEventListener("load", function () {
+  var doc = this.contentDocument, win = this.contentWindow, split = [];
+  doc.querySelectorAll("details").forEach(function (d) { d.open = true; });
+  doc.querySelectorAll("code, .small").forEach(function (el) {
+    var walk = doc.createTreeWalker(el, win.NodeFilter.SHOW_TEXT), node;
+    while ((node = walk.nextNode())) {
+      var word = /[^\\s\\/]+\\/?/g, m;
+      while ((m = word.exec(node.textContent))) {
+        var range = doc.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        var lines = new Set(Array.from(range.getClientRects()).filter(function (r) { return r.width > 0; })
+                            .map(function (r) { return Math.round(r.top); }));
+        if (lines.size > 1) split.push(m[0]);
+      }
+    }
+  });
+  var system = doc.querySelector("table").getBoundingClientRect();  // the first: systems and device state
+  var scrolling = Array.prototype.filter.call(doc.querySelectorAll(".scroll"), function (b) {
+    return b.scrollWidth > b.clientWidth; }).length;
+  document.body.setAttribute("data-laid", JSON.stringify({
+    width: doc.documentElement.scrollWidth, room: doc.documentElement.clientWidth, split: split,
+    system: system.right, scrolling: scrolling}));
+});
+</script></body></html>"""
+
+
+def _laid_out(page: Path, width: int, tmp: Path) -> dict:
+    import subprocess
+
+    frame = page.with_name(f"framed-{width}.html")
+    frame.write_text(_FRAMED % (page.name, width), encoding="utf-8")
+    argv = [_chromium(), *_BROWSER_FLAGS, "--hide-scrollbars", "--allow-file-access-from-files",
+            f"--user-data-dir={tmp / f'chromium-{width}'}", "--dump-dom", frame.as_uri()]
+    dom = subprocess.run(argv, capture_output=True, text=True, timeout=120).stdout
+    found = re.search(r'data-laid="([^"]*)"', dom)
+    assert found, dom[-2000:]
+    return json.loads(html.unescape(found.group(1)))
+
+
+def test_command_lines_and_times_keep_their_words_and_a_narrow_window_keeps_the_page(browsed, tmp_path):
+    # `--backend` once wrapped as `-`/`-backend` and a start time as `2026-12-`/`07T…`; at 420 px the system table
+    # ran off the page. Narrow, each run's cells stack under their headers; the compare tables scroll in their box.
+    pages, _ = browsed
+    for name in ("many", "pair"):
+        for width in (1400, 420):
+            laid = _laid_out(pages[name], width, tmp_path / name)
+            assert laid["width"] <= laid["room"] == width, (name, width, laid)
+            assert laid["system"] <= width and laid["split"] == [], (name, width, laid)
+            if width == 1400:
+                assert laid["scrolling"] == 0, (name, laid)  # wide, every table fits the page as it is
+
+
+def test_a_results_root_or_a_directory_of_runs_is_answered_with_the_layout(runs, tmp_path, capsys):
+    root = runs["elementwise"].parent.parent  # <out>/<cluster>/<run_id>: what gpubench run --out <out> writes
+    directory = runs["elementwise"].parent
+    empty = tmp_path / "results"
+    empty.mkdir()
+    for paths, said in (([root], f"{root / 'c-comm'}/<run_id>"),
+                        ([directory, runs["comm"]], f"{directory}/<run_id>, or {directory} alone for its nightly"),
+                        ([empty], f"{empty}/<cluster>/<run_id>")):
+        assert main(["report", *map(str, paths), "--out", str(tmp_path / "r")]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and said in err, err
+    assert not (tmp_path / "r").exists()
+
+
 def test_crowded_tick_labels_are_thinned_until_none_overlap():
     from matplotlib.ticker import FixedLocator, FuncFormatter
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import math
+import re
 from collections.abc import Mapping
 from html import escape
 from pathlib import Path
@@ -22,7 +23,8 @@ from gpubench.units import format_bytes
 
 PAGE = "index.html"
 # A cell wraps between words (and a case between its parameters: _breakable), never inside one: "anywhere" let a
-# crowded table fold UNKNOWN into UNKNOW|N and +272.3% into +272.3|%. Paths and command lines (code) still may.
+# crowded table fold UNKNOWN into UNKNOW|N and +272.3% into +272.3|%. Command lines, paths and times too (_unbroken):
+# an option or a date is one word. Below 760 px the system table's runs are stacked, each cell under its header.
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1352px}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}
@@ -30,8 +32,12 @@ h3{font-size:15px;margin:14px 0 6px} table{border-collapse:collapse;font-size:12
 td,th{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top} th{background:#f4f4f4}
 img{max-width:100%;border:1px solid #eee} .note{color:#555;font-style:italic} .warn{color:#b00}
 tr.WORSE td{background:#fbd5d5} tr.BETTER td{background:#d6f5d6} tr.UNKNOWN td{background:#fff3c4}
-tr.SAME td{background:#fff} tr.other td{color:#888} code{font-size:11px;overflow-wrap:anywhere}
-.small{font-size:11px;color:#555} table{max-width:100%} td{overflow-wrap:break-word}
+tr.SAME td{background:#fff} tr.other td{color:#888} code{font-size:11px} .nw{white-space:nowrap}
+.small{font-size:11px;color:#555} table{max-width:100%} td{overflow-wrap:break-word} .scroll{overflow-x:auto}
+@media (max-width:760px){table.stacked,table.stacked tbody,table.stacked tr,table.stacked td{display:block}
+  table.stacked tr:first-child{display:none} table.stacked tr{border:1px solid #ddd;margin-bottom:8px}
+  table.stacked td{border:0;border-top:1px solid #eee}
+  table.stacked td::before{content:attr(data-head);display:block;font-size:11px;color:#555}}
 """
 
 
@@ -77,10 +83,21 @@ def _system_rows(runs: list[Run]) -> str:
                          ("driver_version", "runtime", "runtime_version", "torch", "nccl") if i.get(k)) or "—"
         argv = " ".join(str(a) for a in r.meta.get("argv") or [])
         state = _cpu_state(r) if _on_cpu(r) else _gpu_state(r)
-        rows.append([f"<b>{escape(r.label)}</b> <span class=\"small\">{escape(str(r.meta.get('start_time', '')))}<br>"
-                     f"<code>{escape(str(r.path))}</code><br><code>{escape(argv)}</code></span>",
+        start = _unbroken(str(r.meta.get("start_time", "")))
+        rows.append([f"<b>{escape(r.label)}</b> <span class=\"small\">{start}<br><code>{_unbroken(str(r.path))}"
+                     f"</code><br><code>{_unbroken(argv)}</code></span>",
                      escape(_system(r)), escape(soft), *(escape(x) for x in state)])
-    return _table(head, rows)
+    return _table(head, rows, stacked=True)
+
+
+def _unbroken(text: str) -> str:
+    """``text``, escaped, that wraps only at its spaces and after a path's slashes: never inside an option
+    (``-``/``-backend``) or a time (``2026-12-``/``07T…``), which a browser would split at a hyphen."""
+    words = []
+    for word in text.split(" "):
+        parts = re.findall(r"[^/]*/|[^/]+", word) or [word]
+        words.append("<wbr>".join(f'<span class="nw">{escape(p)}</span>' for p in parts))
+    return " ".join(words)
 
 
 def _on_cpu(r: Run) -> bool:
@@ -142,11 +159,14 @@ def _shared(runs: list[Run]) -> str:
     return f'<ul class="warn">{"".join(items)}</ul>' if items else ""
 
 
-def _table(head: list[str], rows: list[list[str]], classes: list[str] | None = None) -> str:
-    out = ["<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"]
+def _table(head: list[str], rows: list[list[str]], classes: list[str] | None = None, stacked: bool = False) -> str:
+    """A table; ``stacked``: in a narrow window its rows are stacked, each cell under its header (``data-head``)."""
+    cells = [f' data-head="{escape(h)}"' if stacked else "" for h in head]
+    named = ' class="stacked"' if stacked else ""
+    out = [f"<table{named}><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"]
     for k, row in enumerate(rows):
         cls = f' class="{classes[k]}"' if classes else ""
-        out.append(f"<tr{cls}>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>")
+        out.append(f"<tr{cls}>" + "".join(f"<td{a}>{c}</td>" for a, c in zip(cells, row)) + "</tr>")
     return "\n".join(out + ["</table>"])
 
 
@@ -181,14 +201,19 @@ def _compare(t: CompareTable) -> str:
     def html_cells(c: list[str]) -> list[str]:
         return [_breakable(x) if k == case else escape(x) for k, x in enumerate(c)]
 
+    # Its many columns do not fit a narrow window: there the table scrolls sideways in its own box, not the page.
     body = ""
     if changed:
-        body += _table(head, [html_cells(c) for c in changed], [c[0] for c in changed])
+        body += _scrolled(_table(head, [html_cells(c) for c in changed], [c[0] for c in changed]))
     if rest:
         classes = ["SAME" if c[0] == "SAME" else "other" for c in rest]
         body += (f"<details><summary>{len(rest)} more rows (SAME, or not compared)</summary>"
-                 + _table(head, [html_cells(c) for c in rest], classes) + "</details>")
+                 + _scrolled(_table(head, [html_cells(c) for c in rest], classes)) + "</details>")
     return info + body
+
+
+def _scrolled(table: str) -> str:
+    return f'<div class="scroll">{table}</div>'
 
 
 def _breakable(case: str) -> str:

@@ -64,8 +64,7 @@ def load_runs(paths: Sequence[str | os.PathLike]) -> list[Run]:
     for p in paths:
         path = Path(p)
         if path.is_dir() and not (path / results.RUN_FILE).exists() and not any(path.glob("*.parquet")):
-            raise UsageError(f"{path} is not a run directory (no run.json): give the folder holding run.json, "
-                             f"e.g. {path}/<run_id>")
+            raise UsageError(f"{path} is not a run directory (no run.json): {_hint(path)}")
         if not path.exists():
             raise UsageError(f"{path} does not exist: give run directories (the folders holding run.json)")
         df = results.load(path)
@@ -76,6 +75,22 @@ def load_runs(paths: Sequence[str | os.PathLike]) -> list[Run]:
         runs.append(Run(path, df, meta))
     _label(runs)
     return runs
+
+
+def _hint(path: Path) -> str:
+    """What to give instead of a folder without run.json, as runs are laid out (``<out>/<cluster>/<run_id>``):
+    a directory of runs names its runs, a results root its clusters."""
+    from gpubench.report.history.nights import is_directory_of_runs
+
+    if is_directory_of_runs(path):
+        return (f"give the folder holding run.json, e.g. {path}/<run_id>, or {path} alone for its nightly "
+                "history")
+    clusters = sorted(c.name for c in path.iterdir() if c.is_dir() and not c.is_symlink() and is_directory_of_runs(c))
+    if clusters:
+        listed = ", ".join(clusters[:3]) + (f" and {len(clusters) - 3} more" if len(clusters) > 3 else "")
+        return (f"it holds directories of runs ({listed}): give a run directory, e.g. "
+                f"{path / clusters[0]}/<run_id>, or one of them alone for its nightly history")
+    return f"give the folder holding run.json, e.g. {path}/<cluster>/<run_id>"
 
 
 def _label(runs: list[Run]) -> None:
