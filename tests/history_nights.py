@@ -210,6 +210,54 @@ def make_year(dest: Path, nights: int = 365, figures: int = 150, seed: int = 0) 
     return year
 
 
+COMM = ROOT / "results" / "reference" / "h200x2" / "comm-20261123" / "20261123T105720Z-596b71"
+
+
+def _suite_rows(run: Path, suite: str, pattern: str = "") -> pd.DataFrame:
+    df = results.load(run)
+    df.attrs = {}
+    keep = (df["suite"] == suite) & (df["status"] == "ok") & df["value"].notna() & df["case"].str.contains(pattern)
+    return df[keep].reset_index(drop=True)
+
+
+def shared_run_id(i: int) -> str:
+    return f"{(START + timedelta(hours=12 * i)):%Y%m%dT%H%M%SZ}-{i:06x}"
+
+
+def make_shared(dest: Path, runs: int = 12, env: dict[int, tuple[str, str]] | None = None,
+                driver_from: int | None = None, seed: int = 0) -> dict[str, str]:
+    """``runs`` runs of one machine under ``dest``, two a day, as two nightlies sharing one --out write them: the
+    even ones ``--suite elementwise`` (8 of the template's figures), the odd ones ``--suite comm`` (an H200
+    pair's all_gather and all_reduce, in place and out of place). ``env``: run index -> an NCCL variable the comm
+    runs set from that run on; ``driver_from``: the run from which every run has another driver (another system).
+    Returns run_id -> suite."""
+    rng = np.random.default_rng(seed)
+    elementwise = _suite_rows(TEMPLATE, "elementwise")
+    elementwise = elementwise.iloc[np.linspace(0, len(elementwise) - 1, 8).round().astype(int)].reset_index(drop=True)
+    dest.mkdir(parents=True)
+    tables = {"elementwise": _Table(elementwise, dest / ".e.parquet"),
+              "comm": _Table(_suite_rows(COMM, "comm", "collective=all_(?:gather|reduce),"), dest / ".c.parquet")}
+    base = json.loads((TEMPLATE / results.RUN_FILE).read_text())
+    out = {}
+    for i in range(runs):
+        suite, rid = ("elementwise", "comm")[i % 2], shared_run_id(i)
+        meta = copy.deepcopy(base)
+        when = START + timedelta(hours=12 * i)
+        meta.update(run_id=rid, start_time=when.isoformat(), end_time=(when + timedelta(minutes=3)).isoformat(),
+                    status="complete", argv=["gpubench", "run", "--suite", suite, "--quick", "--out", "results"])
+        if suite == "comm":
+            meta["fingerprint"]["volatile"]["env"] = {k: v for at, (k, v) in sorted((env or {}).items()) if i >= at}
+        if driver_from is not None and i >= driver_from:
+            meta["fingerprint"]["identity"]["driver_version"] = "999.1"
+        path = dest / rid
+        path.mkdir()
+        table = tables[suite]
+        pq.write_table(table.night(rid, 1.0 + rng.normal(0.0, 0.004, len(table.lengths))), path / "nightly.parquet")
+        (path / results.RUN_FILE).write_text(json.dumps(meta))
+        out[rid] = suite
+    return out
+
+
 def embedded(page: Path) -> dict:
     """The document the page draws, as its script reads it."""
     text = page.read_text(encoding="utf-8")
@@ -231,4 +279,5 @@ def recorded_worse(directory: Path) -> set[tuple[str, tuple]]:
     return out
 
 
-__all__ = ["make_year", "Year", "run_id", "TEMPLATE", "embedded", "red", "recorded_worse"]
+__all__ = ["make_year", "make_shared", "shared_run_id", "Year", "run_id", "TEMPLATE", "COMM", "embedded", "red",
+           "recorded_worse"]

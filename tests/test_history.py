@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from history_nights import embedded, make_year, recorded_worse, red, run_id
+from history_nights import embedded, make_shared, make_year, recorded_worse, red, run_id, shared_run_id
 from test_compare_helpers import base_run, cli, copy_run, scaled, worse_by
 from test_report import _BROWSER_FLAGS, _chromium
 
@@ -60,8 +60,9 @@ def test_the_markers_sit_at_the_runs_whose_settings_changed(small, small_page):
     assert set(changed) == set(small.changed)
     said = {"torch": "torch: 2.11.0+cu130 → 2.14.0+cu130", "NCCL_ALGO": "NCCL_ALGO: unset → Ring",
             "run options": "--processes 1"}
-    for rid, what in small.changed.items():
-        assert any(said[what] in c for c in changed[rid]), changed[rid]
+    suites = {f["suite"] for f in doc["figures"]}
+    for rid, what in small.changed.items():  # every suite of the night says it, against its own night before
+        assert set(changed[rid]) == suites and all(any(said[what] in c for c in cs) for cs in changed[rid].values())
 
 
 def test_shared_and_busy_nights_are_hollow_and_left_out_of_the_band(small, small_page):
@@ -158,8 +159,33 @@ def test_runs_that_did_not_complete_or_cannot_be_read_are_left_out_and_said(tmp_
     (broken / "nightly.parquet").write_bytes(b"cut short by a full disk")
     doc = embedded(_page(year.directory, tmp_path / "p"))
     assert [n["run_id"] for n in doc["nights"]] == [r for r in year.run_ids if r not in (failed.name, broken.name)]
-    assert doc["notes"][0] == "runs left out (not complete, or run.json unreadable): 1 failed"
-    assert doc["notes"][1].startswith(f"left out, tables that cannot be read: {broken.name} (cannot read")
+    assert doc["notes"][0] == "left out, not complete (their tables may be partial): 1 failed"
+    assert doc["notes"][1].startswith(f"left out, cannot be read: cannot read {broken}/nightly.parquet as a parquet")
+
+
+def test_a_night_that_cannot_be_read_is_named_with_why_in_the_terminal_and_on_the_page(tmp_path, monkeypatch,
+                                                                                        capsys):
+    year = make_year(tmp_path / "lab", nights=20, figures=4)
+    table = year.directory / year.run_ids[9] / "nightly.parquet"
+    meta = year.directory / year.run_ids[12] / "run.json"
+    table.write_bytes(b"cut short by a full disk")
+    meta.write_text('{"run_id": "cut sh')
+    named = [(table, f"cannot read {table} as a parquet table"), (meta, f"{meta} is not whole JSON")]
+    monkeypatch.setenv("COLUMNS", "80")  # a pipe's console takes its width from COLUMNS (gpubench/console.py)
+    for argv in (["report", year.directory, "--out", tmp_path / "page"],
+                 ["export", year.directory, "--format", "history-csv", "--out", tmp_path / "h.csv"]):
+        assert main([str(a) for a in argv]) == 0
+        out = capsys.readouterr().out
+        assert max(len(line) for line in out.splitlines()) <= 80, out
+        assert "18 night(s)" in out
+        flat = re.sub(r"\s+", "", out)  # a line wrapped at 80 columns, read whole
+        for path, why in named:
+            assert str(path) in flat and re.sub(r"\s+", "", why) in flat, out
+    notes = embedded(tmp_path / "page" / "index.html")["notes"]
+    for path, why in named:
+        assert any(why in note for note in notes), notes
+    text = html.unescape((tmp_path / "page" / "index.html").read_text(encoding="utf-8"))
+    assert all(why in text for _, why in named)
 
 
 def _page(directory: Path, out: Path, *argv) -> Path:
@@ -224,7 +250,7 @@ def test_export_gives_the_series_the_page_draws(small, small_page, tmp_path):
     code, log = quiet("export", small.directory, "--format", "history-json", "--out", tmp_path / "h.json")
     assert code == 0, log
     exported, drawn = json.loads((tmp_path / "h.json").read_text()), embedded(small_page)
-    assert exported["format"] == "gpubench-history" and exported["version"] == 1
+    assert exported["format"] == "gpubench-history" and exported["version"] == 2
     assert {**exported, "generated": None} == {**drawn, "generated": None}
     code, log = quiet("export", small.directory, "--format", "history-csv", "--out", tmp_path / "h.csv")
     assert code == 0, log
@@ -274,14 +300,14 @@ def test_nights_judged_by_the_real_gate(tmp_path_factory, tmp_path, capsys):
     assert {doc["nights"][m["night"]]["run_id"] for f in doc["figures"] for m in f["recovered"]} == {run_id(7)}
     torch = json.loads((base / "run.json").read_text())["fingerprint"]["identity"]["torch"]
     assert [(n["run_id"], n["changes"]) for n in doc["nights"] if n["changes"]] == [
-        (run_id(3), [f"torch: {torch} → 9.9.9"])]
+        (run_id(3), {"elementwise": [f"torch: {torch} → 9.9.9"]})]
 
 
 # The probe a browser runs after the page drew itself: its width, the labels of each figure (any two that overlap,
 # any outside the figure), the marks drawn (by run), and the table a click opens.
 _PROBE = """<script>(function () {
   var out = {width: document.documentElement.scrollWidth, drawn: +document.body.getAttribute("data-drawn"),
-             crowded: [], outside: [], cards: []};
+             crowded: [], outside: [], cards: [], titles: []};
   document.querySelectorAll(".fig").forEach(function (card) {
     var boxes = Array.prototype.map.call(card.querySelectorAll("svg text"), function (t) {
       var b = t.getBBox(); return {x: b.x, y: b.y, w: b.width, h: b.height, text: t.textContent};
@@ -298,7 +324,11 @@ _PROBE = """<script>(function () {
       return e.getAttribute("data-run"); }); }
     var ticks = Array.prototype.map.call(card.querySelectorAll("svg text.tick[text-anchor=end]"), function (t) {
       return t.textContent; });
+    var title = card.querySelector(".title");
+    out.titles.push({i: +card.getAttribute("data-i"), text: title.textContent,
+                     clipped: title.scrollWidth > title.clientWidth || title.scrollHeight > title.clientHeight});
     out.cards.push({i: +card.getAttribute("data-i"), worse: runs("circle.worse"), markers: runs("line.marker"),
+                    points: card.querySelectorAll("svg [data-run]:not(line)").length,
                     edge: runs("path.hollow"), yticks: ticks,
                     hollow: runs("svg .hollow"), recovered: runs("circle.recovered"),
                     accepted: runs("path.accepted")});
@@ -327,12 +357,14 @@ def _check_drawn(doc: dict, drawn: dict, hollow: dict) -> None:
     assert drawn["width"] <= 1400, drawn["width"]
     assert not drawn["crowded"], drawn["crowded"][:10]
     assert not drawn["outside"], drawn["outside"][:10]
-    changed = {n["run_id"] for n in doc["nights"] if n["changes"]}
     for card in drawn["cards"]:
         fig = doc["figures"][card["i"]]
-        measured = {doc["nights"][i]["run_id"] for i, v in enumerate(fig["median"]) if v is not None}
+        points = [doc["nights"][i]["run_id"] for i, v in enumerate(fig["median"]) if v is not None]
+        measured = set(points)
+        changed = {n["run_id"] for n in doc["nights"] if n["changes"].get(fig["suite"])} | \
+            {doc["nights"][m["night"]]["run_id"] for m in fig["versions"]}
         assert set(card["worse"]) == {doc["nights"][m["night"]]["run_id"] for m in fig["worse"]}
-        assert set(card["markers"]) == changed & measured
+        assert set(card["markers"]) == changed & set(points[1:])  # between two of its points, never its first
         assert set(card["hollow"]) == (set(hollow) & measured) - set(card["worse"])
         assert set(card["recovered"]) == {doc["nights"][m["night"]]["run_id"] for m in fig["recovered"]}
         assert set(card["accepted"]) == {doc["nights"][m["night"]]["run_id"] for m in fig["accepted"]}
@@ -352,6 +384,82 @@ def test_the_browser_draws_the_marks_where_the_records_put_them(small, small_pag
         fig, night = doc["figures"][c["i"]], [n["run_id"] for n in doc["nights"]].index(shared)
         top = max(float(t.replace(",", "")) for t in c["yticks"])
         assert (fig["median"][night] > top) == (fig["better"] == "lower"), (c, fig["median"][night])
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """Two nightlies sharing one directory, elementwise and comm by turns: the comm runs set NCCL_ALGO=Ring from
+    run 7 on and NCCL_PROTO=Simple on run 11, the last."""
+    directory = tmp_path_factory.mktemp("shared") / "lab"
+    return directory, make_shared(directory, 12, env={7: ("NCCL_ALGO", "Ring"), 11: ("NCCL_PROTO", "Simple")})
+
+
+def test_each_suite_changes_against_its_own_previous_night(shared, tmp_path):
+    directory, suites = shared
+    page = _page(directory, tmp_path / "page")
+    doc = embedded(page)
+    # an elementwise night is not "--suite comm → --suite elementwise": the comm run between is another series
+    assert {n["run_id"]: n["changes"] for n in doc["nights"] if n["changes"]} == {
+        shared_run_id(7): {"comm": ["NCCL_ALGO: unset → Ring"]},
+        shared_run_id(11): {"comm": ["NCCL_PROTO: unset → Simple"]}}
+    drawn, _ = browse(page, tmp_path)
+    _check_drawn(doc, drawn, {})
+    for card in drawn["cards"]:
+        suite = doc["figures"][card["i"]]["suite"]
+        assert set(card["markers"]) == ({shared_run_id(7), shared_run_id(11)} if suite == "comm" else set())
+    rows = list(csv.DictReader(io.StringIO(_export(directory, tmp_path / "h.csv"))))
+    assert {(r["run_id"], r["suite"]) for r in rows if r["changes"]} == {
+        (shared_run_id(7), "comm"), (shared_run_id(11), "comm")}
+
+
+def _export(directory: Path, out: Path) -> str:
+    code, log = quiet("export", directory, "--format", "history-csv", "--out", out)
+    assert code == 0, log
+    return out.read_text()
+
+
+def test_a_figure_of_one_point_carries_no_settings_marker(shared, tmp_path):
+    directory, _ = shared
+    page = _page(directory, tmp_path / "page", "--last", "1")
+    doc = embedded(page)
+    # the last night's change is known (against the comm run before it, read for the band) and in its table ...
+    assert [n["changes"] for n in doc["nights"]] == [{"comm": ["NCCL_PROTO: unset → Simple"]}]
+    drawn, _ = browse(page, tmp_path)
+    assert drawn["cards"] and all(c["points"] == 1 for c in drawn["cards"])
+    assert not any(c["markers"] for c in drawn["cards"])  # ... but a card of one point has nothing it differs from
+
+
+def test_card_titles_are_whole_and_tell_in_place_from_out_of_place(shared, tmp_path):
+    directory, _ = shared
+    page = _page(directory, tmp_path / "page")
+    doc = embedded(page)
+    drawn, _ = browse(page, tmp_path)
+    assert drawn["titles"] and not [t for t in drawn["titles"] if t["clipped"]], drawn["titles"][:4]
+    shown = {tuple(doc["figures"][t["i"]][k] for k in KEY): t["text"] for t in drawn["titles"]}
+    pairs = [(k, k[:1] + (k[1].replace("inplace=True", "inplace=False"),) + k[2:]) for k in shown
+             if "inplace=True" in k[1]]
+    assert pairs and all(shown[a] != shown[b] and "inplace" in shown[a] for a, b in pairs)
+    for suite in {f["suite"] for f in doc["figures"]}:  # no two cards of a suite read alike (metric included)
+        cards = [(t["text"], doc["figures"][t["i"]]["metric"]) for t in drawn["titles"]
+                 if doc["figures"][t["i"]]["suite"] == suite]
+        assert len(set(cards)) == len(cards)
+
+
+def test_each_suite_is_judged_against_its_own_runs_of_a_new_system(tmp_path):
+    # The driver changes with a comm run: the first elementwise run of the new driver has no elementwise run of
+    # that system before it, so its window is the latest elementwise runs (of the old driver), as the first run of
+    # a new system is judged; it is not left without a band because a comm run of the new driver came first.
+    directory = tmp_path / "lab"
+    make_shared(directory, 12, driver_from=7)
+    doc = embedded(_page(directory, tmp_path / "page"))
+    index = {n["run_id"]: i for i, n in enumerate(doc["nights"])}
+    night, window = index[shared_run_id(8)], [index[shared_run_id(k)] for k in (0, 2, 4, 6)]
+    figures = [f for f in doc["figures"] if f["suite"] == "elementwise"]
+    assert figures
+    for f in figures:
+        assert f["low"][night] == min(f["median"][k] for k in window)
+        assert f["high"][night] == max(f["median"][k] for k in window)
+        assert f["low"][index[shared_run_id(10)]] is None  # then its own system's: one run, too few to judge
 
 
 @pytest.fixture(scope="module")

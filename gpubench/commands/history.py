@@ -70,8 +70,15 @@ def report(directory: str, out: str, args: argparse.Namespace) -> int:
     console = out_console()
     console.print(f"history: {nights} night(s), {len(doc['figures'])} figure(s), {opened} WORSE on their latest "
                   f"night{'; aggregated' if doc['aggregated'] else ''}", markup=False, highlight=False)
+    _notes(console, doc)
     console.print(f"report: {page}", markup=False, highlight=False)
     return 0
+
+
+def _notes(console: Any, doc: dict[str, Any]) -> None:
+    """The runs the history left out, as the page says them: a night missing from the count is named, with why."""
+    for note in doc["notes"]:
+        console.print(note, markup=False, highlight=False)
 
 
 def refuse_options(args: argparse.Namespace) -> None:
@@ -95,8 +102,10 @@ def export(directory: str, fmt: str, out: str, args: argparse.Namespace) -> int:
     text = document.to_csv(doc) if fmt == "history-csv" else json.dumps(doc, ensure_ascii=False) + "\n"
     outputs.write_text(out, text)
     nights = sum(n.get("nights", 1) for n in doc["nights"])
-    out_console().print(f"{len(doc['figures'])} figure(s) over {nights} night(s) written to {out} as {fmt}"
-                        f"{' (aggregated)' if doc['aggregated'] else ''}", markup=False, highlight=False)
+    console = out_console()
+    console.print(f"{len(doc['figures'])} figure(s) over {nights} night(s) written to {out} as {fmt}"
+                  f"{' (aggregated)' if doc['aggregated'] else ''}", markup=False, highlight=False)
+    _notes(console, doc)
     return 0
 
 

@@ -1,9 +1,10 @@
 """The history as data: the document the page embeds and draws (``gpubench export DIR --format history-json``,
 the page's own download link) and its rows as CSV (``--format history-csv``), for Grafana or a notebook.
 
-The document (format ``gpubench-history``, version 1) holds ``nights`` (oldest first: ``run_id``, ``time``,
-``hollow`` — ``shared GPU`` or ``busy host`` or null —, ``judged``, ``changes``: the settings that differ from
-the night before, worded as compare words them) and ``figures`` (worst recent change first: ``suite``, ``case``,
+The document (format ``gpubench-history``, version 2) holds ``nights`` (oldest first: ``run_id``, ``time``,
+``hollow`` — ``shared GPU`` or ``busy host`` or null —, ``judged``, ``changes``: by suite, the settings that
+differ from the previous night of that suite, worded as compare words them; version 1 held one list, against
+whatever run came before) and ``figures`` (worst recent change first: ``suite``, ``case``,
 ``metric``, ``label``, ``unit``, ``better``, ``open``, ``score`` and ``beyond`` (the latest night's change
 against its window, and how far beyond its band, + worse), and arrays aligned with ``nights``: ``median``,
 ``q1``, ``q3``, ``n``, ``low`` and ``high`` — the band —, null where a night has none; ``worse``, ``recovered``,
@@ -30,7 +31,7 @@ from gpubench.rundir import utc_now
 from gpubench.report.history.nights import Night, Nights
 from gpubench.report.history.series import Figure
 
-FORMAT, VERSION = "gpubench-history", 1
+FORMAT, VERSION = "gpubench-history", 2
 # Figure-nights a page holds at most: 150 000 keeps it near 6 MB. A year of 150 figures is 54 750.
 MAX_POINTS = 150_000
 DIGITS = 5  # significant digits kept of each number: far below the nights' spread, a third of the bytes
@@ -73,9 +74,13 @@ def _night(nights: list[Night], s: int, e: int) -> dict[str, Any]:
                 "changes": first.changes}
     span = nights[s:e]
     hollow = {n.hollow for n in span}
+    changes: dict[str, list[str]] = {}
+    for n in span:
+        for suite, said in n.changes.items():
+            changes.setdefault(suite, []).extend(f"{n.run_id}: {c}" for c in said)
     return {"run_id": first.run_id, "time": first.time, "last_run_id": span[-1].run_id, "nights": e - s,
             "hollow": hollow.pop() if len(hollow) == 1 else None, "judged": any(n.judged for n in span),
-            "changes": [f"{n.run_id}: {c}" for n in span for c in n.changes]}
+            "changes": changes}
 
 
 def _marks(marks: dict[int, Any], spans: list[tuple[int, int]], last: bool = False) -> list[dict[str, Any]]:
@@ -137,7 +142,8 @@ def _csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
             if fig["median"][i] is None:
                 continue
             worse, accepted = marks["worse"].get(i, {}), marks["accepted"].get(i, {})
-            changes = list(night["changes"]) + ([marks["versions"][i]["text"]] if i in marks["versions"] else [])
+            changes = night["changes"].get(fig["suite"], []) + \
+                ([marks["versions"][i]["text"]] if i in marks["versions"] else [])
             rows.append({
                 "time": night["time"], "run_id": night["run_id"], "last_run_id": night.get("last_run_id", ""),
                 "nights": night.get("nights", 1), "suite": fig["suite"], "case": fig["case"],

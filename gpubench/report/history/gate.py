@@ -4,7 +4,8 @@ and its marks (WORSE since …, recovered, accepted), read from the records comp
 
 The band of a night is the range of the run medians of the nights that night's window held, chosen as compare
 chooses them from a directory (gpubench.compare.load): the latest ``window`` nights before it that measured the
-figure, of the same system where there are such nights, not on a shared GPU or a busy host, not themselves WORSE
+figure, of the same system where its suite has such nights (nightlies of several suites may share a directory:
+each suite is judged against its own runs), not on a shared GPU or a busy host, not themselves WORSE
 on that figure unless someone accepted it, and not older than its accepted level. Acceptances count from when
 they were made: the band of a night judged before an acceptance is the band that night was judged against. A
 night whose window holds fewer than 3 nights has no band (the gate judges from 3 on). Compare counts each
@@ -33,7 +34,8 @@ Key = tuple[str, str, str]
 class Context:
     """What every figure's band and marks read of the nights, worked out once: the gate's memory as it stood when
     each night was judged, the figures each night's record names WORSE, what each night accepted, and which
-    nights a window may take (compare keeps a window to the current run's system where it has runs of it)."""
+    nights a window may take (compare keeps a window to the current run's system where the suite has runs of it
+    there: :meth:`alike`)."""
 
     def __init__(self, nights: list[Night]):
         self.nights = nights
@@ -50,10 +52,18 @@ class Context:
         self.remembered = {k for w in self.worse for k in w} | {k for ledger in self.ledgers for k in ledger.accepted}
         systems: dict[tuple, int] = {}
         self.system = np.array([systems.setdefault(n.system, len(systems)) for n in nights])
-        first_of: dict[int, int] = {}
-        for k, s in enumerate(self.system):
-            first_of.setdefault(int(s), k)
-        self.alike = np.array([first_of[int(s)] < k for k, s in enumerate(self.system)], dtype=bool)
+        self._alike: dict[str, np.ndarray] = {}
+
+    def alike(self, suite: str) -> np.ndarray:
+        """Per night: whether an earlier night of its system ran ``suite`` (its window is then kept to its system)."""
+        if suite not in self._alike:
+            first_of: dict[int, int] = {}
+            for k, (s, n) in enumerate(zip(self.system.tolist(), self.nights)):
+                if suite in n.suites:
+                    first_of.setdefault(s, k)
+            self._alike[suite] = np.array([first_of.get(s, k) < k for k, s in enumerate(self.system.tolist())],
+                                          dtype=bool)
+        return self._alike[suite]
 
 
 def _ledgers(nights: list[Night]) -> list[memory.Ledger]:
@@ -85,10 +95,11 @@ def band(median: np.ndarray, key: Key, context: Context, first: int,
     low, high, mid = (np.full(count, np.nan) for _ in range(3))
     targets = np.arange(first, len(median))
     usable = np.isfinite(median) & ~context.hollow
+    alike = context.alike(key[0])[targets]
     for s in np.unique(context.system[first:]):
-        mine = (context.system[targets] == s) & context.alike[targets]
+        mine = (context.system[targets] == s) & alike
         _fill(median, usable & (context.system == s), targets, mine, window, (low, high, mid))
-    _fill(median, usable, targets, ~context.alike[targets], window, (low, high, mid))
+    _fill(median, usable, targets, ~alike, window, (low, high, mid))
     return _masked((low, high, mid), median[first:])
 
 
@@ -127,8 +138,9 @@ def _band_read(median: np.ndarray, key: Key, context: Context, first: int,
     low, high, mid = (np.full(count, np.nan) for _ in range(3))
     measured = np.flatnonzero(np.isfinite(median)).tolist()
     values = median.tolist()
+    alikes = context.alike(key[0])
     for i in range(first, len(nights)):
-        ledger, alike = context.ledgers[i], context.alike[i]
+        ledger, alike = context.ledgers[i], alikes[i]
         taken: list[float] = []
         start = bisect.bisect_left(measured, i)
         for j in reversed(measured[max(0, start - MAX_SCAN):start]):

@@ -2,13 +2,16 @@
 
 Each complete run is a night: its run.json, the gate's record of it and what people accepted
 (:class:`gpubench.compare.memory.Entry`), whether it shared its GPU or ran on a busy host (drawn hollow: the
-gate never takes such a night as evidence), the settings that changed since the night before (a vertical marker
-on the page) and the few columns of its tables the page draws. Runs that did not complete or cannot be read are
-left out with a note, as compare leaves them out of a window.
+gate never takes such a night as evidence), the suites it ran, for each of them the settings that changed since
+the previous night of that suite (a vertical marker on the page: where nightlies of several suites share a
+directory, an elementwise night is compared with the elementwise night before it, not with a comm run between)
+and the few columns of its tables the page draws. Runs that did not complete are left out and counted, runs that
+cannot be read are left out and named with why, as compare leaves them out of a window.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import re
@@ -41,7 +44,9 @@ class Night:
     time: str  # when it started (run.json's start_time), ISO 8601
     table: pa.Table  # its rows, COLUMNS only
     hollow: str | None = None  # memory.SHARED or memory.BUSY: no evidence of normal, drawn hollow
-    changes: list[str] = field(default_factory=list)  # settings that differ from the night before
+    suites: frozenset[str] = frozenset()  # the suites its tables hold
+    # suite -> the settings that differ from the previous night of that suite (suites without any left out)
+    changes: dict[str, list[str]] = field(default_factory=dict)
     system: tuple = ()  # the system facts (cross.system_of_meta): a window holds nights of one system
     shown: bool = True  # False: read for the band of the first nights shown only
 
@@ -135,55 +140,85 @@ def read(directory: str | os.PathLike, since: str | None = None, last: int | Non
     unreadable = []
     for k, ((i, p, meta), table) in enumerate(zip(chosen, tables)):
         if isinstance(table, str):
-            unreadable.append(f"{i} ({table})")
+            unreadable.append((p, table))
             continue
+        suites = frozenset(s for s in pc.unique(table.column("suite")).to_pylist() if s is not None)
         out.nights.append(Night(memory.Entry.read(i, p, meta), _time(meta, i), table, memory.left_out(meta),
-                                system=tuple(sorted(cross.system_of_meta(meta).items())),
+                                suites, system=tuple(sorted(cross.system_of_meta(meta).items())),
                                 shown=start + k >= shown_from))
-    _note_left_out(out, every, unreadable, complete[shown_from][0])
+    _note_left_out(out, every, unreadable, chosen[0][0], complete[shown_from][0])
     _changes(out.nights)
     return out
 
 
-def _note_left_out(out: Nights, every: list, unreadable: list[str], first_shown: str) -> None:
+def _unreadable_meta(path: Path) -> str:
+    """Why a run's run.json cannot be read (scan says only that it cannot)."""
+    try:
+        results.read_run_meta(path)
+    except UsageError as e:
+        return str(e)
+    return f"cannot read {path / results.RUN_FILE}"
+
+
+def _note_left_out(out: Nights, every: list, unreadable: list[tuple[Path, str]], first_read: str,
+                   first_shown: str) -> None:
+    """Notes of the runs left out: those not complete among the nights shown counted by status, each one that
+    cannot be read among those read (a band's too) named with why (its path is in what the reader said, or put
+    before it)."""
     gone: dict[str, int] = {}
-    for i, _, _, status in every:
-        if status != "complete" and i >= first_shown:
+    for i, path, _, status in every:
+        if status == "unreadable" and i >= first_read:
+            unreadable.append((path, _unreadable_meta(path)))
+        elif status != "complete" and i >= first_shown:
             gone[status] = gone.get(status, 0) + 1
-    if gone:  # scan's statuses: running, interrupted, failed, unknown, unreadable (its run.json)
-        out.notes.append("runs left out (not complete, or run.json unreadable): "
+    if gone:  # scan's statuses: running, interrupted, failed, unknown
+        out.notes.append("left out, not complete (their tables may be partial): "
                          + ", ".join(f"{n} {why}" for why, n in sorted(gone.items())))
-    if unreadable:
-        out.notes.append(f"left out, tables that cannot be read: {'; '.join(unreadable)}")
+    for path, why in sorted(unreadable, key=lambda u: u[0].name):
+        out.notes.append(f"left out, cannot be read: {why if str(path) in why else f'{path}: {why}'}")
 
 
-def _settings(night: Night) -> settings.Settings:
-    """The night's settings as compare reads them; its rows stand in by the distinct values of their method
-    columns, which is all compare reads of them."""
+def _method(rows: pa.Table) -> dict[str, str]:
+    """How ``rows`` were measured, as compare reads it (settings.Settings.method); the rows stand in by the
+    distinct values of their method columns, which is all compare reads of them."""
     method = {}
-    case = night.table.column("case").cast("string")
+    case = rows.column("case").cast("string")
     for col in settings.METHOD_COLUMNS:
         # As compare: a column the case id names is what the case is (gemm's layout), not how it was measured.
-        how = pc.filter(night.table.column(col), pc.invert(pc.match_substring_regex(case, settings.named_by_case(col))))
+        how = pc.filter(rows.column(col), pc.invert(pc.match_substring_regex(case, settings.named_by_case(col))))
         known = pc.unique(how.drop_null()).to_pylist()
         if known:
             method[col] = known
-    width = max((len(v) for v in method.values()), default=0)
+    if not method:
+        return {}
+    width = max(len(v) for v in method.values())
     raw = pd.DataFrame({c: v + [v[-1]] * (width - len(v)) for c, v in method.items()})
-    return settings.of_side(types.SimpleNamespace(runs=[night.entry.meta], raw=raw))
+    return settings.of_side(types.SimpleNamespace(runs=[], raw=raw)).method
+
+
+def _settings(night: Night) -> dict[str, settings.Settings]:
+    """The night's settings by suite, as compare reads a run of that suite: its run.json's, and how that suite's
+    rows were measured."""
+    run = settings.of_side(types.SimpleNamespace(runs=[night.entry.meta], raw=None))
+    suite = night.table.column("suite")
+    return {s: dataclasses.replace(run, method=_method(night.table.filter(pc.equal(suite, s))))
+            for s in sorted(night.suites)}
 
 
 def _changes(nights: list[Night]) -> None:
-    """Each night's settings that differ from the night before it: system facts (the driver), software, NCCL
-    variables, the run's options and how comm rows were measured, worded as compare words them."""
-    before = None
+    """Each night's settings, per suite, that differ from the previous night of that suite: system facts (the
+    driver), software, NCCL variables, the run's options and how comm rows were measured, worded as compare
+    words them. A suite's first night has none: there is nothing of its own to differ from."""
+    before: dict[str, tuple[Night, settings.Settings]] = {}
     for night in nights:
-        now = _settings(night)
-        if before is not None:
-            previous, was = before
-            night.changes = cross.differences(dict(previous.system), dict(night.system)) + \
-                settings.differences(was, now)
-        before = (night, now)
+        for suite, now in _settings(night).items():
+            if suite in before:
+                previous, was = before[suite]
+                changed = cross.differences(dict(previous.system), dict(night.system)) + \
+                    settings.differences(was, now)
+                if changed:
+                    night.changes[suite] = changed
+            before[suite] = (night, now)
 
 
 __all__ = ["Night", "Nights", "read", "is_directory_of_runs", "parse_since", "COLUMNS", "LEAD_IN"]

@@ -141,11 +141,21 @@
     return out;
   }
 
+  // What changed by a night for a figure: its suite's settings against that suite's previous night, and the
+  // suite's version.
+  function changed(fig, versions, i) {
+    return (nights[i].changes[fig.suite] || []).concat(versions[i] ? [versions[i].text] : []);
+  }
+
+  // A marker stands between two points of the figure: none at its first point (nothing drawn to differ from),
+  // so none on a figure of one point.
   function markers(svg, fig) {
-    var versions = byNight(fig.versions);
+    var versions = byNight(fig.versions), seen = false;
     nights.forEach(function (n, i) {
-      var what = n.changes.concat(versions[i] ? [versions[i].text] : []);
-      if (what.length && fig.median[i] !== null) {
+      if (fig.median[i] === null) { return; }
+      var what = changed(fig, versions, i), before = seen;
+      seen = true;
+      if (what.length && before) {
         titled(el("line", {x1: x(i), x2: x(i), y1: T, y2: H - B, "class": "marker", "data-run": n.run_id}, svg),
                day(i) + " settings changed:\n" + what.join("\n"));
       }
@@ -233,7 +243,7 @@
       cell(tr, String(fig.n[i]));
       cell(tr, fig.low[i] === null ? "—" : fmt(fig.low[i]) + " – " + fmt(fig.high[i]));
       cell(tr, gate.join("; "), worse[i] ? "gate WORSE" : "gate");
-      cell(tr, n.changes.concat(versions[i] ? [versions[i].text] : []).join("; "), "changes");
+      cell(tr, changed(fig, versions, i).join("; "), "changes");
       t.appendChild(tr);
     }
     box.appendChild(t);

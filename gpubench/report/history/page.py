@@ -60,12 +60,18 @@ def _caption(fig: dict[str, Any], nights: list[dict[str, Any]]) -> tuple[str, st
     return "", f"latest {fmt_value(last[-1])} {unit_text(fig['unit'])}{against}{beyond}"
 
 
+def _wrapping(label: str) -> str:
+    """A card's title, escaped, that wraps between its parameters rather than being cut at the card's edge,
+    where the in-place and out-of-place all_gather of one size would read alike (``inplace`` comes last)."""
+    return escape(label).replace(",", ",<wbr>")
+
+
 def _card(i: int, fig: dict[str, Any], label: str, nights: list[dict[str, Any]]) -> str:
     cls, caption = _caption(fig, nights)
     # what the filter box reads: the figure as compare and accept's --filter name it, and as the page shows it
     name = f"{fig['suite']} {fig['case']} {fig['metric']} | {fig['label']}"
     return (f'<div class="fig{" open" if fig["open"] else ""}" id="f{i}" data-i="{i}" data-name="{escape(name)}" '
-            f'tabindex="0"><div class="title" title="{escape(fig["label"])}">{escape(label)}</div>'
+            f'tabindex="0"><div class="title" title="{escape(fig["label"])}">{_wrapping(label)}</div>'
             f'<div class="metric">{escape(fig["metric"])} ({escape(unit_text(fig["unit"]))}, '
             f'{escape(fig["better"] or "?")} is better)</div><svg class="plot" width="320" height="136"></svg>'
             f'<div class="caption {cls}" title="{escape(caption)}">{escape(caption)}</div></div>')
