@@ -76,6 +76,19 @@ def _slow_cases() -> tuple[re.Pattern, float] | None:
     return re.compile(pattern), float(factor)
 
 
+def _knob_factor() -> float:
+    """GPUBENCH_FAKE_KNOBS=NAME=VALUE:FACTOR[;...]: every call takes FACTOR times as long in a process whose
+    environment sets NAME to VALUE, as a collective library that reads that setting would (for tests of the
+    autotune sweep: a configuration that really is faster)."""
+    factor = 1.0
+    for item in os.environ.get("GPUBENCH_FAKE_KNOBS", "").split(";"):
+        setting, _, f = item.rpartition(":")
+        name, _, value = setting.partition("=")
+        if name and os.environ.get(name.strip()) == value.strip():
+            factor *= float(f)
+    return factor
+
+
 class FakeGraphs:
     """Graph capture on the fake device (GPUBENCH_FAKE_GRAPHS=1): a replay makes the captured calls again, for
     real, so that whatever reads a replay's output reads the calls' results. With GPUBENCH_FAKE_GRAPHS=fail
@@ -154,6 +167,9 @@ class FakeBackend(Backend):
         k = int(os.environ.get("GPUBENCH_WORKER_INDEX", "0"))
         self.pace_level = float(paces[k % len(paces)]) if paces else 1.0
         self._slow_cases = _slow_cases()
+        knob_factor, model = _knob_factor(), self._duration
+        if knob_factor != 1.0:
+            self._duration = lambda workload, i: knob_factor * model(workload, i)
         self._case_factor = 1.0
         self._cache = cache_bytes
         self._memory = memory_bytes
