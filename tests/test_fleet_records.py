@@ -99,10 +99,12 @@ def test_a_folder_named_gpubench_does_not_shadow_the_package_for_autotunes_child
     # The knob sweep starts each configuration as a child `gpubench run --suite comm` in the folder it was started
     # from: there too the clone's folder was imported, and every configuration became an error row.
     (tmp_path / "gpubench" / "docs").mkdir(parents=True)
+    # (on the fake device: gloo, the CPU's library, reads no NCCL knob, and a sweep there is refused)
     proc = subprocess.run([str(Path(sys.executable).parent / "gpubench"), "run", "--suite", "autotune", "--backend",
-                           "cpu", "--knob", "NCCL_PROTO=Simple", "--collectives", "all_reduce", "--min-bytes", "1K",
+                           "fake", "--knob", "NCCL_PROTO=Simple", "--collectives", "all_reduce", "--min-bytes", "1K",
                            "--max-bytes", "1K", "--out", str(tmp_path / "out"), "--cluster", "t", "--no-telemetry"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "GPUBENCH_FAKE_CALL_S": "0.01"})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     (run,) = [p for p in (tmp_path / "out" / "t").iterdir() if p.is_dir()]
     df = results.load(run)

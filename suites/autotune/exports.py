@@ -15,19 +15,24 @@ import math
 import pandas as pd
 
 from gpubench.suites.autotune.knobs import DEFAULT
-from gpubench.suites.autotune.winners import tuner_collective
+from gpubench.suites.autotune.winners import Best, tuner_collective
 
 HEADER = "collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff"
 MAX_BYTES = 2**63 - 1
 
 
-def env_file(name: str, score: float, provenance: str) -> str:
-    lines = [f"# gpubench autotune: the best single configuration ({score:.3f}x the default's busbw, geometric "
-             f"mean over the sweep); {provenance}", "# use: set -a; . THIS_FILE; set +a"]
+def env_file(best: Best, provenance: str) -> str:
+    """The env file of the best single configuration: its settings where its gain is beyond noise, else none; why,
+    in a comment."""
+    name = best.name
+    lines = [f"# gpubench autotune: the best single configuration, {name} ({best.score:.3f}x the default's busbw, "
+             f"geometric mean over the sweep); {provenance}", "# use: set -a; . THIS_FILE; set +a"]
     if name == DEFAULT:
         lines.append("# the environment's own configuration was best: nothing to set")
+    elif best.beyond_noise:
+        lines += [f"# beyond the noise this sweep measured: {best.note}", *name.split(",")]
     else:
-        lines += [item for item in name.split(",")]
+        lines.append(f"# nothing to set: its gain is within the noise this sweep measured ({best.note})")
     return "\n".join(lines) + "\n"
 
 

@@ -3,7 +3,8 @@
 Sweepable: algorithm, protocol, channels/CTAs, buffer size, threads — NCCL's tuning knobs, read at communicator
 init. Never swept: site settings (network interfaces, IB, P2P level, plugins, topology files) and NVLink SHARP /
 multicast (``NCCL_NVLS_ENABLE`` stays as the environment sets it): a sweep records them, and refuses a grid
-that names them. RCCL reads the same ``NCCL_*`` names.
+that names them. RCCL reads the same ``NCCL_*`` names; gloo, the CPU backend's library, reads none of them, so a
+sweep there is refused (every configuration would measure the same thing, and the winner would be a draw).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpubench.compare.margin import MIN_RUNS
 from gpubench.errors import UsageError
 
 SWEEPABLE = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS",
@@ -25,6 +27,12 @@ SITE = re.compile(r"^(NCCL_(IB_|SOCKET_|NET|P2P_|SHM_|CROSS_NIC|TOPO_|TUNER_|COL
 # Without a grid: algorithm × protocol, what the issue's acceptance sweeps first.
 DEFAULT_GRID = {"NCCL_ALGO": ["Ring", "Tree"], "NCCL_PROTO": ["LL", "LL128", "Simple"]}
 DEFAULT = "default"
+# The backends whose collectives read these knobs: NCCL, RCCL (the same NCCL_* names), and the fake device, which
+# honours them where GPUBENCH_FAKE_KNOBS says (tests). Any other (cpu: gloo) reads none.
+READERS = frozenset({"cuda", "hip", "fake"})
+# The default configuration's runs in a sweep: the fewest from which compare knows how far a figure moves between
+# runs, the noise a winner must beat (winners.py).
+DEFAULT_RUNS = MIN_RUNS
 
 
 @dataclass(frozen=True)
@@ -32,10 +40,16 @@ class Config:
     """One configuration: the knobs it sets (none for the environment's own, ``default``)."""
 
     env: tuple[tuple[str, str], ...] = ()
+    repeat: int = 1  # which run of this configuration (the default runs several times: its noise)
 
     @property
     def name(self) -> str:
         return ",".join(f"{k}={v}" for k, v in self.env) or DEFAULT
+
+    @property
+    def label(self) -> str:
+        """The configuration in its rows' case ids: its name, and which run of it after the first."""
+        return f"{self.name},repeat={self.repeat}" if self.repeat > 1 else self.name
 
     def get(self, knob: str) -> str | None:
         return dict(self.env).get(knob)
@@ -96,6 +110,27 @@ def configs(grid: Mapping[str, Sequence[str]]) -> list[Config]:
     return out
 
 
+def schedule(cfgs: Sequence[Config], default_runs: int = DEFAULT_RUNS) -> list[Config]:
+    """The order a sweep runs ``cfgs`` (the default first): the default again, ``default_runs`` times in all, spread
+    evenly through the others and last, so that a drift of the machine over the sweep shows in the default's runs."""
+    default, others = cfgs[0], list(cfgs[1:])
+    out, done = [default], 0
+    for r in range(2, default_runs + 1):
+        upto = round((r - 1) * len(others) / (default_runs - 1))
+        out += others[done:upto] + [Config(default.env, repeat=r)]
+        done = upto
+    return out + others[done:]
+
+
+def check_backend(backend: str, grid: Mapping[str, Sequence[str]]) -> None:
+    """Refuse knobs that the backend's collectives do not read: a sweep there would crown a draw of the noise."""
+    if backend not in READERS:
+        library = "gloo" if backend == "cpu" else f"the {backend} backend's library"
+        raise UsageError(f"the {backend} backend's collectives run over {library}, which reads none of NCCL's knobs "
+                         f"({', '.join(grid)}): every configuration would measure the same; sweep them with "
+                         f"--backend cuda (NCCL) or hip (RCCL)")
+
+
 def in_force(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The NCCL/RCCL settings of the environment the sweep starts from: recorded with the run."""
     env = os.environ if env is None else env
@@ -103,5 +138,5 @@ def in_force(env: Mapping[str, str] | None = None) -> dict[str, str]:
             and "TOKEN" not in k}
 
 
-__all__ = ["Config", "SWEEPABLE", "DEFAULT", "DEFAULT_GRID", "parse_knobs", "load_grid", "check", "configs",
-           "in_force"]
+__all__ = ["Config", "SWEEPABLE", "DEFAULT", "DEFAULT_GRID", "DEFAULT_RUNS", "READERS", "parse_knobs", "load_grid",
+           "check", "configs", "schedule", "check_backend", "in_force"]

@@ -4,8 +4,11 @@ Each configuration is a child ``gpubench run --suite comm`` with the configurati
 environment: fresh processes (NCCL caches its parameters per process), the comm suite's exact check on every case
 (a configuration that corrupts data is ``invalid``, never fast), and its own watchdog (no hang). A configuration
 NCCL rejects becomes error rows and the sweep goes on. Rows are written as each configuration ends; the child
-runs (tables, logs) stay inside the autotune run directory. ``--budget MINUTES`` stops starting configurations
-whose expected time would pass it; those are recorded as skipped.
+runs (tables, logs) stay inside the autotune run directory. The default configuration runs
+:data:`~gpubench.suites.autotune.knobs.DEFAULT_RUNS` times, first, through the sweep and last: how far its runs
+disagree is the noise a winner must beat (winners.py). ``--budget MINUTES`` stops starting configurations whose
+expected time would pass it; those are recorded as skipped. A sweep on a backend whose collectives read no NCCL knob
+(cpu: gloo) is refused before anything starts.
 """
 
 from __future__ import annotations
@@ -19,12 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from gpubench import results
-from gpubench.console import out_console
+from gpubench.backends import resolve_name
+from gpubench.console import fmt_value, out_console, param_text
 from gpubench.errors import UsageError
 from gpubench.options import Option
 from gpubench.ranks.python import module_command
@@ -68,7 +74,7 @@ def grid_of(given: Mapping[str, Any]) -> dict[str, list[str]]:
 def _rows_of(child_run: Path, config: knobs.Config, grid: dict, run_id: str, version: int) -> pd.DataFrame:
     df = results.load(child_run)
     df = df.assign(suite=SUITE, suite_version=version, run_id=run_id, config=config.name,
-                   config_run=child_run.name, case="config=" + config.name + "," + df["case"].astype(str))
+                   config_run=child_run.name, case="config=" + config.label + "," + df["case"].astype(str))
     for knob in grid:
         df[knob] = config.get(knob) or ""
     return df
@@ -77,15 +83,16 @@ def _rows_of(child_run: Path, config: knobs.Config, grid: dict, run_id: str, ver
 def _placeholder(config: knobs.Config, grid: dict, run_id: str, version: int, status: str, message: str) -> list[dict]:
     """Rows for a configuration that measured nothing: one per comm metric, so it shows in every view."""
     knobs_set = {k: config.get(k) or "" for k in grid}
-    return [finish({**figure({"run_id": run_id}, SUITE, version, Case.of(config=config.name), m, []), **knobs_set},
-                   status, message) for m in commtable.METRICS]
+    return [finish({**figure({"run_id": run_id}, SUITE, version, Case.of(config=config.name), m, []), **knobs_set,
+                    "case": "config=" + config.label}, status, message) for m in commtable.METRICS]
 
 
 def run(request: RunRequest, version: int, params: tuple[str, ...], child_options: Sequence[Option]) -> int:
     """Sweep the knobs over child comm runs; ``child_options``: the comm suite's declared options."""
     given, out, cluster = request.what.given, request.how.out, request.how.cluster
     grid = grid_of(given)
-    configs = knobs.configs(grid)
+    knobs.check_backend(resolve_name(request.where.backend or "auto"), grid)
+    configs = knobs.schedule(knobs.configs(grid))
     budget = given.get("budget")
     budget_s = budget * 60 if budget is not None else None
     if budget_s is not None and budget_s <= 0:
@@ -94,8 +101,8 @@ def run(request: RunRequest, version: int, params: tuple[str, ...], child_option
     rd = RunDir.create(out, cluster, {
         "argv": list(request.argv), "backend": request.where.backend, "quick": bool(request.how.quick),
         "suites": {SUITE: {"version": version, "cases": len(configs)}},
-        "autotune": {"grid": grid, "configs": [c.name for c in configs], "env_in_force": knobs.in_force(),
-                     "budget_min": budget},
+        "autotune": {"grid": grid, "configs": list(dict.fromkeys(c.name for c in configs)),
+                     "default_runs": knobs.DEFAULT_RUNS, "env_in_force": knobs.in_force(), "budget_min": budget},
     })
     staging = rd.path / "configs"
     frames: list[pd.DataFrame] = []
@@ -109,18 +116,18 @@ def run(request: RunRequest, version: int, params: tuple[str, ...], child_option
             for i, config in enumerate(configs):
                 elapsed = time.monotonic() - started
                 expected = sum(spent) / len(spent) if spent else 0.0
-                if budget_s is not None and i > 0 and elapsed + expected > budget_s:
+                if budget_s is not None and i > 0 and elapsed + expected * _reserve(configs, i) > budget_s:
                     frames.append(pd.DataFrame(_placeholder(config, grid, rd.run_id, version, "skipped",
                                                             f"--budget {budget} min reached")))
                     bar.advance(task)
                     continue
-                bar.update(task, description=config.name)
+                bar.update(task, description=_title(config))
                 t0 = time.monotonic()
                 frames.append(_one(request, config, i, staging, grid, rd, version, child_options))
                 spent.append(time.monotonic() - t0)
                 df = results.frame(pd.concat(frames, ignore_index=True).to_dict("records"), params)
                 rd.write_table(SUITE, df)
-                console.print(f"[{i + 1}/{len(configs)}] {config.name}: {_headline(frames[-1])} "
+                console.print(f"[{i + 1}/{len(configs)}] {_title(config)}: {_headline(frames[-1])} "
                               f"({spent[-1]:.1f} s)", markup=False, highlight=False)
                 bar.advance(task)
     except KeyboardInterrupt:
@@ -134,6 +141,19 @@ def run(request: RunRequest, version: int, params: tuple[str, ...], child_option
     code = _finish(rd, df, console)
     rd.finish(status, configs_done=len(spent))
     return 130 if status == "interrupted" else code
+
+
+def _reserve(configs: Sequence[knobs.Config], i: int) -> int:
+    """How many runs' time configuration ``i`` must leave room for: its own, and, for another than the default, the
+    default's runs still to come (without them no gain can be told from noise)."""
+    if configs[i].name == knobs.DEFAULT:
+        return 1
+    return 1 + sum(c.name == knobs.DEFAULT for c in configs[i + 1:])
+
+
+def _title(config: knobs.Config) -> str:
+    return f"{config.name} (run {config.repeat} of {knobs.DEFAULT_RUNS})" if config.name == knobs.DEFAULT else \
+        config.name
 
 
 def _one(request: RunRequest, config: knobs.Config, i: int, staging: Path, grid: dict, rd: RunDir, version: int,
@@ -170,22 +190,58 @@ def _finish(rd: RunDir, df: pd.DataFrame | None, console: Console) -> int:
         return 1
     win = winners.table(df)
     win.to_csv(rd.path / "winners.csv", index=False)
-    t = Table(title="autotune winners (busbw GB/s)", title_justify="left")
-    for col in ("collective", "bytes", "default", "winner", "winner busbw", "speedup", "beyond noise"):
-        t.add_column(col)
-    for _, r in win.iterrows():
-        t.add_row(str(r["collective"]), str(int(r["bytes"])), f"{r['default_busbw']:.4g}", str(r["winner"]),
-                  f"{r['winner_busbw']:.4g}", f"{r['speedup']:.3f}", "yes" if r["beyond_noise"] else "no")
-    console.print(t)
+    console.print(winners_table(win))
     best = winners.best_single(df)
     dist = rd.meta.get("dist") or {}
     world, nnodes = int(dist.get("world_size") or -1), int(dist.get("nnodes") or -1)  # -1: the tuner's "any"
     if best is not None:
-        (rd.path / "best.env").write_text(exports.env_file(*best, provenance=f"run {rd.run_id}"))
+        (rd.path / "best.env").write_text(exports.env_file(best, provenance=f"run {rd.run_id}"))
+        console.print(_best_line(best), markup=False, highlight=False)
     (rd.path / "nccl-tuner.csv").write_text(exports.tuner_csv(win, nnodes, world))
     console.print(f"run directory: {rd.path} (winners.csv, best.env, nccl-tuner.csv)", markup=False,
                   highlight=False)
     return 0
 
 
-__all__ = ["run", "child_argv", "grid_of"]
+_KEY_HEADS = {"collective": "collective", "bytes": "bytes", "dtype": "dtype", "op": "op", "inplace": "in place"}
+
+
+def winners_table(win: pd.DataFrame) -> Table:
+    """The winners on the terminal, one line per case: collective, size, and the rest of the key where it varies
+    within a collective (all_gather in place and out of place), so that no two lines read alike; what is the same
+    on every line goes into the title."""
+    def text(col: str, value: Any) -> str:
+        if col == "inplace":
+            return "yes" if bool(value) else "no"
+        return param_text(col, value)
+
+    rest = [k for k in winners.KEY if k not in ("collective", "bytes")]
+    keys = ["collective", "bytes", *(k for k in rest if len(win) and
+                                     win.astype({k: str}).groupby("collective")[k].nunique().max() > 1)]
+    fixed = [k for k in rest if win[k].astype(str).nunique() == 1]
+    title = "autotune winners (the default's busbw in GB/s; winners.csv has every figure)"
+    if fixed and len(win):
+        title += "\n" + ", ".join(f"{_KEY_HEADS[k]}={text(k, win[k].iloc[0])}" for k in fixed)
+    t = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+              collapse_padding=True)
+    for k in keys:  # what tells one line from another is never cut
+        t.add_column(_KEY_HEADS[k], no_wrap=True)
+    for col in ("default", "winner", "speedup", "beyond\nnoise"):
+        number = col in ("default", "speedup")  # a number folded over two lines reads as two
+        t.add_column(col, justify="right" if number else "left", no_wrap=number, overflow="fold")
+    for _, r in win.iterrows():
+        winner = escape(str(r["winner"]).replace(",", ", "))  # a long configuration wraps between its knobs
+        t.add_row(*(escape(text(k, r[k])) for k in keys), fmt_value(r["default_busbw"]), winner,
+                  f"{r['speedup']:.3f}", "yes" if r["beyond_noise"] else "no")
+    return t
+
+
+def _best_line(best: winners.Best) -> str:
+    if best.name == knobs.DEFAULT:
+        return "best.env: nothing to set (no configuration read above the default)"
+    if best.beyond_noise:
+        return f"best.env: {best.name}, {best.score:.3f}x the default's busbw ({best.note})"
+    return f"best.env: nothing to set: the best, {best.name}, read {best.score:.3f}x, within noise ({best.note})"
+
+
+__all__ = ["run", "child_argv", "grid_of", "winners_table"]
