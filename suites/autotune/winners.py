@@ -5,9 +5,9 @@ it: how far those runs disagree is the noise the sweep measured. A winner is "be
 call its run BETTER against that window of default runs (:func:`gpubench.compare.verdict.judge`): a gain of at least
 compare's threshold, beyond the default runs' spread times compare's factor for so few runs, and beyond noise by the
 rank test on the samples; and neither side is flagged ``noisy`` (CV over the engine's target). A rank test between
-one run of each is no evidence alone: runs differ by their processes' levels, and a slow draw of the default made a
-configuration that changes nothing read 1.25x, p = 0.004. A winner that is not beyond noise is reported as such,
-and the exports keep NCCL's own choice there (a draw is no reason to pin a setting).
+one run of each is no evidence alone: runs differ by their processes' levels (on the fake device, a slow first run
+of the default made a configuration that changes nothing read 1.25x at p = 0.004). A winner that is not beyond noise
+is reported as such, and the exports keep NCCL's own choice there (a draw is no reason to pin a setting).
 """
 
 from __future__ import annotations
