@@ -331,21 +331,24 @@ def read_run_meta(run_dir: str | os.PathLike) -> dict[str, Any]:
 def no_complete_run(directory: str | os.PathLike, runs: Sequence[tuple[str, Path, Any, str]], shown: int = 3) -> str:
     """Why ``directory`` offered no complete run, each of its ``runs`` (run_id, path, run.json, status: as a scan of
     it lists them) named with what to do: a run.json that cannot be read says why, as it does pointed at alone."""
-    said = []
-    for _, path, _, status in runs:
-        if status == "unreadable":
-            try:
-                read_run_meta(path)
-                said.append(f"{path}'s {RUN_FILE} could not be read")
-            except UsageError as e:
-                said.append(str(e))
-        else:
-            said.append(f"{Path(path).name} is {status}, not complete (its tables may be partial)")
+    said = [why_not_complete(path, status) for _, path, _, status in runs]
     if not said:
         return (f"{directory} holds no complete run directory: give a run directory or a directory of runs written "
                 "by gpubench run")
     more = f"; {len(said) - shown} more runs are not complete either" if len(said) > shown else ""
     return f"{directory} holds no complete run directory: {'; '.join(said[:shown])}{more}"
+
+
+def why_not_complete(path: str | os.PathLike, status: str) -> str:
+    """Why the run at ``path`` (its ``status`` as a scan of its directory found it) is not a complete run, naming
+    it by its path: ``results/lab/RUN is interrupted, not complete (its tables may be partial)``."""
+    if status == "unreadable":
+        try:
+            read_run_meta(Path(path))
+            return f"{path}'s {RUN_FILE} could not be read"
+        except UsageError as e:
+            return str(e)
+    return f"{path} is {status}, not complete (its tables may be partial)"
 
 
 def load(path: str | os.PathLike) -> pd.DataFrame:

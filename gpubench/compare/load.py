@@ -201,10 +201,20 @@ def _directory(p: Path, label: str, window: int, explicit: bool, exclude: Sequen
     reading = _Reading(window, set(want) if want is not None else None)
     reading.note_incomplete(before)
     for entry in reversed(ledger.entries):
-        if reading.scanned >= MAX_SCAN or reading.done():
+        needed = reading.open_suites()
+        if needed is not None and not needed or reading.loads >= reading.max_loads:
             break
+        held = suites_of(entry.meta)
+        if needed is not None and held is not None and not held & needed:
+            continue  # a run of other suites only: no evidence for these figures, and not read
         reading.take(entry, ledger)
     return _directory_side(p, label, window, explicit, ledger, reading)
+
+
+def suites_of(meta: dict[str, Any]) -> set[str] | None:
+    """The suites a run measured, from its run.json (None where it does not say: its tables are read to know)."""
+    suites = meta.get("suites")
+    return {str(s) for s in suites} if isinstance(suites, (dict, list)) and suites else None
 
 
 def _earlier_runs(p: Path, every: list[tuple[str, Path, dict[str, Any], str]], exclude: Sequence[str],
@@ -220,8 +230,10 @@ def _earlier_runs(p: Path, every: list[tuple[str, Path, dict[str, Any], str]], e
         complete = mine or complete  # none of that system: the latest runs, and compare says they differ
     if not complete:
         if any(c[3] == "complete" for c in every):
-            raise UsageError(f"{p} holds no complete run other than the current one ({', '.join(exclude)}): "
-                             "a baseline needs an earlier run; give its run directory")
+            others = [results.why_not_complete(path, status) for _, path, _, status in before]
+            said = f": {'; '.join(others[:_NAMED])}{_more(len(others))}" if others else ""
+            raise UsageError(f"{p} holds no complete run other than the current one ({', '.join(exclude)}){said}; "
+                             "a baseline needs an earlier complete run: give its run directory")
         raise UsageError(results.no_complete_run(p, every))
     return before, complete
 
@@ -229,7 +241,11 @@ def _earlier_runs(p: Path, every: list[tuple[str, Path, dict[str, Any], str]], e
 @dataclass
 class _Reading:
     """A directory's runs read newest first: for each figure the runs of its window and of its history, the
-    nights of its current regression, and the runs left out and why."""
+    nights of its current regression, and the runs left out and why.
+
+    Runs are counted per suite: where several suites' nights share a directory (an elementwise night, a gemm
+    night, a comm night), an elementwise figure's window and history are the latest elementwise runs, however
+    many runs of other suites lie between them, and a run of other suites only is neither read nor named."""
     window: int
     wanted: set[tuple] | None
     win: dict[tuple, list[str]] = field(default_factory=dict)
@@ -240,8 +256,11 @@ class _Reading:
     used: list[memory.Entry] = field(default_factory=list)
     left: dict[str, list[str]] = field(default_factory=dict)
     unreadable: dict[str, str] = field(default_factory=dict)
-    scanned: int = 0
-    seen: dict[tuple, int] = field(default_factory=dict)  # figure -> how many runs had been read when last seen
+    why: dict[str, str] = field(default_factory=dict)  # run_id -> why it gave no rows (not complete, unreadable)
+    scanned: Counter = field(default_factory=Counter)  # suite -> its runs read (runs left out whole not counted)
+    loads: int = 0  # runs whose tables were read, every suite
+    # figure -> how many runs of its suite had been read when it was last seen
+    seen: dict[tuple, int] = field(default_factory=dict)
     # figure -> {why: runs}: runs that held it and were left out for the machine's state
     blocked: dict[tuple, Counter] = field(default_factory=dict)
 
@@ -249,41 +268,68 @@ class _Reading:
     def reach(self) -> int:
         return max(SPREAD_HISTORY, self.window)
 
+    @property
+    def suites(self) -> set[str] | None:
+        return {k[0] for k in self.wanted} if self.wanted is not None else None
+
+    @property
+    def max_loads(self) -> int:
+        """Runs read at most: MAX_SCAN of each wanted suite (of the directory, where no figure is named)."""
+        return MAX_SCAN * max(1, len(self.suites or ()))
+
     def note_incomplete(self, before: list[tuple[str, Path, dict[str, Any], str]]) -> None:
-        for i, path, _, status in before:  # runs that never completed: their tables are partial
-            if status != "complete":
-                self.left.setdefault(status, []).append(i)
+        wanted = self.suites
+        for i, path, meta, status in before:  # runs that never completed: their tables are partial
+            held = suites_of(meta)
+            if status == "complete" or (wanted is not None and held is not None and not held & wanted):
+                continue
+            self.left.setdefault(status, []).append(i)
+            self.why[i] = results.why_not_complete(path, status)
             if status == "unreadable":
                 self.unreadable[i] = f"cannot read {path / results.RUN_FILE}"
 
-    def done(self) -> bool:
-        # every wanted figure has its window, or has not been seen for a whole history (a figure new to the
-        # directory, or gone from it): only a figure still regressed keeps the reading going further back
-        return self.scanned >= self.reach and self.wanted is not None and \
-            all(len(self.win.get(k, ())) >= self.window or self.scanned - self.seen.get(k, 0) >= self.reach
-                for k in self.wanted)
+    def open_suites(self) -> set[str] | None:
+        """The wanted suites whose figures still need older runs (None: no figure named, every run is read up to
+        MAX_SCAN): a suite is done once MAX_SCAN of its runs were read, or a whole history of them was and each
+        of its figures has its window or has not been seen for a whole history (a figure new to the directory,
+        or gone from it): only a figure still regressed keeps the reading going further back."""
+        if self.wanted is None:
+            return None
+        out = set()
+        for k in self.wanted:
+            n = self.scanned[k[0]]
+            if k[0] in out or n >= MAX_SCAN:
+                continue
+            if n < self.reach or (len(self.win.get(k, ())) < self.window and n - self.seen.get(k, 0) < self.reach):
+                out.add(k[0])
+        return out
 
     def take(self, entry: memory.Entry, ledger: memory.Ledger) -> None:
         """Read one run (the next older one) and take its rows into the windows and histories they belong to. A
         run on a shared GPU is no evidence for any of its figures; a run on a busy host none for the figures the
         host sets (gpubench.levels), while those the GPU times stand."""
-        if entry.reason:
-            self.left.setdefault(entry.reason, []).append(entry.run_id)
+        self.loads += 1
         try:
             df = results.load(entry.path)
         except UsageError as e:  # a table cut short by a crash or a full disk: one bad night blocks no other
+            self.left.setdefault(entry.reason or "unreadable", []).append(entry.run_id)
+            self.why[entry.run_id] = str(e)
             if not entry.reason:
-                self.left.setdefault("unreadable", []).append(entry.run_id)
                 self.unreadable[entry.run_id] = str(e)
             return
         df.attrs = {}  # its run.json is entry.meta; pandas would deep-copy it with every slice below
+        held = set(df["suite"].astype(str)) if len(df) else set()
+        if self.wanted is not None and not held & self.suites:
+            return  # its run.json did not say which suites it holds: none of these figures'
+        if entry.reason:
+            self.left.setdefault(entry.reason, []).append(entry.run_id)
         keys = list(zip(*(df[k].astype(str) for k in KEY))) if len(df) else []
         if entry.reason not in (None, memory.BUSY):
             self._block(keys, entry.reason)
             return
         host = {k for k, r in zip(keys, df.to_dict("records")) if disturbed_by_load(r)} if entry.reason else set()
         self._block(host, memory.BUSY)
-        self.scanned += 1
+        self.scanned.update(held)
         place = {k: self._place(entry, k, ledger) if k not in host else None for k in dict.fromkeys(keys)}
         mask = pd.Series([place[k] == "window" for k in keys], index=df.index, dtype=bool)
         hmask = pd.Series([place[k] == "history" for k in keys], index=df.index, dtype=bool)
@@ -305,7 +351,7 @@ class _Reading:
 
     def _place(self, entry: memory.Entry, k: tuple, ledger: memory.Ledger) -> str | None:
         """Where a figure's rows of this run go: "window", "history" or None (not taken from this run)."""
-        self.seen[k] = self.scanned
+        self.seen[k] = self.scanned[k[0]]
         why = ledger.evidence(entry, k)
         if why == "regressed" and not self.win.get(k):  # newer than its window: a night of its regression
             self.episode.setdefault(k, []).append(entry.run_id)
@@ -328,8 +374,11 @@ def _directory_side(p: Path, label: str, window: int, explicit: bool, ledger: me
         used = [e for e in ledger.entries if any(e.run_id in v for v in win.values())]
     unjudged = {k: dict(v) for k, v in reading.blocked.items() if not win.get(k)}
     if not reading.frames and not unjudged:
+        named = list(reading.why.values())  # each names its run's path and why it gave no rows
+        said = f": {'; '.join(named[:_NAMED])}{_more(len(named))};" if named else ":"
         raise UsageError(f"{p} holds no run that is evidence of a normal level (left out: "
-                         f"{', '.join(f'{len(v)} {k}' for k, v in left.items()) or 'none'}): give a run directory")
+                         f"{', '.join(f'{len(v)} {k}' for k, v in left.items()) or 'none'}){said} give a run "
+                         "directory")
     if not reading.frames:  # every run was left out for the machine's state: its figures are judged UNKNOWN
         return Side(label, [], [], results.frame([]), asked_window=window, directory=p, ledger=ledger,
                     left_out={k: sorted(v) for k, v in left.items() if v}, unjudged=unjudged)
@@ -351,6 +400,13 @@ def _directory_side(p: Path, label: str, window: int, explicit: bool, ledger: me
         side.notes.append(f"{label}: {max((len(v) for v in win.values()), default=0)} clean run(s), fewer than "
                           f"the window of {window}")
     return side
+
+
+_NAMED = 3  # runs an error message names one by one
+
+
+def _more(n: int) -> str:
+    return f"; {n - _NAMED} more" if n > _NAMED else ""
 
 
 def _has_number(df: pd.DataFrame) -> bool:
