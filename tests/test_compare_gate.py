@@ -163,22 +163,24 @@ def test_confirm_plan_reruns_exactly_the_worse_cases_and_a_derived_row_s_suite()
     assert confirm.plan({"rows": doc["rows"][-1:]}, current) is None
 
 
-def test_unknown_rows_sharing_a_reason_are_said_in_one_line():
-    from gpubench.compare.formats import _collapse
+def test_unknown_rows_sharing_a_reason_say_it_once_and_stay_listed():
+    from gpubench.compare.formats import _marks
 
     young = "host-timed: judging it needs 3 or more baseline runs (has 1)"
     rows = [{"status": "compared", "verdict": "UNKNOWN", "note": young, "case": f"c{i}"} for i in range(4)]
     rows += [{"status": "compared", "verdict": "UNKNOWN", "note": "within noise (p=0.2)", "case": "x"},
              {"status": "compared", "verdict": "WORSE", "note": young, "case": "w"}]
-    kept, said = _collapse(rows)
-    assert [r["case"] for r in kept] == ["x", "w"]  # a WORSE is always listed
-    assert said == [f"4 UNKNOWN figure(s) not listed: {young}"]
+    kept, said = _marks(rows)
+    # every figure is listed; the shared note is said once, each of its rows marked (a WORSE keeps its own note)
+    assert [r["case"] for r in kept] == ["c0", "c1", "c2", "c3", "x", "w"]
+    assert [r["note"] for r in kept] == ["[1]"] * 4 + ["within noise (p=0.2)", young]
+    assert said == [f"[1] 4 figure(s): {young}"]
     # notes that differ only in their figures share a reason: a quiet night's many "within the spread" rows
     spread = [f"{d} by the threshold or more, but within the run-to-run spread ({p}% over 5 runs × 2.5)"
               for d, p in (("worse", 38.1), ("better", 55.3), ("worse", 8.6))]
     rows = [{"status": "compared", "verdict": "UNKNOWN", "note": n, "case": f"s{i}"} for i, n in enumerate(spread)]
-    kept, said = _collapse(rows)
-    assert kept == [] and said == [
-        "3 UNKNOWN figure(s) not listed: moved by the threshold or more, but within the run-to-run spread"]
-    kept, said = _collapse(rows[:2])
-    assert len(kept) == 2 and said == []  # fewer than 3 are listed one by one
+    kept, said = _marks(rows)
+    assert [r["note"] for r in kept] == ["[1]"] * 3 and said == [
+        "[1] 3 figure(s): moved by the threshold or more, but within the run-to-run spread"]
+    kept, said = _marks(rows[:2])
+    assert kept == rows[:2] and said == []  # fewer than 3 keep their own notes

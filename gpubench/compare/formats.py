@@ -2,21 +2,24 @@
 and how, and the pieces the formats share (JSON values, Markdown tables, JUnit XML). The formats themselves are
 one module each in :mod:`gpubench.compare.outputs`; docs/compare.md describes each.
 
-The terminal and Markdown views are for people: they lead with one line of counts, list only the figures that
-are not SAME, worst first, and shorten case ids (the parameters every listed row shares are said once under
-the table). ``--all`` lists every figure; JUnit and JSON always hold them all."""
+The terminal and Markdown views are for people: they lead with one line of counts, list the figures compared
+that are not SAME, worst first, and shorten case ids (the parameters every listed row shares are said once under
+the table). What was not compared (a figure of one side only, a case skipped with no number on either side) is
+counted by suite and reason in a line each, not listed row by row. ``--all`` lists every figure; JUnit holds
+every figure compared, JSON every row."""
 
 from __future__ import annotations
 
 import math
 import re
 import xml.etree.ElementTree as ET
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpubench.compare import sensitivity
-from gpubench.compare.verdict import COMPARED, SAME
+from gpubench.compare.verdict import COMPARED, ONLY_BASELINE, ONLY_CURRENT, SAME, SKIPPED
 from gpubench.console import fmt_value, p_text, param_text, unit_text
 from gpubench.stats import number
 
@@ -91,10 +94,47 @@ def headers(cross_cluster: bool) -> list[str]:
     return h + ["threshold", "catches", "p", "basis", "note"]
 
 
+# What was not compared, by status: each is said in one line (by suite and reason) rather than row by row.
+_NOT_COMPARED = {ONLY_BASELINE: "only in the baseline, not compared", ONLY_CURRENT: "only in the current run, not "
+                 "compared", SKIPPED: "skipped, no figure on either side"}
+
+
+def not_compared(report: Report) -> list[dict[str, Any]]:
+    """The rows compare did not judge for want of a figure on a side, counted by status, suite and reason (the
+    row's note: ``current skipped: needs a GPU``; "" for a figure measured on its one side)."""
+    groups: Counter = Counter()
+    for r in report.rows.to_dict("records"):
+        if r["status"] in _NOT_COMPARED:
+            groups[(r["status"], str(r["suite"]), str(r["note"] or ""))] += 1
+    order = list(_NOT_COMPARED)
+    return [{"status": st, "suite": suite, "reason": why, "figures": n} for (st, suite, why), n in
+            sorted(groups.items(), key=lambda g: (order.index(g[0][0]), -g[1], g[0][1], g[0][2]))]
+
+
+def compared_lines(report: Report) -> list[str]:
+    """Which figures were compared, by suite, and the rest by status, suite and reason, one line each
+    (``skipped, no figure on either side: 111 figure(s): gemm 111 (current skipped: needs a GPU …)``); nothing
+    where every row was compared."""
+    groups = not_compared(report)
+    if not groups:
+        return []
+    judged = Counter(str(r["suite"]) for r in report.rows.to_dict("records") if r["status"] == COMPARED)
+    lines = [f"compared: {sum(judged.values())} figure(s)" + (": " + ", ".join(f"{s} {n}" for s, n in
+                                                                                 judged.most_common()) if judged else "")]
+    for status, what in _NOT_COMPARED.items():
+        mine = [g for g in groups if g["status"] == status]
+        if mine:
+            parts = [f"{g['suite']} {g['figures']}" + (f" ({g['reason']})" if g["reason"] else "") for g in mine]
+            lines.append(f"{what}: {sum(g['figures'] for g in mine)} figure(s): {', '.join(parts)}")
+    return lines
+
+
 def context_lines(report: Report) -> list[str]:
-    """What a reader needs beside the verdicts: how small a change this comparison catches, notes on the inputs,
-    what the directory's memory knows of the regressions, and the settings that differ."""
-    lines = [f"note: {n}" for n in report.notes]
+    """What a reader needs beside the verdicts: what was compared and what not, how small a change this comparison
+    catches, notes on the inputs, what the directory's memory knows of the regressions, and the settings that
+    differ."""
+    lines = compared_lines(report)
+    lines += [f"note: {n}" for n in report.notes]
     lines += [f"regression: {r.line()}" for r in report.regressions]
     catches = sensitivity.line(report.rows.to_dict("records"))
     lines += [catches] if catches else []
@@ -121,10 +161,12 @@ def _worse_by(r: dict) -> float:
 
 
 def shown_rows(report: Report, all_rows: bool = False) -> list[dict]:
-    """The rows the human views list: every row with ``all_rows``, else those that are not SAME; worst first."""
-    rows = report.rows.to_dict("records")
+    """The rows the human views list, worst first: the figures compared that are not SAME (with ``all_rows``,
+    every figure). A case skipped with no number on either side is never listed (compared_lines counts it)."""
+    rows = [r for r in report.rows.to_dict("records") if r["status"] != SKIPPED]
     if not all_rows:
-        rows = [r for r in rows if not (r["status"] == COMPARED and r["verdict"] == SAME)]
+        rows = [r for r in rows if r["status"] not in (ONLY_BASELINE, ONLY_CURRENT)
+                and not (r["status"] == COMPARED and r["verdict"] == SAME)]
     return sorted(rows, key=lambda r: (_RANK.get(_verdict(r), 9), -_worse_by(r)))
 
 
@@ -151,10 +193,10 @@ def short_cases(cases: Sequence[str]) -> tuple[list[str], list[str]]:
     return short, [text([kv]) for kv in shared.items()]
 
 
-# UNKNOWN rows sharing one reason (every host-timed figure of a young baseline; the figures that moved as far
-# as they usually do between runs, on any quiet night) are said in one line when there are this many: the
-# reason is the news, not each figure.
-_COLLAPSE = 3
+# A note that this many listed rows share (every host-timed figure of a young baseline; the figures that moved as
+# far as they usually do between runs, on any quiet night) is said once under the table, each row's note cell
+# holding its mark: the reason is the news, and each figure stays listed on one line.
+_SHARED = 3
 
 
 def _reason(note: str) -> str:
@@ -163,33 +205,35 @@ def _reason(note: str) -> str:
     return re.sub(r"^(worse|better) by ", "moved by ", text)
 
 
-def _collapse(rows: list[dict]) -> tuple[list[dict], list[str]]:
+def _marks(rows: list[dict]) -> tuple[list[dict], list[str]]:
+    """(the rows, those whose UNKNOWN or not-ok note _SHARED or more share with its mark ``[1]`` for a note, the
+    lines saying each shared note once: ``[1] 23 figure(s): moved by the threshold or more, but within noise``)."""
     notes: dict[str, list[str]] = {}  # reason -> the notes saying it
     for r in rows:
-        if _verdict(r) == "UNKNOWN" and r["note"]:
+        if _verdict(r) in ("UNKNOWN", "not-ok") and r["note"]:
             notes.setdefault(_reason(str(r["note"])), []).append(str(r["note"]))
-    common = {n for n, said in notes.items() if len(said) >= _COLLAPSE}
-    kept = [r for r in rows if not (_verdict(r) == "UNKNOWN" and r["note"] and _reason(str(r["note"])) in common)]
+    common = [n for n in sorted(notes, key=lambda n: -len(notes[n])) if len(notes[n]) >= _SHARED]
+    mark = {n: f"[{k}]" for k, n in enumerate(common, start=1)}
+    marked = [{**r, "note": mark[_reason(str(r["note"]))]} if _verdict(r) in ("UNKNOWN", "not-ok") and r["note"]
+              and _reason(str(r["note"])) in mark else r for r in rows]
     # one note said by all of them is said whole; notes differing in their figures are said by their reason
-    return kept, [f"{len(notes[n])} UNKNOWN figure(s) not listed: {notes[n][0] if len(set(notes[n])) == 1 else n}"
-                  for n in sorted(common, key=lambda n: -len(notes[n]))]
+    return marked, [f"{mark[n]} {len(notes[n])} figure(s): {notes[n][0] if len(set(notes[n])) == 1 else n}"
+                    for n in common]
 
 
 def listing(report: Report, all_rows: bool) -> tuple[list[dict], list[str], list[str]]:
-    """(rows to list, their short case ids, the lines under the table: shared parameters, what is hidden)."""
-    rows = shown_rows(report, all_rows)
-    said: list[str] = []
-    if not all_rows:
-        rows, said = _collapse(rows)
+    """(rows to list, their short case ids, the lines under the table: shared notes, shared parameters, what is
+    not listed)."""
+    rows, foot = _marks(shown_rows(report, all_rows))
     short, shared = short_cases([r["case"] for r in rows])
-    foot = list(said)
     if shared:
         foot.append(f"every case listed has {', '.join(shared)}")
     same = sum(1 for r in report.rows.to_dict("records") if r["status"] == COMPARED and r["verdict"] == SAME)
     if same and not all_rows:
         foot.append(f"{same} SAME figure(s) not listed")
-    if not all_rows and (same or said):
-        foot.append("--all lists every figure; the JSON and JUnit outputs hold them all")
+    if not all_rows and (same or any(r["status"] in (ONLY_BASELINE, ONLY_CURRENT) for r in
+                                     report.rows.to_dict("records"))):
+        foot.append("--all lists every figure; the JSON and JUnit outputs hold every figure compared")
     return rows, short, foot
 
 
@@ -252,6 +296,6 @@ def fleet_row_cells(r: dict) -> list[str]:
             f"{fmt_value(r['fleet_median'])} {unit}", pct(r["deviation"], signed=True), fleet_z(r["z"]), r["direction"]]
 
 
-__all__ = ["row_cells", "headers", "context_lines", "headline", "shown_rows", "human_case", "short_cases", "listing",
+__all__ = ["row_cells", "headers", "context_lines", "compared_lines", "not_compared", "headline", "shown_rows", "human_case", "short_cases", "listing",
            "jsonable", "pct", "md_cell", "markdown_table", "junit_xml", "JunitCase", "fleet_device_cells",
            "fleet_row_cells", "fleet_z", "FLEET_DEVICE_HEADERS", "FLEET_ROW_HEADERS", "FLEET_FLAGGED_SHOWN"]

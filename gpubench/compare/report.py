@@ -15,7 +15,7 @@ import pandas as pd
 from gpubench.compare import contention, cross, memory, pace, passes, settings
 from gpubench.compare.load import KEY, Side, resolve
 from gpubench.compare.thresholds import Thresholds
-from gpubench.compare.verdict import COMPARED, DEFAULT_ALPHA, MIN_RUNS, WORSE, compare_frames
+from gpubench.compare.verdict import COMPARED, DEFAULT_ALPHA, MIN_RUNS, SKIPPED, WORSE, compare_frames
 from gpubench.errors import UsageError
 
 EXIT_OK, EXIT_WORSE = 0, 1
@@ -78,7 +78,8 @@ class Report:
 
     def summary(self) -> str:
         c = self.counts()
-        order = ("WORSE", "UNKNOWN", "SAME", "BETTER", "not-ok", "incomparable", "only-baseline", "only-current")
+        order = ("WORSE", "UNKNOWN", "SAME", "BETTER", "not-ok", "incomparable", "only-baseline", "only-current",
+                 SKIPPED)
         text = ", ".join(f"{c[k]} {k}" for k in order if c.get(k))
         return text or "nothing compared"
 
@@ -183,7 +184,10 @@ def _record(report: Report, run: Path) -> Path:
 
 def _check_comparable(report: Report, baseline: Any, current: Any) -> None:
     rows = report.rows
-    shared = rows[~rows["status"].isin(["only-baseline", "only-current"])] if len(rows) else rows
+    # a case skipped on one side and absent from the other is no more shared than one on one side only
+    one_side = rows["n_baseline"].isna() | rows["n_current"].isna() if len(rows) else None
+    shared = rows[~(rows["status"].isin(["only-baseline", "only-current"]) | ((rows["status"] == SKIPPED) & one_side))] \
+        if len(rows) else rows
     if shared.empty:
         raise UsageError(f"{baseline} and {current} have no figure in common: compare runs of the same suites "
                          "(gpubench run --suite ... with the same --quick/--dtype/--sizes)")

@@ -55,6 +55,9 @@ WORSE, BETTER, SAME, UNKNOWN = "WORSE", "BETTER", "SAME", "UNKNOWN"
 INCOMPARABLE = "incomparable"
 # status: whether a figure was compared, and if not, why
 COMPARED, ONLY_BASELINE, ONLY_CURRENT, NOT_OK = "compared", "only-baseline", "only-current", "not-ok"
+# A case skipped on a side (a GPU case on the CPU backend, an implementation not installed) where neither side has a
+# number of it: nothing to compare, and no news a reader must see figure by figure (the human views count them).
+SKIPPED = "skipped"
 # Changes are compared with thresholds at this precision, so that a 5 % shift meets a 5 % threshold despite
 # binary rounding (0.95 × x / x − 1 is not exactly −0.05).
 _PRECISION = 9
@@ -73,7 +76,8 @@ COLUMNS = (
     "catches", "catches_limit",
 )
 # Worst first: regressions, then what could not be decided or compared, then the rest.
-_ORDER = {WORSE: 0, UNKNOWN: 1, NOT_OK: 2, INCOMPARABLE: 3, ONLY_BASELINE: 4, ONLY_CURRENT: 5, SAME: 6, BETTER: 7}
+_ORDER = {WORSE: 0, UNKNOWN: 1, NOT_OK: 2, INCOMPARABLE: 3, ONLY_BASELINE: 4, ONLY_CURRENT: 5, SAME: 6, BETTER: 7,
+          SKIPPED: 8}
 
 
 # Why a row's level moves between processes ("" when nothing says so): gpubench.levels says which figures.
@@ -303,16 +307,17 @@ def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, thresholds: Thresholds
                 row[name] = number(r.get("value"))
                 row[f"n_{name}"] = int(number(r.get("n"))) if math.isfinite(number(r.get("n"))) else 0
                 row[f"cv_{name}"] = number(r.get("cv"))
-        if b is None or c is None:
-            row["status"] = ONLY_CURRENT if b is None else ONLY_BASELINE
+        if not (_has_figure(b) or _has_figure(c)) and all(r is None or r.get("status") in ("ok", SKIPPED)
+                                                          for r in (b, c)):
+            row.update(status=SKIPPED, note=_not_ok_note(b, c))
+        elif b is None or c is None:
+            row.update(status=ONLY_CURRENT if b is None else ONLY_BASELINE, note=_not_ok_note(b, c))
         elif b.get("suite_version") != c.get("suite_version"):
             row.update(status=INCOMPARABLE, verdict=INCOMPARABLE,
                        note=f"suite version {b.get('suite_version')} → {c.get('suite_version')}: "
                             "what the suite measures changed; promote a new baseline")
         elif b.get("status") != "ok" or c.get("status") != "ok":
-            row.update(status=NOT_OK, note="; ".join(
-                f"{name} {r.get('status')}: {r.get('message') or ''}".rstrip(": ")
-                for name, r in (("baseline", b), ("current", c)) if r.get("status") != "ok"))
+            row.update(status=NOT_OK, note=_not_ok_note(b, c))
         else:
             row["status"] = COMPARED
             row.update(_judge_pair(b, c, str(ref.get("better")), row["threshold"], alpha, cross_cluster, window))
@@ -331,6 +336,16 @@ def compare_frames(base: pd.DataFrame, cur: pd.DataFrame, thresholds: Thresholds
             row["current_pct_peak"] = pct_of_peak(c, row["current"])
         out.append(row)
     return worst_first(pd.DataFrame(out, columns=list(COLUMNS)))
+
+
+def _not_ok_note(b: dict[str, Any] | None, c: dict[str, Any] | None) -> str:
+    """``current skipped: needs a GPU``: each side's row that is not ok, with its message (once, where both sides
+    say the same)."""
+    if b is not None and c is not None and (b.get("status"), b.get("message")) == (c.get("status"), c.get("message")) \
+            and b.get("status") != "ok":
+        return f"baseline and current {b.get('status')}: {b.get('message') or ''}".rstrip(": ")
+    return "; ".join(f"{name} {r.get('status')}: {r.get('message') or ''}".rstrip(": ")
+                     for name, r in (("baseline", b), ("current", c)) if r is not None and r.get("status") != "ok")
 
 
 def worst_first(rows: pd.DataFrame) -> pd.DataFrame:
@@ -392,4 +407,4 @@ def _worse_by(change: Any, better: Any) -> float:
 
 __all__ = ["judge", "catches", "compare_frames", "moves_between_runs", "spread_factor",
            "MIN_RUNS", "worst_first", "COLUMNS", "WORSE", "BETTER", "SAME", "UNKNOWN", "INCOMPARABLE",
-           "COMPARED", "ONLY_BASELINE", "ONLY_CURRENT", "NOT_OK", "DEFAULT_ALPHA"]
+           "COMPARED", "ONLY_BASELINE", "ONLY_CURRENT", "NOT_OK", "SKIPPED", "DEFAULT_ALPHA"]

@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from gpubench.compare import sensitivity
-from gpubench.compare.formats import jsonable
+from gpubench.compare.formats import jsonable, not_compared
 
 if TYPE_CHECKING:
     from gpubench.compare.fleet import FleetReport
@@ -36,6 +36,7 @@ def compare(report: Report, all_rows: bool = False) -> str:
         "alpha": report.alpha,
         "thresholds": report.thresholds.as_dict(),
         "summary": report.counts(),
+        "not_compared": not_compared(report),
         "sensitivity": sensitivity.summary(report.rows.to_dict("records")),
         "exit_code": report.exit_code,
         "notes": report.notes,

@@ -1,11 +1,12 @@
-"""JUnit XML: one testcase per compared figure, a failure for each WORSE (the fleet view: one per device, a
-failure for each flagged one)."""
+"""JUnit XML: one testcase per compared figure, a failure for each WORSE, and what was not compared in one property
+(the fleet view: one testcase per device, a failure for each flagged one)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpubench.compare.formats import JunitCase, fleet_z, headers, headline, junit_xml, pct, row_cells
+from gpubench.compare.formats import (JunitCase, compared_lines, fleet_z, headers, headline, junit_xml, pct,
+                                      row_cells)
 from gpubench.compare.verdict import COMPARED, WORSE
 
 if TYPE_CHECKING:
@@ -30,6 +31,9 @@ def compare(report: Report, all_rows: bool = False) -> str:
     props = {"title": report.title(), "summary": headline(report), "alpha": f"{report.alpha:g}"}
     if report.setting_differences:
         props["setting_differences"] = "; ".join(report.setting_differences)
+    # what was not compared, by suite and reason: as testcases, cases skipped on a CPU would outnumber the figures
+    if not_said := compared_lines(report)[1:]:
+        props["not_compared"] = "; ".join(not_said)
     return junit_xml("gpubench compare", cases, props)
 
 
