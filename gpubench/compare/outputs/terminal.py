@@ -46,8 +46,7 @@ class _Figures:
         if Measurement.get(console, wide, self._table(_NOTE_MIN)).maximum <= options.max_width:
             yield self._table(_NOTE_MAX)
             return
-        yield Text("each figure: verdict, suite, metric, baseline → current, change, p; beneath, its case and note",
-                   style="dim")
+        yield Text("verdict, suite, metric, baseline → current, change, p; beneath: case, note", style="dim")
         for c in self.cells:
             yield from self._figure(dict(zip(self.head, c)))
 
@@ -69,7 +68,9 @@ class _Figures:
     def _figure(f: dict[str, str]) -> RenderResult:
         numbers = [f["verdict"], f["suite"], f["metric"], f"{f['baseline']} → {f['current']}", f["change"]]
         if "ratio" in f:
-            numbers += [f"ratio {f['ratio']}", f"% of peak {f['baseline % peak']} → {f['current % peak']}"]
+            numbers.append(f"ratio {f['ratio']}")
+            peaks = (f["baseline % peak"], f["current % peak"])
+            numbers += [f"% of peak {peaks[0]} → {peaks[1]}"] if peaks != ("—", "—") else []
         numbers += [f"p {f['p']}"] if f["p"] != "—" else []
         note = f["note"]
         numbers += [note] if note and len(note) <= _MARK else []
