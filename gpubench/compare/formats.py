@@ -119,8 +119,8 @@ def compared_lines(report: Report) -> list[str]:
     if not groups:
         return []
     judged = Counter(str(r["suite"]) for r in report.rows.to_dict("records") if r["status"] == COMPARED)
-    lines = [f"compared: {sum(judged.values())} figure(s)" + (": " + ", ".join(f"{s} {n}" for s, n in
-                                                                                 judged.most_common()) if judged else "")]
+    by_suite = ", ".join(f"{s} {n}" for s, n in judged.most_common())
+    lines = [f"compared: {sum(judged.values())} figure(s)" + (f": {by_suite}" if judged else "")]
     for status, what in _NOT_COMPARED.items():
         mine = [g for g in groups if g["status"] == status]
         if mine:
@@ -296,6 +296,7 @@ def fleet_row_cells(r: dict) -> list[str]:
             f"{fmt_value(r['fleet_median'])} {unit}", pct(r["deviation"], signed=True), fleet_z(r["z"]), r["direction"]]
 
 
-__all__ = ["row_cells", "headers", "context_lines", "compared_lines", "not_compared", "headline", "shown_rows", "human_case", "short_cases", "listing",
+__all__ = ["row_cells", "headers", "context_lines", "compared_lines", "not_compared", "headline", "shown_rows",
+           "human_case", "short_cases", "listing",
            "jsonable", "pct", "md_cell", "markdown_table", "junit_xml", "JunitCase", "fleet_device_cells",
            "fleet_row_cells", "fleet_z", "FLEET_DEVICE_HEADERS", "FLEET_ROW_HEADERS", "FLEET_FLAGGED_SHOWN"]

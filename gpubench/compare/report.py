@@ -15,7 +15,8 @@ import pandas as pd
 from gpubench.compare import contention, cross, memory, pace, passes, settings
 from gpubench.compare.load import KEY, Side, resolve
 from gpubench.compare.thresholds import Thresholds
-from gpubench.compare.verdict import COMPARED, DEFAULT_ALPHA, MIN_RUNS, SKIPPED, WORSE, compare_frames
+from gpubench.compare.verdict import (COMPARED, DEFAULT_ALPHA, MIN_RUNS, ONLY_BASELINE, ONLY_CURRENT, SKIPPED, WORSE,
+                                      compare_frames)
 from gpubench.errors import UsageError
 
 EXIT_OK, EXIT_WORSE = 0, 1
@@ -184,10 +185,11 @@ def _record(report: Report, run: Path) -> Path:
 
 def _check_comparable(report: Report, baseline: Any, current: Any) -> None:
     rows = report.rows
-    # a case skipped on one side and absent from the other is no more shared than one on one side only
-    one_side = rows["n_baseline"].isna() | rows["n_current"].isna() if len(rows) else None
-    shared = rows[~(rows["status"].isin(["only-baseline", "only-current"]) | ((rows["status"] == SKIPPED) & one_side))] \
-        if len(rows) else rows
+    shared = rows
+    if len(rows):
+        # a case skipped on one side and absent from the other is no more shared than one on one side only
+        one_side = rows["n_baseline"].isna() | rows["n_current"].isna()
+        shared = rows[~(rows["status"].isin([ONLY_BASELINE, ONLY_CURRENT]) | ((rows["status"] == SKIPPED) & one_side))]
     if shared.empty:
         raise UsageError(f"{baseline} and {current} have no figure in common: compare runs of the same suites "
                          "(gpubench run --suite ... with the same --quick/--dtype/--sizes)")
