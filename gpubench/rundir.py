@@ -257,15 +257,23 @@ def mark_ended(path: str | os.PathLike, status: str, reason: str, count: bool = 
     return True
 
 
-def count_kept(path: str | os.PathLike, reason: str, n: int | None = None) -> None:
-    """Add the cases kept (``n``, where read already) to a run closed with ``reason``, if that is still its word.
-    Best effort: the run is closed already."""
+def count_kept(path: str | os.PathLike, reason: str | None, n: int | None = None) -> None:
+    """Add the cases kept (``n``, where read already) to a run closed with ``reason``, if that is still its word;
+    ``reason`` None: to a closed run whoever closed it, where no count is there yet. Best effort: the run is closed
+    already."""
     file = Path(path) / results.RUN_FILE
     with contextlib.suppress(Exception):
+        if reason is None and not _count_due(json.loads(file.read_text())):
+            return  # its closer counted it: no table read for nothing
         n = kept(path) if n is None else n
-        meta = json.loads(file.read_text())
-        if meta.get("error") == reason:  # not a later closer's word
+        meta = json.loads(file.read_text())  # again: reading the tables took a while
+        if meta.get("error") == reason if reason is not None else _count_due(meta):  # not a later closer's word
             write_json(file, {**meta, "cases_done": n})
+
+
+def _count_due(meta: dict[str, Any]) -> bool:
+    """A run closed without its cases counted."""
+    return meta.get("status") != "running" and meta.get("cases_done") is None
 
 
 class Unwritten:

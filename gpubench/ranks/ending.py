@@ -91,6 +91,10 @@ def end(status: str, reason: str, code: int, then: Callable[[], None] | None = N
             then()
         if closed:
             count_kept(run, reason, n)
+        elif run:
+            # Closed by this process's main thread (a lost peer, then the launcher's SIGTERM while it counted: torchrun,
+            # rank 0 killed) or by a peer: counted here where nobody has yet, as this exit would cut that count short.
+            count_kept(run, None, n)
     finally:
         os._exit(code)
 

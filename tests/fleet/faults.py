@@ -47,6 +47,8 @@ class Scenario:
     args: tuple[str, ...] = ()  # the run's own arguments (default: a comm sweep long enough to be interrupted)
     backend: str = "cpu"
     env: dict[str, str] = field(default_factory=dict)
+    launcher_args: tuple[str, ...] = ()  # the launcher's own options (torchrun: --monitor-interval 5)
+    label: str = ""  # tells apart scenarios of the same launcher, victim and signal run at once
     # filled in by the run
     root: Path | None = None
     proc: subprocess.Popen | None = None
@@ -62,7 +64,7 @@ class Scenario:
 
     @property
     def name(self) -> str:
-        return f"{self.launcher}-rank{self.victim}-{self.sig}"
+        return f"{self.launcher}-rank{self.victim}-{self.sig}{self.label}"
 
     def command(self) -> list[str]:
         run = ["run", "--suite", "comm", "--backend", self.backend, "--out", str(self.root / "out"), "--cluster", "t",
@@ -75,8 +77,8 @@ class Scenario:
         if self.launcher == "spawn":
             return [gpubench_exe(), *run, "--nproc", str(self.nproc)]
         if self.launcher == "torchrun":
-            return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                    str(self.nproc), "--log-dir", str(logs), "--redirects", "3", "--no-python", gpubench_exe(), *run]
+            return [sys.executable, "-m", "torch.distributed.run", "--standalone", *self.launcher_args,
+                    "--nproc-per-node", str(self.nproc), "--log-dir", str(logs), "--redirects", "3", "--no-python", gpubench_exe(), *run]
         if self.launcher == "slurm":
             return [sys.executable, str(SRUN), f"--ntasks-per-node={self.nproc // self.nodes}", gpubench_exe(), *run]
         if self.launcher == "mpirun":
