@@ -63,6 +63,34 @@ def test_a_node_without_a_verdict_is_a_fail_named_from_the_allocation(tmp_path, 
     assert {n["state"] for n in gather.gather(tmp_path / "empty", "gpu[1-2]")} == {"FAIL"}
 
 
+def test_a_node_that_reported_but_was_never_expected_is_named_so_with_a_hint_on_zero_padding(tmp_path, monkeypatch,
+                                                                                              capsys):
+    # --expect-nodes 'gpu-[1-3]' against the verdicts of gpu-001 and gpu-002: three "no verdict" FAILs and the two real
+    # nodes PASS, "5 nodes", nothing saying two nodes reported that were never expected.
+    monkeypatch.delenv("SLURM_JOB_NODELIST", raising=False)
+    monkeypatch.setenv("COLUMNS", "80")
+    _write(tmp_path, [_doc("gpu-001", 2, 1), _doc("gpu-002", 2, 2), _doc("node7", 2, 3)])
+    by = {n["host"]: n for n in gather.gather(tmp_path, "gpu-[1-3]")}
+    assert [by[h]["expected"] for h in ("gpu-1", "gpu-2", "gpu-3", "gpu-001", "node7")] == [True] * 3 + [False] * 2
+    assert by["gpu-001"]["state"] == "WARN" and by["node7"]["state"] == "WARN" and by["gpu-3"]["state"] == "FAIL"
+    assert "not among the 3 nodes expected (gpu-[1-3])" in by["node7"]["unexpected"]
+    assert "zero-padding" not in by["node7"]["unexpected"]
+    assert "only zero-padding tells it from gpu-1 of that list" in by["gpu-001"]["unexpected"]
+    assert by["gpu-2"]["headline"] == ("node gpu-2: FAIL — no verdict; gpu-002 reported, a name that differs only in "
+                                       "zero-padding")
+    assert by["gpu-3"]["headline"] == "node gpu-3: FAIL — no verdict"
+    capsys.readouterr()
+    assert gather.main(str(tmp_path), "table", None, False, "gpu-[1-3]") == 1
+    out = capsys.readouterr().out
+    words = " ".join(out.split())  # as the terminal of 80 columns wrapped it
+    assert ": 6 nodes (3 expected, 3 not expected) — 3 FAIL, 3 WARN FAIL node gpu-1: FAIL" in words, out
+    assert words.count("not expected: ") == 3, out
+    # The JSON says it too; the nodes the list names, written as SLURM names them, are all expected.
+    gather.main(str(tmp_path), "json", None, False, "gpu-[001-002],node7")
+    nodes = json.loads(capsys.readouterr().out)["nodes"]
+    assert all(n["expected"] for n in nodes) and {n["state"] for n in nodes} == {"PASS"}, nodes
+
+
 def test_the_fleet_median_leaves_the_node_out_and_names_a_slow_gpu(tmp_path):
     _write(tmp_path, [_doc(f"n{i}", 8, i, slow_gpu=3 if i == 2 else None) for i in range(4)])
     nodes = {n["host"]: n for n in gather.gather(tmp_path)}

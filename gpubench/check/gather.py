@@ -7,7 +7,8 @@ reads 10 % under the fleet is named here. Nothing is measured, so nothing is ret
 The nodes expected come from the allocation, never from who answered (--expect-nodes N|LIST, else SLURM's
 SLURM_JOB_NODELIST through ``scontrol show hostnames``): a node that left no verdict (it died, its check crashed
 or never started) is a FAIL line, "no verdict", with its check's exit code where its task wrote one
-(``<node>.exit`` beside the verdicts) and srun's (--srun-exit)."""
+(``<node>.exit`` beside the verdicts) and srun's (--srun-exit); a node that reported but was not expected is a WARN
+saying so, with a hint where only zero-padding tells the two names apart."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import gc
 import json
 import math
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -119,16 +121,50 @@ def expected_nodes(expect: str | None, env: dict[str, str] | None = None) -> tup
     return names, len(names)
 
 
-def _silent(root: Path, name: str, srun_exit: int | None) -> dict[str, Any]:
-    """The FAIL line of an expected node that left no verdict."""
+def _silent(root: Path, name: str, srun_exit: int | None, padded: str | None = None) -> dict[str, Any]:
+    """The FAIL line of an expected node that left no verdict (``padded``: the node that reported under this name
+    written with other zero-padding)."""
     why = ["no verdict"]
     exit_file = root / f"{name}.exit"
     if exit_file.is_file():
         why.append(f"its check exited {exit_file.read_text().strip() or '?'}")
     if srun_exit is not None:
         why.append(f"srun exit {srun_exit}")
+    if padded:
+        why.append(f"{padded} reported, a name that differs only in zero-padding")
     return {"host": name, "state": "FAIL", "headline": f"node {name}: FAIL — {'; '.join(why)}", "fleet": [],
-            "path": None, "started": None}
+            "path": None, "started": None, "expected": True}
+
+
+def _unpadded(name: str) -> str:
+    """``name`` with every number written without leading zeros: gpu-001 and gpu-1 read alike."""
+    return re.sub(r"\d+", lambda m: str(int(m.group())), name)
+
+
+def _not_expected(node: dict[str, Any], expect: str, count: int, padded: str | None) -> None:
+    """Mark a node that reported but is not among the nodes expected: a WARN (the verdicts folder and the allocation
+    disagree), with a hint where the two names differ only in zero-padding (SLURM host lists gpu-[001-003] and
+    gpu-[1-3] name other nodes)."""
+    hint = (f"; only zero-padding tells it from {padded} of that list (a SLURM range is as wide as its first number: "
+            "[001-003] names 001, 002, 003 and [1-3] names 1, 2, 3)" if padded else "")
+    node.update(state=worst([node["state"], "WARN"]), expected=False,
+                unexpected=f"{node['host']} reported but is not among the {count} nodes expected ({expect}){hint}")
+
+
+def _expected(nodes: list[dict[str, Any]], names: list[str], expect: str, root: Path,
+              srun_exit: int | None) -> list[dict[str, Any]]:
+    """The nodes that reported, each marked expected or not, and a FAIL line for each expected node without a verdict."""
+    seen = {n["host"] for n in nodes}
+    silent = [name for name in names if name not in seen]
+    known = set(names)
+    strays = {_unpadded(n["host"]): n["host"] for n in nodes if n["host"] not in known}
+    by_form = {_unpadded(name): name for name in silent}
+    for n in nodes:
+        if n["host"] in known:
+            n["expected"] = True
+        else:
+            _not_expected(n, expect, len(names), by_form.get(_unpadded(n["host"])))
+    return nodes + [_silent(root, name, srun_exit, strays.get(_unpadded(name))) for name in silent]
 
 
 @contextlib.contextmanager
@@ -168,8 +204,8 @@ def _gather(root: str | Path, expect: str | None, srun_exit: int | None) -> list
         state = worst([doc.get("state", "SKIP"), *(f["state"] for f in fleet)])
         nodes.append({"host": doc["host"], "state": state, "headline": doc.get("headline", ""), "fleet": fleet,
                       "path": doc.get("_path"), "started": doc.get("started")})
-    seen = {n["host"] for n in nodes}
-    nodes += [_silent(Path(root), name, srun_exit) for name in names if name not in seen]
+    if names:
+        nodes = _expected(nodes, names, expect or os.environ.get("SLURM_JOB_NODELIST", ""), Path(root), srun_exit)
     if not names and count > len(nodes):  # a count alone: the silent nodes cannot be named
         nodes.append({"host": "?", "state": "FAIL", "fleet": [], "path": None, "started": None,
                       "headline": f"{count - len(nodes)} of {count} expected nodes left no verdict"
@@ -192,10 +228,14 @@ def main(root: str, fmt: str, report: str | None, strict: bool, expect: str | No
     else:
         console = out_console()
         counts = {s: sum(n["state"] == s for n in nodes) for s in STATES}
-        console.print(f"fleet {root}: {len(nodes)} nodes — " + ", ".join(f"{c} {s}" for s, c in counts.items() if c),
-                      markup=False, highlight=False)
+        strays = sum(n.get("expected") is False for n in nodes)
+        among = f" ({len(nodes) - strays} expected, {strays} not expected)" if strays else ""
+        console.print(f"fleet {root}: {len(nodes)} nodes{among} — " + ", ".join(f"{c} {s}" for s, c in counts.items()
+                                                                               if c), markup=False, highlight=False)
         for n in nodes:
             console.print(f"  {n['state']:<4}  {n['headline']}", markup=False, highlight=False, soft_wrap=True)
+            if n.get("unexpected"):
+                console.print(f"        not expected: {n['unexpected']}", markup=False, highlight=False, soft_wrap=True)
             for f in n["fleet"]:
                 console.print(f"        fleet: {f['check']} {f['text']}", markup=False, highlight=False, soft_wrap=True)
     bad = {"FAIL", "WARN"} if strict else {"FAIL"}
