@@ -93,6 +93,11 @@ class Backend:
         """PCI address of device ``index`` (default: this one), for NUMA and link lookups; None if unknown."""
         return None
 
+    def device_key(self) -> str | None:
+        """This device among its machine's, in words, whatever index this process sees it at: two processes of one
+        machine with the same key measure one device (gpubench.ranks.apart). None where unknown."""
+        return None
+
     def telemetry(self):
         """Device-state reader (clocks, power, throttle reasons); the null one where nothing is readable."""
         return Telemetry()

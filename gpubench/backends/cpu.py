@@ -66,6 +66,9 @@ class CpuBackend(Backend):
     def available_bytes(self) -> int:
         return host_available_bytes() or self.memory_bytes()
 
+    def device_key(self) -> str | None:
+        return "the CPU"  # every process of the machine computes on its processors
+
     def identity(self) -> dict:
         return {
             "backend": self.name,

@@ -211,6 +211,12 @@ class FakeBackend(Backend):
     def available_bytes(self) -> int:
         return self._available
 
+    def device_key(self) -> str | None:
+        # The fake GPU this index is on its node: CUDA_VISIBLE_DEVICES renumbers them as it does real ones (a launcher
+        # that gives each task its own: the stand-in srun's --gpus-per-task, tests/fleet/srun).
+        visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+        return f"fake GPU {visible[self.device_index] if self.device_index < len(visible) else self.device_index}"
+
     def identity(self) -> dict:
         return {
             "backend": self.name,

@@ -143,6 +143,11 @@ class _TorchGpuBackend(Backend):
         dev = getattr(props, "pci_device_id", 0)
         return f"{dom:08x}:{bus:02x}:{dev:02x}.0"
 
+    def device_key(self) -> str | None:
+        # The same GPU under any *_VISIBLE_DEVICES numbering: its UUID, else its PCI address.
+        uuid, bus = self._uuid(), self.pci_bus_id()
+        return f"GPU {uuid}" if uuid else f"the GPU at PCI {bus}" if bus else None
+
     def telemetry(self):
         return open_telemetry(self.name, self.device_index, uuid=self._uuid(), pci_bus_id=self.pci_bus_id())
 

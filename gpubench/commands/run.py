@@ -172,7 +172,7 @@ def _measure(request: RunRequest, early: Started | None = None) -> int:
     def check(device: Backend, world_size: int) -> None:  # the grid the ranks will lay out, before any starts
         _plan(request, device, world_size=world_size)
 
-    group = None
+    group, shared = None, None
     if request.where.fleet:
         renv = detect()
         if renv is None:
@@ -187,7 +187,7 @@ def _measure(request: RunRequest, early: Started | None = None) -> int:
         if renv is None:  # nobody started the ranks: check the grid here, then start them
             return start.spawn(request, check)
         ending.install()
-        backend, group = start.join(request.where, renv)
+        backend, group, shared = start.join(request.where, renv)
     else:
         ending.install()
         backend = open_backend(request.where.backend, request.where.device)
@@ -195,7 +195,7 @@ def _measure(request: RunRequest, early: Started | None = None) -> int:
             print(f"backend: {backend.name}, device {backend.device_index} ({backend.device_name()}) "
                   "(--backend auto)", file=sys.stderr, flush=True)
     try:
-        return _run_plan(request, backend, group, None if group is not None else early)
+        return _run_plan(request, backend, group, None if group is not None else early, shared)
     finally:
         if group is not None:
             group.close()
@@ -220,7 +220,8 @@ def _nothing_fits(outcome: runner.Outcome, progress: RunProgress | None) -> None
                      f"{smallest}); choose smaller --sizes")
 
 
-def _run_plan(request: RunRequest, backend: Backend, group: Group | None, early: Started | None = None) -> int:
+def _run_plan(request: RunRequest, backend: Backend, group: Group | None, early: Started | None = None,
+              shared: str | None = None) -> int:
     from gpubench import runner
     from gpubench.console import RunProgress
     from gpubench.ranks import ending
@@ -228,6 +229,8 @@ def _run_plan(request: RunRequest, backend: Backend, group: Group | None, early:
 
     fleet = request.where.fleet
     p = _plan(request, backend, group=None if fleet else group)
+    if shared:  # ranks that share a device where they may (gloo's on the host): said before the first case
+        p.notes.append(shared)
     root = group is None or group.rank == 0
     if root:
         ensure_writable(request.how.out, request.how.cluster)

@@ -19,6 +19,7 @@ from typing import Any
 from gpubench.backends import backend_class, open_backend, resolve_name
 from gpubench.backends.base import Backend
 from gpubench.errors import UsageError
+from gpubench.ranks import apart
 from gpubench.ranks import spawn as spawner
 from gpubench.ranks.env import RankEnv, share_host_cores
 from gpubench.ranks.group import Group
@@ -99,13 +100,12 @@ def join(request: RunRequest, renv: RankEnv) -> tuple[Backend, Group]:
     name, devices = _check(where, request.what.suites)
     every = (where.devices or "").strip() == "all"
     if every and len(devices) == 1 < renv.local_world_size:
-        devices = devices * renv.local_world_size  # the launcher bound one GPU to each task: each sees its own
+        devices = devices * renv.local_world_size  # one GPU bound to each task, or one for all (one_each tells)
     elif every and renv.local_world_size < len(devices):
         raise UsageError(f"--devices all under {renv.launcher}: {renv.local_world_size} process(es) on this node "
                          f"for its {len(devices)} GPUs would leave {len(devices) - renv.local_world_size} unmeasured: "
-                         f"start one per GPU (srun --ntasks-per-node={len(devices)}, torchrun "
-                         f"--nproc-per-node={len(devices)}, mpirun --npernode {len(devices)}), or run it without a "
-                         "launcher on each node")
+                         f"start one per GPU ({apart.per_node(len(devices))}), or run it without a launcher on each "
+                         "node")
     if not every and renv.local_world_size != len(devices):
         raise UsageError(f"--devices {where.devices} lists {len(devices)} devices but the launcher started "
                          f"{renv.local_world_size} processes on this node: start one per listed device")
@@ -114,7 +114,10 @@ def join(request: RunRequest, renv: RankEnv) -> tuple[Backend, Group]:
                          "(start one process per device)")
     share_host_cores(name, renv.local_world_size)
     backend = open_backend(name, devices[renv.local_rank])
-    return backend, Group(renv, "gloo", where.timeout)  # the control plane only: the ranks exchange rows
+    group = Group(renv, "gloo", where.timeout)  # the control plane only: the ranks exchange rows
+    apart.one_each(group, backend, alone=True, why=f"--devices measures each device on its own, under "
+                                                    f"{renv.launcher} one process per device")
+    return backend, group
 
 
 __all__ = ["parse_devices", "spawn", "join"]

@@ -8,6 +8,7 @@ from typing import Any
 from gpubench.backends import backend_class, open_backend, resolve_name
 from gpubench.backends.base import Backend
 from gpubench.errors import UsageError
+from gpubench.ranks import apart
 from gpubench.ranks import spawn as spawner
 from gpubench.ranks.env import RankEnv, share_host_cores
 from gpubench.ranks.group import Group
@@ -52,11 +53,21 @@ def spawn(request: RunRequest, check: Callable[[Any, int], None]) -> int:
     return spawner.run(list(request.argv[1:]), nproc, request.where.timeout)
 
 
-def join(where: Placement, renv: RankEnv) -> tuple[Backend, Group]:
-    """This process is one rank: its device (the local rank's GPU) and the group of all ranks."""
+def join(where: Placement, renv: RankEnv) -> tuple[Backend, Group, str | None]:
+    """This process is one rank: its device (the local rank's GPU), the group of all ranks, and the line that says
+    where ranks share a device (the host's, under gloo)."""
     name = resolve_name(where.backend)
     gpu = name in ("cuda", "hip")
+    count = backend_class(name).device_count() if gpu else 1
+    if gpu and 1 < count < renv.local_world_size:
+        raise UsageError(f"{renv.local_world_size} ranks on this node for its {count} GPUs: NCCL/RCCL takes one GPU "
+                         f"per rank: start {count} per node ({apart.per_node(count)})")
     share_host_cores(name, renv.local_world_size)
-    backend = open_backend(name, renv.local_rank if gpu else 0)  # each rank its own GPU; --device is not used
-    group = Group(renv, "nccl" if gpu else "gloo", where.timeout, device=backend.torch_device if gpu else None)
-    return backend, group
+    # Each rank its own GPU (--device is not used). A GPU seen alone by several ranks is one bound to each by the
+    # launcher, or one for them all: the ranks compare theirs before NCCL, which would refuse a shared one with a
+    # traceback, starts its communicator (at its first collective, not in the group's start).
+    backend = open_backend(name, renv.local_rank if gpu and count > 1 else 0)
+    eager = gpu and count >= renv.local_world_size
+    group = Group(renv, "nccl" if gpu else "gloo", where.timeout, device=backend.torch_device if eager else None)
+    shared = apart.one_each(group, backend, alone=gpu, why="NCCL/RCCL takes one GPU per rank")
+    return backend, group, shared
