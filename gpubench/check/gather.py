@@ -153,7 +153,7 @@ def _not_expected(node: dict[str, Any], expect: str, count: int, padded: str | N
 
 def _expected(nodes: list[dict[str, Any]], names: list[str], expect: str, root: Path,
               srun_exit: int | None) -> list[dict[str, Any]]:
-    """The nodes that reported, each marked expected or not, and a FAIL line for each expected node without a verdict."""
+    """The nodes that reported, each marked expected or not; a FAIL line for each expected node without a verdict."""
     seen = {n["host"] for n in nodes}
     silent = [name for name in names if name not in seen]
     known = set(names)

@@ -64,8 +64,8 @@ def one_each(group: Any, backend: Backend, *, alone: bool, why: str) -> str | No
     procs = sum(len(r) for (node, _), r in held.items() if node == first["node"])
     own = ", or give each task a GPU of its own (srun --gpus-per-task=1)" if backend.is_gpu else ""
     raise UsageError(f"{_ranks(ranks)} {'both' if len(ranks) == 2 else 'all'} measure {where}: {why}; this node has "
-                     f"{devices} device{'s' if devices > 1 else ''} for its {procs} processes: start {devices} per node "
-                     f"({per_node(devices)}){own}")
+                     f"{devices} device{'s' if devices > 1 else ''} for its {procs} processes: start {devices} per "
+                     f"node ({per_node(devices)}){own}")
 
 
 __all__ = ["one_each", "per_node"]
