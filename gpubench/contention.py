@@ -188,10 +188,13 @@ class Watch:
     """What the runner asks around each case: :meth:`begin` before it, :meth:`end` after it."""
 
     def __init__(self, reader: Any, own_pids: Iterable[int] | None = None, proc: Path = PROC,
-                 busy_is_ours: bool = False):
+                 busy_is_ours: bool = False, beside: Any = None):
         """``busy_is_ours``: the run's own processes were using the device just before (a worker's turn follows
-        the run's and the other workers'), so a busy device at the start names no co-tenant."""
+        the run's and the other workers'), so a busy device at the start names no co-tenant. ``beside``: this
+        process's entry among the machine's gpubench runs (gpubench.beside.Here), whose others it names."""
         self.reader = reader
+        self.beside = beside
+        self.runs: dict[int, str] = {}  # other gpubench runs of the host on other devices, for run.json
         self.own = set(own_pids or ()) | {os.getpid()}
         self.proc = proc
         self.others: dict[int, str] = {}  # every other process seen during the run
@@ -220,13 +223,34 @@ class Watch:
         return self._cpu.share(a, b)
 
     def check(self) -> list[str] | None:
-        """Other processes on the device now, named (None: unknown)."""
+        """Other processes on the device now (and gpubench runs on it since the last look), named (None: unknown)."""
+        runs = self._runs()
         pids = _call(self.reader, "processes")
         u = _call(self.reader, "utilization")
         if u is not None:
             self.busy.append(u)
         if pids is None:
-            return None
+            return list(runs.values()) or None
+        return list(dict.fromkeys([*self._named(pids), *runs.values()]))
+
+    def _runs(self) -> dict[int, str]:
+        """The machine's other gpubench runs since the last look: those on this device, named; the others kept for
+        run.json (gpubench.beside)."""
+        here = {}
+        for run in self.beside.others(self.own) if self.beside is not None else ():
+            if run.here:
+                here[run.pid] = self.others[run.pid] = run.name
+            else:
+                self.runs[run.pid] = run.name
+        return here
+
+    def leave(self) -> None:
+        """The run measures no more: its entry among the machine's gpubench runs says so."""
+        if self.beside is not None:
+            self.beside.leave()
+
+    def _named(self, pids: list[int]) -> list[str]:
+        """The other processes among those the device lists, named (or counted)."""
         if pids and not (self.own & set(pids)) and not any((self.proc / str(p)).exists() for p in pids):
             # The device lists pids of another pid namespace (a container sees the host's): ours is among them
             # once we hold a context, but which one cannot be told. Count the others rather than name them.
@@ -240,7 +264,7 @@ class Watch:
         for pid in pids:
             if pid in self.own:
                 continue
-            if pid not in self.others:
+            if pid not in self.others:  # a gpubench run already seen keeps its name
                 self.others[pid] = process_name(pid, self.proc)
             named.append(self.others[pid])
         return named
@@ -306,7 +330,7 @@ class Watch:
         gpu_names = [*self.others.values(), *dict.fromkeys(self.counted)]
         if self._idle_busy:
             gpu_names.append(f"device {self.busy_before:.0f}% busy before the run")
-        contended = ", ".join(gpu_names) if (self.known or self._idle_busy) else None
+        contended = ", ".join(gpu_names) if (self.known or self._idle_busy or gpu_names) else None
         share = self.host_load(self._run_mark, self._cpu.mark())
         heaviest = self._heaviest.top()
         try:
@@ -322,7 +346,8 @@ class Watch:
             "host": {"others_share": share, "cpus": self._cpus(), "load1": load1,
                      "loaded": None if share is None else share >= LOADED_HOST,
                      "heaviest": heaviest[0] if heaviest else None,
-                     "heaviest_cpus": heaviest[1] if heaviest else None, "loaded_cases": self.loaded_cases},
+                     "heaviest_cpus": heaviest[1] if heaviest else None, "loaded_cases": self.loaded_cases,
+                     "gpubench_runs": list(self.runs.values())},
         }
 
 
@@ -423,6 +448,8 @@ def closing(summary: dict[str, Any], measured: Mapping[str, set[str]]) -> list[s
     elif loaded:
         lines.append(f"host busy during {loaded} of {cases} cases: other processes used {100 * LOADED_HOST:.0f}% of "
                      "its CPUs or more while they ran (the status of the figures the host sets says so)")
+    if host.get("gpubench_runs"):
+        lines.append(f"other gpubench runs on this host during this run: {', '.join(host['gpubench_runs'])}")
     return lines
 
 

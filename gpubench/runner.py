@@ -24,6 +24,7 @@ from gpubench import contention, engine, results
 from gpubench import prestart
 from gpubench import processes as proc
 from gpubench.backends.base import Backend
+from gpubench.beside import enter
 from gpubench.errors import UsageError
 from gpubench.fingerprint import collect
 from gpubench.interrupt import StopFlag
@@ -264,8 +265,9 @@ class Single:
         self._join(meta, self.base)
         self.rd = self._run_dir(meta)
         self.base["run_id"] = self._run_id(self.rd)
+        here = enter(self.backend, self.rd.path or self.rd.closes, self.request.argv)  # among the machine's runs
         self.watch = contention.Watch(self.reader if self.telemetry else None, self._own_pids(),
-                                      busy_is_ours=self.busy_is_ours)
+                                      busy_is_ours=self.busy_is_ours, beside=here)
         self.outcome = Outcome(self.rd)
         if self.progress:
             for line in [*self.p.notes, *self.watch.opening()]:
@@ -348,6 +350,7 @@ class Single:
             self.rd.finish("failed", error=first_line(e))
             raise
         finally:
+            self.watch.leave()  # the machine's other gpubench runs see that this one measures no more
             if self.workers is not None:
                 self.workers.close()
             try:

@@ -19,6 +19,19 @@ def _own_cache(tmp_path_factory):
         os.environ["XDG_CACHE_HOME"] = before
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _own_runs_folder(tmp_path_factory):
+    """The gpubench runs the tests start see each other (gpubench.beside), not those of another session on the same
+    machine: a test's run beside another's would be named shared, and its rows would say so."""
+    before = os.environ.get("GPUBENCH_RUNS_DIR")
+    os.environ["GPUBENCH_RUNS_DIR"] = str(tmp_path_factory.mktemp("runs"))
+    yield
+    if before is None:
+        os.environ.pop("GPUBENCH_RUNS_DIR", None)
+    else:
+        os.environ["GPUBENCH_RUNS_DIR"] = before
+
+
 @pytest.fixture
 def fake():
     return FakeBackend()

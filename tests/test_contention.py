@@ -1,15 +1,21 @@
 """Who else used the GPU and the host: the vendor process lists (mocked NVML and amdsmi), the runner's watch
 between cases, and the host's load over a run (a fake /proc)."""
 
+import json
 import os
+import signal
+import subprocess
 import sys
+import time
 import types
+from pathlib import Path
 
 import pytest
 
 from test_telemetry import AmdDev, fake_amdsmi, fake_nvml, three_gpus
 
-from gpubench import contention, runner
+from gpubench import contention, results, runner
+from gpubench.rundir import started, write_json
 from gpubench.telemetry import open_telemetry
 
 
@@ -256,3 +262,94 @@ def test_a_collectives_row_names_a_co_tenant_on_any_ranks_device_a_fleets_row_it
     assert fleet._seen("") == ""  # a fleet's row is its own device's figure
     assert contention.union([None, None]) is None and contention.union(["", None]) == ""
     assert contention.union(["pid 1 (a)", "pid 2 (b), pid 1 (a)"]) == "pid 1 (a), pid 2 (b)"
+
+
+def _started_at(folder, cluster: str, limit_s: float = 180.0):
+    """The run directory of the run writing into ``folder``/``cluster``, once it has a table."""
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        tables = list((folder / cluster).glob("*/*.parquet"))
+        if tables:
+            return tables[0].parent
+        time.sleep(0.2)
+    raise AssertionError(f"no table under {folder / cluster} within {limit_s:.0f} s")
+
+
+@pytest.mark.timeout(420)
+def test_two_runs_at_once_on_one_machine_name_each_other(tmp_path):
+    # Two runs at once on this machine's CPU both ended clean, neither naming the other, although each names any other
+    # process that shared the host or its GPU. Here the second runs while the first measures; then the first is
+    # stopped with Ctrl-C. Each names the other (pid, run directory) in its rows, run.json and closing lines.
+    env = {**os.environ, "GPUBENCH_RUNS_DIR": str(tmp_path / "runs")}
+    exe = str(Path(sys.executable).parent / "gpubench")
+    run = [exe, "run", "--suite", "elementwise", "--backend", "cpu", "--quick", "--out", str(tmp_path / "out")]
+    first = subprocess.Popen([*run, "--cluster", "a"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        a = _started_at(tmp_path / "out", "a")
+        second = subprocess.run([*run, "--cluster", "b", "--filter", "op=copy,dtype=fp32", "--sizes", "1M"], env=env,
+                                capture_output=True, text=True, timeout=240)
+        first.send_signal(signal.SIGINT)
+        out_a, err_a = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert first.returncode in (0, 130), err_a[-3000:]
+    (b,) = (tmp_path / "out" / "b").iterdir()
+    meta_a, meta_b = (json.loads((d / "run.json").read_text()) for d in (a, b))
+    name_a = f"pid {first.pid} (gpubench run {a.absolute()})"
+    name_b = f"pid {meta_b['writer']['pid']} (gpubench run {b.absolute()})"
+    assert meta_b["contention"]["contended"] == name_a, meta_b["contention"]
+    assert set(results.load(b)["contended"]) == {name_a}
+    assert f"GPU shared during this run: {name_a} (1 of 1 cases measured beside it" in second.stdout, second.stdout
+    assert name_b in meta_a["contention"]["contended"].split(", "), meta_a["contention"]
+    assert f"GPU shared during this run: {name_b}" in " ".join(out_a.split()) or \
+        f"GPU shared during this run: {meta_a['contention']['contended']}" in out_a, out_a[-2000:]
+
+
+def test_a_run_names_another_of_its_device_as_a_co_tenant_one_elsewhere_on_the_host_and_never_its_own(
+        tmp_path, monkeypatch):
+    from gpubench import beside
+
+    monkeypatch.setenv("GPUBENCH_RUNS_DIR", str(tmp_path))
+    others = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(4)]
+    try:
+        here = beside.Here("GPU aa", "out/t/r1", ["gpubench", "run", "--suite", "gemm"])
+        stamp = dict(here.entry, since=time.time(), until=None)
+
+        def entry(proc, **what):
+            e = {**stamp, "pid": proc.pid, "start": started(proc.pid), "family": f"{proc.pid}-x", **what}
+            write_json(tmp_path / f"{proc.pid}.json", e)
+
+        entry(others[0], what="gpubench run /r/same")  # on this GPU: a co-tenant
+        entry(others[1], key="GPU bb", what="gpubench run /r/other")  # on another GPU of the host
+        entry(others[2], family=here.family, what="gpubench run /r/mine")  # a process of this very command
+        entry(others[3], until=time.time() - 30, what="gpubench check")  # ended before this run looked
+        seen = {o.pid: o for o in here.others(own=set())}
+        assert set(seen) == {others[0].pid, others[1].pid}, seen
+        assert seen[others[0].pid] == beside.Other(others[0].pid, f"pid {others[0].pid} (gpubench run /r/same)", True)
+        assert seen[others[1].pid].name == f"pid {others[1].pid} (gpubench run /r/other on GPU bb)"
+        assert not seen[others[1].pid].here
+        assert here.others(own={others[0].pid, others[1].pid}) == []  # ranks of this run are its own
+        # The watch: the co-tenant in the case's contended and run.json's, the other GPU's run in the host's part.
+        w = contention.Watch(Reader([os.getpid()]), proc=tmp_path / "proc", beside=here)
+        here.looked = time.time() - 10  # looked again, as at a case: the check that ended 30 s ago stays out
+        contended, _ = w.end(w.begin(), "gemm", "c")
+        assert contended == f"pid {others[0].pid} (gpubench run /r/same)"
+        summary = w.summary()
+        assert summary["contended"] == contended
+        assert summary["host"]["gpubench_runs"] == [f"pid {others[1].pid} (gpubench run /r/other on GPU bb)"]
+        lines = contention.closing(summary, {"gemm": {"c"}})
+        assert lines[-1] == f"other gpubench runs on this host during this run: {summary['host']['gpubench_runs'][0]}"
+        w.leave()
+        assert json.loads(here.file.read_text())["until"] is not None
+    finally:
+        for p in others:
+            p.kill()
+            p.wait()
+    assert beside.family() == f"{os.getpid()}-{started(os.getpid())}"  # pytest is no gpubench command
+    assert beside._is_gpubench(["/venv/bin/python", "-P", "-m", "gpubench.worker"])
+    assert beside._is_gpubench(["/venv/bin/python", "/venv/bin/gpubench", "run"])
+    assert not beside._is_gpubench(["/venv/bin/python", "/venv/bin/torchrun", "--nproc-per-node", "2", "gpubench"])

@@ -52,6 +52,7 @@ class Backend:
 
     name: ClassVar[str]
     is_gpu: ClassVar[bool] = False
+    shares_machine: ClassVar[bool] = True  # other gpubench runs of the machine may use it too (gpubench.beside)
 
     def __init__(self, device_index: int = 0):
         self.device_index = device_index

@@ -109,6 +109,9 @@ class FakeGraphs:
 class FakeBackend(Backend):
     name = "fake"
     is_gpu = True  # behaves like a device: suites take their GPU paths where those run on CPU tensors
+    # No machine's device: its co-tenants are the tests' own (GPUBENCH_FAKE_OTHER_PIDS), never the other gpubench runs
+    # of the machine (gpubench.beside), which would make its runs' rows depend on what else runs there.
+    shares_machine = False
 
     def __init__(
         self,
