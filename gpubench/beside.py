@@ -40,10 +40,10 @@ def _command(pid: int) -> list[str]:
         return []
 
 
-def _is_gpubench(args: list[str]) -> bool:
+def _is_gpubench(argv: list[str]) -> bool:
     """A process gpubench started as: the gpubench command, python -m gpubench[.module], or a launcher of it."""
     return any(os.path.basename(a) == "gpubench" or a.startswith("gpubench.") or "run_module('gpubench" in a
-               for a in args[:4])
+               for a in argv[:4])
 
 
 def family(pid: int | None = None) -> str:

@@ -858,8 +858,8 @@ def test_a_stale_beat_loses_a_rank_elsewhere_or_gone_but_not_one_running_here():
 def test_a_rank_that_starts_before_its_store_waits_for_it_longer_than_the_timeout(tmp_path):
     # Launched by hand as torchrun's variables say (rank 0 hosts the store): rank 1 starts 6 s before rank 0,
     # with --timeout 6, so that the store comes up past the timeout of rank 1's start. The group comes up once rank 0
-    # does and the run completes; rank 1 neither gives up on the store (it waits up to --timeout + 10 s from its
-    # start: tests/test_fleet_rendezvous.py holds that bound) nor calls rank 0 lost in the meantime.
+    # does and the run completes; rank 1 neither gives up on the store (it waits up to --timeout + 5 s once its
+    # imports are done: tests/test_fleet_rendezvous.py holds that bound) nor calls rank 0 lost in the meantime.
     import socket
 
     with socket.socket() as sock:

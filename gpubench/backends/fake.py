@@ -89,6 +89,12 @@ def _knob_factor() -> float:
     return factor
 
 
+def _scaled(model: Callable[[Any, int], float], factor: float) -> Callable[[Any, int], float]:
+    """``model``'s durations times ``factor`` (a function of its own: lambdas in one scope would share ``model``, and
+    a second scaling made the first call itself)."""
+    return lambda workload, i: factor * model(workload, i)
+
+
 class FakeGraphs:
     """Graph capture on the fake device (GPUBENCH_FAKE_GRAPHS=1): a replay makes the captured calls again, for
     real, so that whatever reads a replay's output reads the calls' results. With GPUBENCH_FAKE_GRAPHS=fail
@@ -152,8 +158,7 @@ class FakeBackend(Backend):
         if str(device_index) in slow:
             # Set by fleet tests, as INDEX:FACTOR,...: this device's calls take FACTOR times as long (a slow
             # GPU in a box of good ones).
-            factor, model = float(slow[str(device_index)]), self._duration
-            self._duration = lambda workload, i: factor * model(workload, i)
+            self._duration = _scaled(self._duration, float(slow[str(device_index)]))
         levels = [x for x in os.environ.get("GPUBENCH_FAKE_PROCESS_LEVELS", "").split(",") if x.strip()]
         if levels:
             # GPUBENCH_FAKE_PROCESS_LEVELS=F0,F1,...: process k of a run (0 the run's own, k its worker k:
@@ -161,8 +166,7 @@ class FakeBackend(Backend):
             # elsewhere do. For tests of figures measured in several processes (a word that is no number makes
             # that process fail as it starts).
             k = int(os.environ.get("GPUBENCH_WORKER_INDEX", "0"))
-            level, model = float(levels[k % len(levels)]), self._duration
-            self._duration = lambda workload, i: level * model(workload, i)
+            self._duration = _scaled(self._duration, float(levels[k % len(levels)]))
         # GPUBENCH_FAKE_HOST_PACE=H0,H1,...: process k's host runs Hk times slower than a host at pace 1: its pace
         # probe reads Hk x FAKE_PACE_S and its host-timed calls take Hk times as long (a slow moment of a shared
         # host, gpubench.pace). For tests of compare judging host-set figures at the baseline's pace.
@@ -170,9 +174,8 @@ class FakeBackend(Backend):
         k = int(os.environ.get("GPUBENCH_WORKER_INDEX", "0"))
         self.pace_level = float(paces[k % len(paces)]) if paces else 1.0
         self._slow_cases = _slow_cases()
-        knob_factor, model = _knob_factor(), self._duration
-        if knob_factor != 1.0:
-            self._duration = lambda workload, i: knob_factor * model(workload, i)
+        if _knob_factor() != 1.0:
+            self._duration = _scaled(self._duration, _knob_factor())
         self._case_factor = 1.0
         self._cache = cache_bytes
         self._memory = memory_bytes

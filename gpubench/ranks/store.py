@@ -82,14 +82,14 @@ class TcpRendezvous:
                                if self.hint else f"the rendezvous store at {self.address} cannot be reached: {why}")
 
     def client(self, timeout_s: float, *, master: bool = False, connect_s: float | None = None) -> Any:
-        """A client (the server too, ``master``) whose calls wait ``timeout_s``; ``connect_s``: how long to wait
-        for the store to come up, where that is longer."""
+        """A client (the server too, ``master``) whose calls wait ``timeout_s``; ``connect_s``: how long its connect
+        may take, where that is not ``timeout_s``."""
         import torch.distributed as dist
 
-        wait = max(timeout_s, connect_s or 0.0)
+        wait = timeout_s if connect_s is None else connect_s
         store = dist.TCPStore(self.host, self.port, self.world_size, master, timeout=dt.timedelta(seconds=wait),
                               wait_for_workers=False)
-        if wait > timeout_s:
+        if wait != timeout_s:
             store.set_timeout(dt.timedelta(seconds=timeout_s))
         return store
 
