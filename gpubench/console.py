@@ -18,14 +18,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gpubench.contention import LOADED_HOST
+from gpubench.machine.contention import LOADED_HOST
 from gpubench.units import format_bytes
 
 if TYPE_CHECKING:
     import pandas as pd
     from rich.progress import Progress
 
-# pandas (the summary tables), numpy (gpubench.levels) and rich's live progress bar are imported where they are
+# pandas (the summary tables), numpy (gpubench.results.host_set) and rich's live progress bar are imported where they are
 # used: gpubench list and compare's formats import this module for its number formats and consoles alone.
 
 _STATUS_STYLE = {"ok": "green", "invalid": "bold red", "error": "red", "skipped": "yellow"}
@@ -86,7 +86,7 @@ def _headline(rows: list[dict]) -> str:
 def _beside(r: Any) -> str:
     """``shared: pid 607 (python3)``, ``host busy: 95%``: who else used the machine while an ok row's case was
     measured (its GPU, or a host busy enough to move a figure the host sets), or ""."""
-    from gpubench.levels import disturbed_by_load
+    from gpubench.results.host_set import disturbed_by_load
 
     row = dict(r)
     said = []
@@ -99,7 +99,7 @@ def _beside(r: Any) -> str:
 
 
 class RunProgress:
-    """The runner's progress sink (see :func:`gpubench.runner.execute`)."""
+    """The runner's progress sink (see :func:`gpubench.run.runner.execute`)."""
 
     def __init__(self, console: Console | None = None):
         self.console = console or err_console()

@@ -32,7 +32,7 @@ from gpubench.suite import Metric, Suite
 # Bump when what is stored changes: an old cache is then rebuilt, never misread.
 # 1: name, version, backends, metrics, description, options. 2: source and ways. 3: per_process.
 FORMAT = 3
-# The kinds of gpubench.ways a suite declares, by the name of its class attribute.
+# The kinds of gpubench.suite a suite declares, by the name of its class attribute.
 WAY_KINDS = ("engines", "importers", "exporters")
 
 
@@ -51,7 +51,7 @@ class Declared:
     source: str = ""
     ways: tuple[tuple[str, str], ...] = ()  # (kind, name) of each Engine, Importer and Exporter it declares
     # Whether it may set cases per process (its class has its own Suite.per_process): the run then starts its
-    # workers before it imports the suites (gpubench.prestart).
+    # workers before it imports the suites (gpubench.run.prestart).
     per_process: bool = False
 
 
@@ -193,7 +193,7 @@ def _write(path: Path, key: str, found: list[Declared]) -> None:
 
 
 def ways(kind: str) -> dict[str, str]:
-    """Every ``kind`` ("engines", "importers" or "exporters": gpubench.ways) the installed suites declare, by
+    """Every ``kind`` ("engines", "importers" or "exporters": gpubench.suite) the installed suites declare, by
     name, with the name of the suite that declares it (the first where two do): read from the suites'
     declarations, so that no suite is imported to learn it."""
     found: dict[str, str] = {}

@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 
 # Loaded in every pytest session of a machine with gpubench installed: these modules are light (numpy, no torch).
-from gpubench import engine
+from gpubench.timing import engine
 from gpubench.backends import NAMES, Backend, open_backend
-from gpubench.stats import summarize
+from gpubench.timing.stats import summarize
 from gpubench.suite import Method, Workload
 
 

@@ -2,7 +2,7 @@
 
 A suite only *declares*, like a ``struct testColl`` in nccl-tests: its metrics, its grid of cases, and for
 each case a :class:`Workload` that says what to run, what it moves and computes, and how to check it, and a
-:class:`Method` that says how it wants it timed. The engine (:mod:`gpubench.engine`, with its batch strategies,
+:class:`Method` that says how it wants it timed. The engine (:mod:`gpubench.timing.engine`, with its batch strategies,
 stop rule and graph mode) is the only code that reads a clock; it warms up, rotates inputs past the cache,
 repeats until the spread is small, and derives the metrics below from bytes and flops.
 """
@@ -17,7 +17,57 @@ from typing import Any, ClassVar, Literal
 from gpubench.backends.base import Backend
 from gpubench.errors import UsageError
 from gpubench.options import Option, Options
-from gpubench.ways import Engine, Exporter, Importer
+
+# --- the other ways into and out of a suite's table ---------------------------------------------------------
+#
+# The other ways into and out of a suite's table than gpubench's own case loop, each a small object a suite
+# declares (``Suite.driver``, ``Suite.engines``, ``Suite.importers``, ``Suite.exporters``) and a command finds by
+# name in the suites' declarations (gpubench.declared.way, which imports the declaring suite alone): the command that
+# reaches one never asks which suite it belongs to.
+#
+# - An :class:`Engine` runs a suite's grid another way and writes the suite's own table: ``gpubench run --engine
+#   NAME`` (comm: the nccl-tests binaries), or, as a suite's ``driver``, always in place of the case loop
+#   (autotune: a child comm run per NCCL configuration).
+# - An :class:`Importer` turns another tool's logs into a run of the suite's table (``gpubench import TOOL``).
+# - An :class:`Exporter` writes a run's rows in another tool's format (``gpubench export --format NAME``).
+#
+# A new one is one file beside its suite (its function) and a line in the suite's class; tests/test_ways.py holds
+# each built-in one to be reachable by its name.
+
+
+@dataclass(frozen=True)
+class Engine:
+    """``run(request)`` (a gpubench.run.request.RunRequest; its exit status) measures the suite's grid its own way."""
+
+    name: str
+    run: Callable[[Any], int]
+    # Options of the suite that only this engine reads (their ``dest``): given to another engine, a usage error.
+    own_options: tuple[str, ...] = ()
+    # For a driver: why it cannot share a run with other suites, ``--devices`` or ``--engine`` (the usage error).
+    alone: str = ""
+
+
+@dataclass(frozen=True)
+class Importer:
+    """``read(paths, tool=..., out=..., cluster=..., collective=..., argv=..., ranks=...)`` writes a run directory
+    of the suite's table from ``paths`` and returns what it read, for the command to print: ``runs`` (each with
+    ``rows``, ``source``, ``line``, ``tool``, ...), ``failed``, ``warnings``, ``invalid`` and ``run_dir`` (the comm
+    suite's importer is the model)."""
+
+    name: str
+    read: Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Exporter:
+    """``write(table, meta)``: the text of a run's rows (a results table with its run.json ``meta``) in this
+    format, and one line saying what it holds."""
+
+    name: str
+    write: Callable[[Any, dict[str, Any]], tuple[str, str]]
+    # What the command says where the run has none of the suite's rows.
+    needs: str = ""
+
 
 Better = Literal["higher", "lower"]
 
@@ -138,7 +188,7 @@ class Method:
     # over 2 s windows moved 1.6 % (SD), means over whole 1 s windows 0.2 %). Once warm, each sample is then a
     # batch lasting a whole period, and three of them suffice for the stop rule.
     period_s: float = 0.0
-    # Take the host's pace (gpubench.pace) before each batch of a device-timed workload too, where the device's time
+    # Take the host's pace (gpubench.machine.host_pace) before each batch of a device-timed workload too, where the device's time
     # is the host's: an eager chain the GPU waits on the host to issue. Host-timed batches always carry it. The pace
     # moves within a process (one H200, 2026-11-29: an eager chain's process medians followed the pace taken during
     # another case of the same process at correlation 0.33, a graph launch's its own pace at 0.95), so it is taken
@@ -186,7 +236,7 @@ class Derived:
     metric: Metric
     value: float
     message: str = ""  # how it was derived, e.g. "least-squares fit over nodes=1,10,100,1000"
-    # The figure's samples, carrying its parents' noise: gpubench.stats.propagate(fn, parents' samples) (or a
+    # The figure's samples, carrying its parents' noise: gpubench.timing.stats.propagate(fn, parents' samples) (or a
     # parent's own samples where the figure is one of them). Empty only for a figure from single numbers.
     samples: tuple[float, ...] = ()
     # Columns the row carries besides (e.g. timing_method: "host clock" when a parent was host-timed, so that
@@ -206,7 +256,7 @@ class GridContext:
     quick: bool
     cache_bytes: int
     memory_bytes: int
-    # Memory a case may take now (gpubench.memory.budget: a share of what is available); None: memory_bytes.
+    # Memory a case may take now (gpubench.machine.memory_budget.budget: a share of what is available); None: memory_bytes.
     budget_bytes: int | None = None
     sizes: tuple[int, ...] | None = None  # --sizes, in bytes, where the suite has a size axis
     dtypes: tuple[str, ...] | None = None  # --dtype
@@ -267,14 +317,14 @@ class Suite:
     # True for a suite that runs as one process per rank (comm): the CLI starts the ranks, or joins a launcher's.
     multiprocess: ClassVar[bool] = False
     # A suite that runs its own way instead of the case loop (autotune: child comm runs, fresh processes per NCCL
-    # configuration): the CLI hands its engine the run's request (gpubench.ways).
+    # configuration): the CLI hands its engine the run's request (gpubench.suite).
     driver: ClassVar[Engine | None] = None
     # The suite's own command-line options: ``gpubench run --help`` lists them under the suite's name, and
     # their values reach ``cases`` and ``prepare`` as ``ctx.options`` (gpubench/options.py).
     options: ClassVar[tuple[Option, ...]] = ()
     # Where ``gpubench report`` places this suite's charts among the others' (lower first; a tie goes by name).
     chart_order: ClassVar[int] = 100
-    # Other ways into and out of the suite's table (gpubench.ways): ``gpubench run --engine NAME`` engines besides
+    # Other ways into and out of the suite's table (gpubench.suite): ``gpubench run --engine NAME`` engines besides
     # gpubench's own loop (comm: the nccl-tests binaries), ``gpubench import TOOL`` readers of other tools' logs,
     # ``gpubench export --format NAME`` writers of its rows in other tools' formats.
     engines: ClassVar[tuple[Engine, ...]] = ()
@@ -304,7 +354,7 @@ class Suite:
     @classmethod
     def roof(cls, row: Mapping[str, Any]) -> str | None:
         """The roof a row's figure is held against ("memory", "vector", "tensor", "host link", "peer link": see
-        gpubench.peaks), for a row written before rows carried their ``roof`` column; None: none. The roofline and
+        gpubench.machine.spec_peaks), for a row written before rows carried their ``roof`` column; None: none. The roofline and
         compare's % of spec peak select rows by it, never by suite."""
         return None
 
@@ -314,7 +364,7 @@ class Suite:
         return cls.name
 
     def per_process(self, case: Case) -> bool:
-        """Whether ``case``'s level is set per process (host-timed, host-bound, host buffers: gpubench.levels):
+        """Whether ``case``'s level is set per process (host-timed, host-bound, host buffers: gpubench.results.host_set):
         the runner then measures it in ``--processes`` processes, so that one run holds how far it moves between
         them. False by default."""
         return False

@@ -24,7 +24,7 @@ from gpubench.suites import gemm as G
 from gpubench.suites.autotune import charts as charts_autotune
 from gpubench.suites.elementwise import array_sizes
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Derived, GridContext, Skip, Suite
-from gpubench.ways import Exporter
+from gpubench.suite import Exporter
 
 GPU = ("cuda", "hip")
 GEMM_DTYPE = "bf16"  # the tiled variant's sweep

@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpubench import topology
+from gpubench.machine import topology
 from gpubench.backends.base import Backend
-from gpubench.memory import too_big
+from gpubench.machine.memory_budget import too_big
 from gpubench.report.plotting import (MARKERS, STYLES, Chart, bytes_axis, color, fmt_bytes, grid, legend, note,
                                       save, spread)
 from gpubench.report.runs import Run, join, names

@@ -19,11 +19,13 @@ from pathlib import Path
 
 import torch
 
-from gpubench import engine, fills, peaks, roofline
+from gpubench.timing import engine, fills
+from gpubench.machine import spec_peaks as peaks
+from gpubench.report import roofline
 from gpubench.backends.base import Backend
 from gpubench.console import fmt_value
 from gpubench.errors import UsageError
-from gpubench.memory import HEADROOM, too_big
+from gpubench.machine.memory_budget import HEADROOM, too_big
 from gpubench.options import Option
 from gpubench.report.plotting import Chart, color, fmt_bytes, grid, legend, note, save, spread
 from gpubench.report.runs import Run, join, names

@@ -26,7 +26,7 @@ import torch
 from gpubench.backends.base import Backend
 from gpubench.report.plotting import Chart, color, legend, note, pyplot, save, spread
 from gpubench.report.runs import Run
-from gpubench.stats import paired_draws, propagate
+from gpubench.timing.stats import paired_draws, propagate
 from gpubench.suite import TIME, Case, Check, Derived, GridContext, Metric, Method, Skip, Suite, Workload
 
 APIS = ("raw", "triton", "torch")
@@ -241,7 +241,7 @@ class Launch(Suite):
 
     def summarize(self, rows: list[dict[str, Any]]) -> list[Derived]:
         """The fixed and per-node cost of a graph replay (a line fit over nodes) and the chain's graph-vs-eager
-        speedup; each with samples propagated from its parents' (gpubench.stats.propagate), so that it is
+        speedup; each with samples propagated from its parents' (gpubench.timing.stats.propagate), so that it is
         judged with their noise, and timed as its parents were (host clock if any of them was)."""
         out: list[Derived] = []
         parents = {(r["measure"], r["nodes"]): r for r in rows

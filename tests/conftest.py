@@ -21,7 +21,7 @@ def _own_cache(tmp_path_factory):
 
 @pytest.fixture(autouse=True, scope="session")
 def _own_runs_folder(tmp_path_factory):
-    """The gpubench runs the tests start see each other (gpubench.beside), not those of another session on the same
+    """The gpubench runs the tests start see each other (gpubench.machine.other_runs), not those of another session on the same
     machine: a test's run beside another's would be named shared, and its rows would say so."""
     before = os.environ.get("GPUBENCH_RUNS_DIR")
     os.environ["GPUBENCH_RUNS_DIR"] = str(tmp_path_factory.mktemp("runs"))

@@ -5,7 +5,7 @@ Each night is a copy of one committed H100 night (results/reference/h100/gate-me
 elementwise, copy, launch and gemm), every figure moved by a little noise and by the events a year brings: a
 regression that recovers, one that is accepted, software and settings that change, a night on a shared GPU and
 one on a busy host. The gate's records are written as compare writes them (verdict.json, accepted.json: the
-formats of gpubench.compare.memory), with the WORSE nights chosen here, so a test knows which nights are red
+formats of gpubench.compare.gate_memory), with the WORSE nights chosen here, so a test knows which nights are red
 without running the gate 365 times. These are not measurements: they test the page's drawing and its scale.
 """
 
@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gpubench import results
-from gpubench.compare import memory
+from gpubench.compare import gate_memory as memory
 from gpubench.compare.load import scan
 
 ROOT = Path(__file__).resolve().parent.parent

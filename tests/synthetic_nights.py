@@ -8,7 +8,7 @@ Every night is the one-H100 quick set of ci/nightly.sh (elementwise, gemm, launc
 4 tables) measured on 2026-11-25 (results/reference/h100/gate-memory-20261125, copied with the ``roof`` tag
 today's suites write into tests/fixtures/quick-night), its samples moved by seeded noise of the size an H100
 shows when nothing changed: each night its own level per figure (``gpu_sd`` for figures the GPU times,
-``host_sd`` for those the host sets: gpubench.levels), each process of a figure measured in several processes
+``host_sd`` for those the host sets: gpubench.results.host_set), each process of a figure measured in several processes
 its own level around it, and every sample a little noise. The same arguments give the same nights.
 
 Nothing here runs gpubench: the nights are written as its runs write them (results.save, run.json), so that
@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from gpubench import results
-from gpubench.levels import set_by_host
-from gpubench.stats import summarize
+from gpubench.results.host_set import set_by_host
+from gpubench.timing.stats import summarize
 
 TEMPLATE = Path(__file__).resolve().parent / "fixtures" / "quick-night"
 START = datetime(2026, 11, 1, 3, 17, tzinfo=timezone.utc)

@@ -19,7 +19,7 @@ from gpubench.suites.autotune import exports, knobs, winners
 from gpubench.suites.autotune.sweep import child_argv
 from gpubench.errors import UsageError
 from gpubench.ranks.python import module_command
-from gpubench.request import Conduct, Placement, RunRequest, Selection
+from gpubench.run.request import Conduct, Placement, RunRequest, Selection
 
 ROOT = Path(__file__).resolve().parent.parent
 

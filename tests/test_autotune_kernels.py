@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 import torch
 
-from gpubench import engine, results
+from gpubench.timing import engine
+from gpubench import results
 from gpubench.kernels import config_export as kernel_export
 from gpubench.backends.fake import FakeBackend
 from gpubench.suite import Case, GridContext

@@ -72,7 +72,7 @@ def _imports(path: Path) -> list[tuple[str, str]]:
 def test_rules_read_nothing_and_readers_judge_nothing():
     for path in RULES_DIR.glob("*.py"):
         bad = [m for m, _ in _imports(path) if m.startswith(("gpubench.check.facts.readers", "gpubench.check.facts.watch",
-                                                               "gpubench.telemetry"))]
+                                                               "gpubench.machine.telemetry"))]
         assert not bad, f"{path.name}: a rule judges fields; reading them is the readers' ({bad})"
     for path in (RULES_DIR.parent / "readers").glob("*.py"):
         bad = [(m, n) for m, n in _imports(path) if m.startswith("gpubench.check.facts.rules")

@@ -10,7 +10,7 @@ import pytest
 from gpubench.check import envelope
 from gpubench.check.checkset import Evidence, Figure
 from gpubench.check.judge import Judge
-from gpubench.paceline import Line, median_pace
+from gpubench.timing.pace_line import Line, median_pace
 
 LAUNCH = Figure("launch", "launch", "launch", "measure=host_launch,api=torch,nodes=1", "time")
 # One H200 host, 2026-11-28 (results/reference/h200/check-pace-20261128): fourteen idle checks read the launch at

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpubench import runner
-from gpubench.check import affinity, checkset, drive, envelope, history, station, stations
+from gpubench.run import runner
+from gpubench.check import affinity, checkset, drive, envelope, node_history as history, station, stations
 from gpubench.check.checkset import Evidence, Figure
 from gpubench.check.judge import Judge
 from gpubench.ranks import group

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from gpubench import declared, registry, results, rundir
+from gpubench import declared, registry, results
+from gpubench.results import rundir
 from gpubench.cli import main
 from gpubench.suite import TIME, Case, Check, Derived, Suite, Workload
 
@@ -297,13 +298,13 @@ def test_suite_on_a_backend_it_does_not_support(capsys, tmp_path, scripted):
 def test_run_json_records_the_checkout_commit_only_for_a_gpubench_checkout(tmp_path, monkeypatch):
     import subprocess
 
-    from gpubench import rundir
+    from gpubench.results import rundir
 
     sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                          cwd=rundir.Path(rundir.__file__).parent).stdout.strip()
     if len(sha) == 40:  # running from a git checkout of gpubench
         assert rundir.git_sha() == sha
-    fake_pkg = tmp_path / "site" / "gpubench"
+    fake_pkg = tmp_path / "site" / "gpubench" / "results"
     fake_pkg.mkdir(parents=True)
     monkeypatch.setattr(rundir, "__file__", str(fake_pkg / "rundir.py"))
     assert rundir.git_sha() is None  # no pyproject of gpubench above it

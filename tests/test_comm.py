@@ -497,7 +497,7 @@ def _cases(suite, group, collective, backend=None, **options):
 
 def test_a_wrong_result_is_counted_and_the_case_invalid(world_of_one):
     # Corrupt one element of the output.
-    from gpubench import engine
+    from gpubench.timing import engine
     from gpubench.backends.cpu import CpuBackend
 
     suite, group = world_of_one
@@ -521,7 +521,7 @@ def test_graph_rows_carry_the_checks_verdict(world_of_one, monkeypatch):
     # A graph workload is built around the eager one; its rows must still say valid/wrong (on an H200 they were
     # empty: the graph workload's extra was a copy that the check never wrote to). The fake device captures:
     # its replays make the calls again.
-    from gpubench import engine, graphs
+    from gpubench.timing import engine, graphs
     from gpubench.backends.fake import FakeBackend
 
     monkeypatch.setenv("GPUBENCH_FAKE_GRAPHS", "1")
@@ -588,7 +588,7 @@ def test_nccl_buffers_are_the_cases_and_released_when_it_ends(world_of_one, monk
     # --alloc nccl takes every buffer from ncclMemAlloc (nccl-tests' allocation), --register registers each with
     # the communicator (nccl-tests -R 1); the check still reads the right answer from them, the rows say how the
     # buffers were made, and the case's end deregisters and frees all of them (a stand-in NCCL, on the CPU).
-    from gpubench import engine
+    from gpubench.timing import engine
     from gpubench.backends.cpu import CpuBackend
     from gpubench.ranks import ncclmem
 
@@ -641,7 +641,7 @@ def test_gpu_buffers_are_nccls_by_default_and_torchs_where_nccl_cannot_allocate(
 
 
 def test_a_failed_nccl_allocation_is_the_cases_error(world_of_one, monkeypatch):
-    from gpubench import engine
+    from gpubench.timing import engine
     from gpubench.backends.cpu import CpuBackend
     from gpubench.ranks import ncclmem
 
@@ -921,7 +921,7 @@ def test_a_store_that_does_not_answer_loses_a_peer_only_where_its_host_is_not_kn
     from unittest import mock
 
     from gpubench.ranks.group import SPAWNER
-    from gpubench.rundir import proc_stat
+    from gpubench.machine.procfs import proc_stat
 
     group._store_host, group._spawner = SPAWNER, os.getppid()
     words, status, said_lost = group.account(deadline_s=0.2)

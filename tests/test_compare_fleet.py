@@ -10,7 +10,7 @@ from test_compare_helpers import cli, one_line_error
 
 from gpubench import results
 from gpubench.compare.fleet import robust_z
-from gpubench.stats import summarize
+from gpubench.timing.stats import summarize
 
 CASES = ("op=copy,dtype=fp32", "op=triad,dtype=fp32")
 

@@ -11,7 +11,7 @@ from test_compare_helpers import base_run, cli, copy_run, scaled, worse_by
 
 from gpubench import results
 from gpubench.compare import confirm
-from gpubench.compare.formats import short_cases
+from gpubench.compare.outputs.common import short_cases
 
 SIZES = 25  # × 5 figures (a copy has no FLOP/s): 125, about a quick nightly's count
 
@@ -164,7 +164,7 @@ def test_confirm_plan_reruns_exactly_the_worse_cases_and_a_derived_row_s_suite()
 
 
 def test_unknown_rows_sharing_a_reason_say_it_once_and_stay_listed():
-    from gpubench.compare.formats import _marks
+    from gpubench.compare.outputs.common import _marks
 
     young = "host-timed: judging it needs 3 or more baseline runs (has 1)"
     rows = [{"status": "compared", "verdict": "UNKNOWN", "note": young, "case": f"c{i}"} for i in range(4)]

@@ -73,7 +73,7 @@ def copy_run(src: Path, parent: Path, run_id: str, alter: Callable[[pd.DataFrame
 
 def scaled(df: pd.DataFrame, factor: Callable[[dict], float | list[float]]) -> pd.DataFrame:
     """Each row's samples times ``factor(row)`` (one number, or one per sample); value and stats follow."""
-    from gpubench.stats import summarize
+    from gpubench.timing.stats import summarize
 
     df = df.copy()
     rows = df.to_dict("records")

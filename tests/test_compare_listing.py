@@ -12,7 +12,7 @@ from markdown_it import MarkdownIt
 from test_compare_helpers import base_run, cli, copy_run, noisy, scaled, worse_by
 
 from gpubench import results
-from gpubench.compare.formats import row_cells
+from gpubench.compare.outputs.common import row_cells
 
 SKIP = "needs a GPU: backend 'cpu' runs only torch's fp32 and fp64 products"
 SPREAD = [0.85, 1.15, 0.95, 1.10, 0.90]  # samples ±15 %: a 5 % move is within noise, UNKNOWN for one reason

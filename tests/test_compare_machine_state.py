@@ -9,7 +9,7 @@ import json
 from synthetic_nights import make_nights
 from test_compare_helpers import cli
 
-from gpubench.compare import memory
+from gpubench.compare import gate_memory as memory
 
 
 def verdicts(capsys, lab, tonight):

@@ -7,7 +7,7 @@ import pytest
 from test_compare_helpers import base_run, cli, copy_run, scaled, worse_by
 
 from gpubench import results
-from gpubench.compare import memory
+from gpubench.compare import gate_memory as memory
 from gpubench.compare.verdict import SAME, UNKNOWN, WORSE
 
 QUIET = (1.0, 1.002, 0.998, 1.001, 0.999)  # five quiet nights: a GPU-timed figure moving 0.4 %

@@ -14,7 +14,7 @@ from test_compare_helpers import base_run, cli, one_line_error
 from gpubench.compare import outputs
 from gpubench.compare.fleet import analyze
 from gpubench.compare.load import resolve
-from gpubench.compare.report import build
+from gpubench.compare.comparison import build
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Host-timed figures judged at the baseline's host pace (gpubench.compare.pace; the probe: gpubench.pace).
+"""Host-timed figures judged at the baseline's host pace (gpubench.compare.pace; the probe: gpubench.machine.host_pace).
 
 The nights are synthetic quick-set nights (tests/synthetic_nights.py) whose host-timed figures follow a host pace
 drawn per process, as the lent hosts' do (results/reference/h200/host-pace-20261128/); and real runs of the fake
@@ -15,7 +15,9 @@ import pytest
 from synthetic_nights import make_nights
 from test_compare_helpers import cli
 
-from gpubench import engine, processes, results
+from gpubench.timing import engine
+from gpubench.run import per_process as processes
+from gpubench import results
 from gpubench.backends.fake import FAKE_PACE_S, FakeBackend
 from gpubench.compare import pace
 from gpubench.suite import Method, Workload

@@ -13,8 +13,8 @@ from synthetic_nights import make_nights, night
 from gpubench import results
 from gpubench.compare.load import resolve
 from gpubench.compare.pool import KEY, pool
-from gpubench.processes import labels
-from gpubench.stats import summarize
+from gpubench.run.per_process import labels
+from gpubench.timing.stats import summarize
 
 
 def _finite(x):

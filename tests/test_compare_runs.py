@@ -12,9 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 from test_compare_helpers import base_run, cli, copy_run, device_rows, scaled, set_system, worse_by
 
-from gpubench import results, stats
-from gpubench.rows import derived_rows
-from gpubench.compare import margin, report, thresholds, verdict
+from gpubench import results
+from gpubench.timing import stats
+from gpubench.run.rows import derived_rows
+from gpubench.compare import margin, comparison as report, thresholds, verdict
 from gpubench.compare.verdict import MIN_RUNS, UNKNOWN, WORSE, judge, spread_factor
 
 H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
@@ -150,7 +151,7 @@ def test_a_host_set_figure_is_judged_on_its_longer_history_a_gpu_timed_one_on_th
     ({"host_bound": True}, "host-bound"),
     ({"host_bound": np.bool_(True)}, "host-bound"),
     ({"memory": "pageable"}, "pageable copy"),
-    # where this process's host buffers landed sets a pinned or registered copy's rate (gpubench.levels)
+    # where this process's host buffers landed sets a pinned or registered copy's rate (gpubench.results.host_set)
     ({"memory": "pinned", "host_bound": False, "timing_method": "held stream, events"}, "pinned host buffers"),
     ({"memory": "registered"}, "registered host buffers"),
     ({"memory": "device", "timing_method": "held stream, events"}, ""),

@@ -1,4 +1,4 @@
-"""The verdict rule, the rank test behind it (gpubench.stats, scipy's), and thresholds files, without run
+"""The verdict rule, the rank test behind it (gpubench.timing.stats, scipy's), and thresholds files, without run
 directories."""
 
 import itertools
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gpubench import stats
+from gpubench.timing import stats
 from gpubench.compare import thresholds
 from gpubench.compare.verdict import BETTER, SAME, UNKNOWN, WORSE, judge
 from gpubench.errors import UsageError

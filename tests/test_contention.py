@@ -14,9 +14,12 @@ import pytest
 
 from test_telemetry import AmdDev, fake_amdsmi, fake_nvml, three_gpus
 
-from gpubench import contention, results, runner
-from gpubench.rundir import started, write_json
-from gpubench.telemetry import open_telemetry
+from gpubench.machine import contention
+from gpubench import results
+from gpubench.run import runner
+from gpubench.machine.procfs import started
+from gpubench.files import write_json
+from gpubench.machine.telemetry import open_telemetry
 
 
 def test_nvml_lists_compute_and_graphics_processes_once(monkeypatch):
@@ -311,7 +314,7 @@ def test_two_runs_at_once_on_one_machine_name_each_other(tmp_path):
 
 def test_a_run_names_another_of_its_device_as_a_co_tenant_one_elsewhere_on_the_host_and_never_its_own(
         tmp_path, monkeypatch):
-    from gpubench import beside
+    from gpubench.machine import other_runs as beside
 
     monkeypatch.setenv("GPUBENCH_RUNS_DIR", str(tmp_path))
     others = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(4)]
@@ -350,6 +353,6 @@ def test_a_run_names_another_of_its_device_as_a_co_tenant_one_elsewhere_on_the_h
             p.kill()
             p.wait()
     assert beside.family() == f"{os.getpid()}-{started(os.getpid())}"  # pytest is no gpubench command
-    assert beside._is_gpubench(["/venv/bin/python", "-P", "-m", "gpubench.worker"])
+    assert beside._is_gpubench(["/venv/bin/python", "-P", "-m", "gpubench.run.worker"])
     assert beside._is_gpubench(["/venv/bin/python", "/venv/bin/gpubench", "run"])
     assert not beside._is_gpubench(["/venv/bin/python", "/venv/bin/torchrun", "--nproc-per-node", "2", "gpubench"])

@@ -8,7 +8,9 @@ import os
 import pytest
 import torch
 
-from gpubench import engine, runner, topology
+from gpubench.timing import engine
+from gpubench.run import runner
+from gpubench.machine import topology
 from gpubench.backends.cpu import CpuBackend
 from gpubench.backends.fake import FakeBackend
 from gpubench.suite import Case, GridContext, Method, Workload

@@ -4,7 +4,8 @@ page."""
 import re
 from pathlib import Path
 
-from gpubench import engine, runner
+from gpubench.timing import engine
+from gpubench.run import runner
 from gpubench.backends.cpu import CpuBackend
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -76,10 +77,10 @@ def test_the_reference_page_and_its_tables_stay_small():
 
 def test_the_cli_reference_is_what_the_parsers_say():
     # docs/cli.md is generated: an option added without regenerating it fails here.
-    from gpubench import cli_reference
+    from gpubench.cli import reference as cli_reference
 
     assert cli_reference.render() == (DOCS / "cli.md").read_text(), (
-        "docs/cli.md is behind the command line: python -m gpubench.cli_reference > docs/cli.md")
+        "docs/cli.md is behind the command line: python -m gpubench.cli.reference > docs/cli.md")
 
 
 def test_the_cli_reference_names_every_command_and_option():
@@ -87,7 +88,7 @@ def test_the_cli_reference_names_every_command_and_option():
     # option, read off the parsers, is on the page as typed.
     import argparse
 
-    from gpubench import cli_reference
+    from gpubench.cli import reference as cli_reference
     from gpubench.registry import builtin_suites
 
     page = (DOCS / "cli.md").read_text()

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpubench import engine, runner
+from gpubench.timing import engine
+from gpubench.run import runner
 from gpubench.backends.cpu import CpuBackend
 from gpubench.backends.fake import FakeBackend
 from gpubench.errors import UsageError

@@ -5,9 +5,9 @@ import dataclasses
 import pytest
 import torch
 
-from gpubench import engine, fills
+from gpubench.timing import engine, fills
 from gpubench.backends.fake import FakeBackend
-from gpubench.engine import EngineConfig
+from gpubench.timing.engine import EngineConfig
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Metric, Workload
 
 from conftest import make_workload
@@ -383,7 +383,7 @@ def test_graph_mode_times_replays_or_the_calls_eager_saying_why(monkeypatch, mod
 
 
 def test_a_long_call_gets_a_shorter_graph():
-    from gpubench.graphs import calls_for
+    from gpubench.timing.graphs import calls_for
     from gpubench.suite import Graph
 
     g = Graph(calls=20, long_call_s=1e-3, span_s=4e-3)
@@ -396,7 +396,7 @@ def test_a_long_call_gets_a_shorter_graph():
     ((1e-5, 1e-5, 2e-3, 2e-3), 20),
 ])
 def test_the_calls_per_replay_follow_the_quickest_timed_call(monkeypatch, host_calls, graph_calls):
-    from gpubench.graphs import TIMED_CALLS
+    from gpubench.timing.graphs import TIMED_CALLS
     from gpubench.suite import Graph
 
     monkeypatch.setenv("GPUBENCH_FAKE_GRAPHS", "1")
@@ -413,7 +413,7 @@ def test_the_calls_per_replay_follow_the_quickest_timed_call(monkeypatch, host_c
 
 
 def test_the_stop_rule_says_why_it_stopped():
-    from gpubench.stoprule import StopRule
+    from gpubench.timing.stop_rule import StopRule
 
     rule = StopRule(target_cv=0.01, min_samples=3, max_samples=5, budget_s=1.0)
     rule.initialize()
@@ -436,7 +436,7 @@ def test_the_stop_rule_says_why_it_stopped():
 def test_a_rows_own_message_outlives_the_graph_fallbacks_note(monkeypatch, status):
     # The graph fallback notes "timed eager" in the workload's extra columns; a row that failed must still say why
     # it failed (it came back saying only "graph capture failed, timed eager: ..." for a wrong answer or an OOM).
-    from gpubench import runner
+    from gpubench.run import runner
     from gpubench.suite import Case, Graph, Metric, Suite
 
     monkeypatch.setenv("GPUBENCH_FAKE_GRAPHS", "fail")
@@ -475,7 +475,7 @@ def test_each_row_keeps_what_its_case_cost_in_wall_time(ends):
     # fake clock says, and kept on a row that was skipped or failed too (a case that took a minute to fail cost it).
     import time
 
-    from gpubench import runner
+    from gpubench.run import runner
     from gpubench.suite import Case, Metric, Skip, Suite
 
     class Slow(Suite):

@@ -9,7 +9,8 @@ import pytest
 from pytest_benchmark.storage.file import FileStorage
 from test_compare_helpers import base_run, cli, copy_run, one_line_error
 
-from gpubench import export, results
+from gpubench.results import export
+from gpubench import results
 
 
 @pytest.fixture

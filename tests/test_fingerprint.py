@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-from gpubench import fingerprint as fp
-from gpubench.telemetry import Telemetry
+from gpubench.machine import fingerprint as fp
+from gpubench.machine.telemetry import Telemetry
 
 DEVICE = {"backend": "cuda", "gpu_model": "NVIDIA H100 80GB HBM3",
           "gpu_count": 8, "runtime": "cuda", "runtime_version": "12.4",

@@ -15,7 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fleet.faults import HERE, SRUN, Scenario, gpubench_exe, run_all  # noqa: E402
 
 from gpubench.errors import UsageError  # noqa: E402
-from gpubench.rundir import kept, machine  # noqa: E402
+from gpubench.results.rundir import kept
+from gpubench.machine.procfs import machine  # noqa: E402
 
 SLOW_COUNT = HERE / "slow_count"  # a sitecustomize that makes counting the cases kept slow (a slow disk)
 _LAUNCHED = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS")

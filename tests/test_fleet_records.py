@@ -1,4 +1,4 @@
-"""A run whose processes are gone is ``abandoned`` for its readers (gpubench.rundir.status_of): compare never takes
+"""A run whose processes are gone is ``abandoned`` for its readers (gpubench.results.rundir.status_of): compare never takes
 it for a baseline and says so, the report marks it. Ranks and workers start so that no folder shadows the package."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from gpubench import results
 from gpubench.compare import load
 from gpubench.report.page import _shared
 from gpubench.report.runs import Run
-from gpubench.rundir import LEASE, LEASE_STALE_S, RunDir, machine, proc_stat, started, status_of
+from gpubench.results.rundir import LEASE, LEASE_STALE_S, RunDir, status_of
+from gpubench.machine.procfs import machine, proc_stat, started
 
 
 def _run(root: Path, run_id: str, status: str, writer: dict | None = None, age_s: float = 0.0) -> Path:
@@ -216,7 +217,7 @@ def test_the_roster_is_learnt_even_where_each_connection_takes_longer_than_a_hea
 def test_a_run_a_peer_closed_first_keeps_the_peers_word_when_its_own_process_finishes(tmp_path):
     # Under mpirun a stopped rank 0 is resumed to be ended: its own reason ("rank 1 is gone") comes after the
     # peer's, which named rank 0, and must not replace it.
-    from gpubench.rundir import mark_ended
+    from gpubench.results.rundir import mark_ended
 
     rd = RunDir.create(tmp_path, "t", {})
     assert mark_ended(rd.path, "failed", "rank 0 (pid 1 on h) is stopped")

@@ -13,11 +13,14 @@ import pytest
 import torch
 from packaging.version import Version
 
-from gpubench import cli, engine, peaks, results, runner
+from gpubench import cli, results
+from gpubench.timing import engine
+from gpubench.machine import spec_peaks as peaks
+from gpubench.run import runner
 from gpubench.backends.cpu import CpuBackend
 from gpubench.backends.fake import FakeBackend
 from gpubench.errors import UsageError
-from gpubench.rows import derived_rows
+from gpubench.run.rows import derived_rows
 from gpubench.suite import Case, GridContext, Skip
 from gpubench.units import format_bytes
 

@@ -20,7 +20,7 @@ from test_compare_helpers import base_run, cli, copy_run, scaled, worse_by
 from test_report import _BROWSER_FLAGS, _chromium
 
 from gpubench.cli import main
-from gpubench.compare import memory
+from gpubench.compare import gate_memory as memory
 
 KEY = ("suite", "case", "metric")
 

@@ -5,8 +5,8 @@ import os
 import signal
 from types import SimpleNamespace
 
-from gpubench.interrupt import StopFlag
-from gpubench.runner import Ranks
+from gpubench.run.interrupt import StopFlag
+from gpubench.run.runner import Ranks
 
 
 class _Group:

@@ -4,10 +4,11 @@ import importlib
 
 import pytest
 
-from gpubench import engine, runner
+from gpubench.timing import engine
+from gpubench.run import runner
 from gpubench.backends.cpu import CpuBackend
 from gpubench.backends.fake import FakeBackend
-from gpubench.rows import derived_rows
+from gpubench.run.rows import derived_rows
 
 L = importlib.import_module("gpubench.suites.launch")
 CFG = engine.EngineConfig(min_samples=3, budget_s=0.01, min_warmup_s=0.0, max_warmup_s=0.01, min_sample_s=1e-9)

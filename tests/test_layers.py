@@ -2,7 +2,7 @@
 hide cycles from a plain ``import``), resolved to the module it names.
 
 Units are gpubench's subpackages (gpubench.ranks, gpubench.compare, ...) and its top-level modules
-(gpubench.runner, gpubench.engine, ...); ``suites/`` installs as gpubench.suites.
+(gpubench.run.runner, gpubench.timing.engine, ...); ``suites/`` installs as gpubench.suites.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _graph() -> dict[str, set[str]]:
 
 
 def _unit(module: str) -> str:
-    """gpubench.ranks.group → gpubench.ranks; gpubench.runner → gpubench.runner; gpubench → gpubench."""
+    """gpubench.ranks.group → gpubench.ranks; gpubench.run.runner → gpubench.run.runner; gpubench → gpubench."""
     return ".".join(module.split(".")[:2])
 
 
@@ -116,8 +116,8 @@ def test_no_import_cycle_between_packages():
 
 def test_the_ranks_sit_below_the_runner():
     graph = _graph()
-    assert "gpubench.ranks" in {_unit(d) for d in graph["gpubench.runner"]}
-    assert not any(_unit(d) == "gpubench.runner" for m, deps in graph.items() if _unit(m) == "gpubench.ranks"
+    assert "gpubench.ranks" in {_unit(d) for d in graph["gpubench.run.runner"]}
+    assert not any(_unit(d) == "gpubench.run.runner" for m, deps in graph.items() if _unit(m) == "gpubench.ranks"
                    for d in deps)
 
 
@@ -152,11 +152,11 @@ def _command_line_leaks(name: str, path: Path) -> list[str]:
 
 
 def test_the_command_line_stops_at_the_commands():
-    # gpubench/commands/ turns the parsed command line into a typed request (gpubench.request); below it, nothing
-    # reads argparse's Namespace, so what a layer needs is written in its signature. gpubench.cli_reference sits
+    # gpubench/commands/ turns the parsed command line into a typed request (gpubench.run.request); below it, nothing
+    # reads argparse's Namespace, so what a layer needs is written in its signature. gpubench.cli.reference sits
     # above the parsers (it writes docs/cli.md from them), not below them.
     leaks = sorted(leak for name, path in _modules().items()
-                   if not (name in ("gpubench.cli", "gpubench.cli_reference") or name.startswith("gpubench.commands"))
+                   if not (name in ("gpubench.cli", "gpubench.cli.reference") or name.startswith("gpubench.commands"))
                    for leak in _command_line_leaks(name, path))
     assert not leaks, "the command line's Namespace reaches below gpubench/commands/:\n" + "\n".join(leaks)
 
@@ -169,7 +169,7 @@ def test_the_leak_finder_finds_a_leak(tmp_path):
 
 # Strings in gpubench/ that equal a built-in suite's name but do not name the suite: (module, string) → why.
 NOT_SUITE_NAMES = {
-    ("gpubench.contention", "comm"): "/proc/<pid>/comm: the kernel's file of a process's name",
+    ("gpubench.machine.contention", "comm"): "/proc/<pid>/comm: the kernel's file of a process's name",
     ("gpubench.kernels.matmul_triton", "gemm"): "the GEMM kernel's key in the launch-configuration files "
                                                 "(gpubench/kernels/configs/*.json)",
     ("gpubench.kernels.matmul_triton", "autotune"): "where a launch configuration came from: Triton's autotuner",
@@ -199,16 +199,16 @@ def test_no_module_outside_the_suites_names_a_suite():
 
 
 def test_one_place_builds_a_row():
-    # A result row is built by gpubench/rows.py alone (beside the schema): a dict display naming a row's suite,
+    # A result row is built by gpubench/run/rows.py alone (beside the schema): a dict display naming a row's suite,
     # metric, value and samples anywhere else is a second row builder, free to drift from the schema and from
     # rows.finish (compare's own tables, which hold no samples, are not result rows).
     found = []
     for name, path in _modules().items():
-        if name == "gpubench.rows":
+        if name == "gpubench.run.rows":
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Dict):
                 keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
                 if {"suite", "metric", "value", "samples"} <= keys:
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-    assert not found, "rows built outside gpubench/rows.py (use rows.figure and rows.finish):\n" + "\n".join(found)
+    assert not found, "rows built outside gpubench/run/rows.py (use rows.figure and rows.finish):\n" + "\n".join(found)

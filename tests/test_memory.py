@@ -7,7 +7,9 @@ import importlib
 import pytest
 import torch
 
-from gpubench import engine, memory, runner
+from gpubench.timing import engine
+from gpubench.machine import memory_budget as memory
+from gpubench.run import runner
 from gpubench.backends import cpu
 from gpubench.backends.cpu import CpuBackend
 from gpubench.backends.fake import FakeBackend

@@ -11,7 +11,7 @@ import pytest
 from gpubench import results
 from gpubench.suites.comm import table as commtable
 from gpubench.cli import main
-from gpubench.fingerprint import identity_hash
+from gpubench.machine.fingerprint import identity_hash
 
 FIX = Path(__file__).parent / "fixtures" / "nccl-tests"
 
@@ -125,7 +125,7 @@ def test_run_json_records_the_import_and_a_fingerprint(tmp_path):
     assert fp["fingerprint"] == identity_hash(ident)
     assert ident["gpu_model"] == "NVIDIA H200" and ident["gpu_count"] == 2 and ident["hostnames"] == ["vm"]
     assert ident["nccl"] == "2.28.9" and ident["collective_lib"] == "nccl" and ident["cluster"] == "vm"
-    # The keys gpubench.fingerprint.collect() puts in an identity are all there (None where a log cannot say).
+    # The keys gpubench.machine.fingerprint.collect() puts in an identity are all there (None where a log cannot say).
     for k in ("backend", "gpu_model", "gpu_count", "runtime", "runtime_version", "memory_bytes", "cluster",
               "hostname", "cpu_model", "cpu_count", "os", "python", "torch", "nccl", "collective_lib",
               "driver_version"):

@@ -1,4 +1,4 @@
-"""Figures whose level is set per process, measured in several processes of one run (gpubench.processes): the
+"""Figures whose level is set per process, measured in several processes of one run (gpubench.run.per_process): the
 workers pool their samples into the run's rows, labelled, and one run then says how far such a figure moves
 between processes, so that compare judges it against that spread (fake backend, real worker processes)."""
 
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from test_compare_helpers import cli
 
-from gpubench import processes, results
+from gpubench.run import per_process as processes
+from gpubench import results
 from gpubench.errors import UsageError
 
 # One case set per process (a pinned host-to-device copy) and one not (a device-to-device copy), small.
@@ -214,7 +215,7 @@ def test_the_workers_start_up_before_the_run_measures_anything(capsys, monkeypat
     # A worker opening its context and laying out its suites on the same GPU slowed the first suite's samples by
     # 17-23 % in 3 of 4 runs on an H100 (2026-11-28): the run's first case, here one no worker measures again, comes
     # after every worker has said it is ready.
-    from gpubench import runner
+    from gpubench.run import runner
 
     said = []
     ready, case = processes.Workers.wait_ready, runner.run_case
@@ -237,8 +238,8 @@ def test_the_workers_start_up_before_the_run_measures_anything(capsys, monkeypat
 
 
 def _spawns(monkeypatch, said: list) -> list:
-    """Every gpubench.prestart.spawn of the test, recorded (its Started) in ``said`` as it happens."""
-    from gpubench import prestart
+    """Every gpubench.run.prestart.spawn of the test, recorded (its Started) in ``said`` as it happens."""
+    from gpubench.run import prestart
 
     spawned, spawn = [], prestart.spawn
 
@@ -295,7 +296,7 @@ def test_workers_started_early_that_the_run_does_not_need_are_ended_unopened(cap
 def test_a_worker_that_is_never_told_to_start_leaves_without_reading_the_run(tmp_path):
     # Started early, it must not open a device nor read a spec before the run tells it to: given end of input
     # instead, it leaves cleanly (it would fail reading the spec the run never wrote).
-    from gpubench import prestart
+    from gpubench.run import prestart
 
     started = prestart.spawn(1)
     (proc,) = started.procs.values()
@@ -319,7 +320,7 @@ def test_a_worker_that_is_never_told_to_start_leaves_without_reading_the_run(tmp
     ("cuda", {"GPUBENCH_PIN": "off"}, (), True),
 ])
 def test_which_runs_start_their_workers_early(tmp_path, backend, env, nodes, want):
-    from gpubench import prestart
+    from gpubench.run import prestart
 
     (tmp_path / "present").touch()
     nodes = tuple(str(tmp_path / n) for n in nodes)
@@ -329,7 +330,7 @@ def test_which_runs_start_their_workers_early(tmp_path, backend, env, nodes, wan
 
 
 def test_only_a_run_whose_suites_set_cases_per_process_starts_workers_early(monkeypatch):
-    from gpubench import prestart
+    from gpubench.run import prestart
 
     monkeypatch.setenv("GPUBENCH_PRESTART", "1")
     assert prestart.early(["gemm", "elementwise"], "fake", 3) is None
@@ -342,7 +343,7 @@ def test_only_a_run_whose_suites_set_cases_per_process_starts_workers_early(monk
 
 
 def _workers_of(pid: int) -> set[int]:
-    """The pids of ``python -m gpubench.worker`` processes whose parent is ``pid`` (Linux's /proc)."""
+    """The pids of ``python -m gpubench.run.worker`` processes whose parent is ``pid`` (Linux's /proc)."""
     found = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -352,7 +353,7 @@ def _workers_of(pid: int) -> set[int]:
             cmd = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"gpubench.worker" in cmd:
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"gpubench.run.worker" in cmd:
             found.add(int(entry.name))
     return found
 

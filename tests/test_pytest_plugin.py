@@ -12,9 +12,9 @@ import pytest
 # pytester runs pytest in this process and drops the modules each inner run imported; numpy's C extension
 # cannot be imported twice, so what the plugin imports is imported here first, and kept.
 import gpubench.backends.fake  # noqa: F401
-import gpubench.engine  # noqa: F401
-import gpubench.stats  # noqa: F401
-from gpubench.tomlfile import loads as _toml_loads  # tomllib, or tomli on Python 3.10
+import gpubench.timing.engine  # noqa: F401
+import gpubench.timing.stats  # noqa: F401
+from gpubench.files import loads as _toml_loads  # tomllib, or tomli on Python 3.10
 
 pytest_plugins = ["pytester"]
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpubench import engine, results
+from gpubench.timing import engine
+from gpubench import results
 from gpubench.cli import main
 from gpubench.report.plotting import spread
 
@@ -292,7 +293,7 @@ def browsed(runs, tmp_path_factory):
     every figure's tick labels checked as it is saved."""
     import matplotlib.figure
 
-    from gpubench.chartfit import overlaps
+    from gpubench.report.chartfit import overlaps
 
     crowded = []
     save = matplotlib.figure.Figure.savefig
@@ -359,7 +360,7 @@ def test_no_tick_labels_overlap_in_any_chart(browsed):
 
 
 def test_no_roofline_point_sits_above_the_roof_drawn(runs):
-    from gpubench import roofline
+    from gpubench.report import roofline
 
     for path in (runs["elementwise"], H100_RUN, runs["fake"]):
         _, roofs = roofline.analyze(results.load(path))
@@ -412,7 +413,7 @@ def test_a_panel_draws_only_roofs_of_its_own_dtype_from_steady_figures(tmp_path,
     # The H100 quick night with its bf16 dot made three times as fast and noisy (±24 %): the fp32 panels take their
     # measured memory roof from their own dtype's steady figures (issue 50, item 2); the bf16 ones draw none, neither
     # at the noisy dot nor at the steady ops it reads above (issue 73, item 6).
-    from gpubench import roofline
+    from gpubench.report import roofline
 
     run = _scaled(H100_RUN, tmp_path / "run", 1.0)
     table = run / "elementwise.parquet"
@@ -555,7 +556,7 @@ def test_a_results_root_or_a_directory_of_runs_is_answered_with_the_layout(runs,
 def test_crowded_tick_labels_are_thinned_until_none_overlap():
     from matplotlib.ticker import FixedLocator, FuncFormatter
 
-    from gpubench.chartfit import overlaps, thin_ticks
+    from gpubench.report.chartfit import overlaps, thin_ticks
     from gpubench.report.plotting import fmt_bytes, pyplot
 
     fig, ax = pyplot().subplots(figsize=(3.0, 2.0))

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 from test_report import _BROWSER_FLAGS, TINY, _chromium, _saved, quiet
 
-from gpubench import engine, results
+from gpubench.timing import engine
+from gpubench import results
 
 # What a browser shows under each chart: the text of the note after its image, where it is laid out at all.
 _SAID = """<script>

@@ -15,6 +15,7 @@ import pytest
 
 import gpubench
 from gpubench import results
+from gpubench.results import schema
 
 
 def sample_frame():
@@ -118,8 +119,8 @@ def test_older_schema_is_upgraded_step_by_step(tmp_path, monkeypatch):
         df["added_in_v3"] = "x"
         return df.rename(columns={"value_v2": "value"})
 
-    monkeypatch.setattr(results, "SCHEMA_VERSION", 3)
-    monkeypatch.setattr(results, "_UPGRADES", {1: v1_to_v2, 2: v2_to_v3})
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(schema, "_UPGRADES", {1: v1_to_v2, 2: v2_to_v3})
     df = results.load(path)
     assert calls == [1, 2]
     assert (df["added_in_v3"] == "x").all() and "value" in df.columns
@@ -129,8 +130,8 @@ def test_older_schema_is_upgraded_step_by_step(tmp_path, monkeypatch):
 def test_missing_upgrade_step_is_an_error(tmp_path, monkeypatch):
     path = results.save(sample_frame(), tmp_path / "t.parquet")
     _rewrite_version(path, 1)
-    monkeypatch.setattr(results, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(results, "_UPGRADES", {})
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(schema, "_UPGRADES", {})
     with pytest.raises(results.SchemaError, match="no upgrade from result schema 1"):
         results.load(path)
 
@@ -191,6 +192,7 @@ _REPLACER = """
 import sys
 from pathlib import Path
 from gpubench import results
+from gpubench.results import schema
 sys.path.insert(0, sys.argv[2])
 from test_results import sample_frame
 small, large = sample_frame().iloc[:1], sample_frame()

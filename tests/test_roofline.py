@@ -4,7 +4,9 @@ flagged, and the CLI around it (a chart written, exit 1 on an impossible point, 
 import pandas as pd
 import pytest
 
-from gpubench import peaks, results, roofline
+from gpubench.machine import spec_peaks as peaks
+from gpubench import results
+from gpubench.report import roofline
 from gpubench.cli import main
 
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from gpubench.stats import STAT_FIELDS, summarize
+from gpubench.timing.stats import STAT_FIELDS, summarize
 
 
 def test_exact_stats_of_known_samples():

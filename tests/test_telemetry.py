@@ -9,8 +9,8 @@ import types
 
 import pytest
 
-from gpubench import telemetry as tm
-from gpubench.telemetry import (AmdSmiTelemetry, NvmlTelemetry, Sampler,
+from gpubench.machine import telemetry as tm
+from gpubench.machine.telemetry import (AmdSmiTelemetry, NvmlTelemetry, Sampler,
                                 Telemetry, normalize_pci_bus_id, open_telemetry)
 
 NULL_READ = {"sm_clock_mhz": None, "mem_clock_mhz": None, "power_w": None,

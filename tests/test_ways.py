@@ -1,4 +1,4 @@
-"""The other ways into and out of a suite's table (gpubench/ways.py): each built-in one is found by its name, a
+"""The other ways into and out of a suite's table (gpubench/suite.py): each built-in one is found by its name, a
 suite the library has never seen is reached the same way, and what the command line refuses is one line, exit 2."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from gpubench import declared, registry, results
 from gpubench.cli import main
 from gpubench.suite import TIME, Case, Suite, Workload
-from gpubench.ways import Engine, Exporter, Importer
+from gpubench.suite import Engine, Exporter, Importer
 
 
 def _run(capsys, *argv):

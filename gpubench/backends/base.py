@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any, ClassVar
 
-from gpubench import pace
-from gpubench.telemetry import Telemetry
+from gpubench.machine import host_pace as pace
+from gpubench.machine.telemetry import Telemetry
 
 
 class Timer:
@@ -52,7 +52,7 @@ class Backend:
 
     name: ClassVar[str]
     is_gpu: ClassVar[bool] = False
-    shares_machine: ClassVar[bool] = True  # other gpubench runs of the machine may use it too (gpubench.beside)
+    shares_machine: ClassVar[bool] = True  # other gpubench runs of the machine may use it too (gpubench.machine.other_runs)
 
     def __init__(self, device_index: int = 0):
         self.device_index = device_index
@@ -83,7 +83,7 @@ class Backend:
         raise NotImplementedError
 
     def available_bytes(self) -> int:
-        """Memory a new allocation can get now (what buffers are sized from: gpubench.memory.budget)."""
+        """Memory a new allocation can get now (what buffers are sized from: gpubench.machine.memory_budget.budget)."""
         return self.memory_bytes()
 
     def identity(self) -> dict[str, Any]:
@@ -127,7 +127,7 @@ class Backend:
         return time.perf_counter()
 
     def host_pace(self) -> float:
-        """The host's pace now: seconds a fixed piece of CPU work takes (gpubench.pace; the fake has its own)."""
+        """The host's pace now: seconds a fixed piece of CPU work takes (gpubench.machine.host_pace; the fake has its own)."""
         return pace.probe_s()
 
     def call(self, workload: Any, inputs: Any) -> Any:

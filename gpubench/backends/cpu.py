@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from gpubench.backends.base import Backend
-from gpubench.memory import host_available_bytes
+from gpubench.machine.memory_budget import host_available_bytes
 
 _DEFAULT_LLC = 32 << 20  # when sysfs says nothing (non-Linux, containers that hide it)
 

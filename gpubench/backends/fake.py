@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from gpubench.backends.base import Backend, Hold, Timer
-from gpubench.telemetry import Telemetry
+from gpubench.machine.telemetry import Telemetry
 
 
 class FakeClock:
@@ -51,7 +51,7 @@ def default_model(workload: Any, call_index: int) -> float:
     return 5e-6 * workload.extra.get("kernels_per_call", 1) + workload.bytes / 100e9 + workload.flops / 10e12
 
 
-FAKE_PACE_S = 100e-6  # the fake host's pace probe at pace 1 (gpubench.pace reads 50-140 µs on real hosts)
+FAKE_PACE_S = 100e-6  # the fake host's pace probe at pace 1 (gpubench.machine.host_pace reads 50-140 µs on real hosts)
 
 _SLOW_ONCE_TAKEN = False  # this process consumed GPUBENCH_FAKE_SLOW_ONCE's marker: its slowdown holds here
 
@@ -116,7 +116,7 @@ class FakeBackend(Backend):
     name = "fake"
     is_gpu = True  # behaves like a device: suites take their GPU paths where those run on CPU tensors
     # No machine's device: its co-tenants are the tests' own (GPUBENCH_FAKE_OTHER_PIDS), never the other gpubench runs
-    # of the machine (gpubench.beside), which would make its runs' rows depend on what else runs there.
+    # of the machine (gpubench.machine.other_runs), which would make its runs' rows depend on what else runs there.
     shares_machine = False
 
     def __init__(
@@ -162,14 +162,14 @@ class FakeBackend(Backend):
         levels = [x for x in os.environ.get("GPUBENCH_FAKE_PROCESS_LEVELS", "").split(",") if x.strip()]
         if levels:
             # GPUBENCH_FAKE_PROCESS_LEVELS=F0,F1,...: process k of a run (0 the run's own, k its worker k:
-            # gpubench.processes) takes Fk times as long for every call, as processes whose host buffers landed
+            # gpubench.run.per_process) takes Fk times as long for every call, as processes whose host buffers landed
             # elsewhere do. For tests of figures measured in several processes (a word that is no number makes
             # that process fail as it starts).
             k = int(os.environ.get("GPUBENCH_WORKER_INDEX", "0"))
             self._duration = _scaled(self._duration, float(levels[k % len(levels)]))
         # GPUBENCH_FAKE_HOST_PACE=H0,H1,...: process k's host runs Hk times slower than a host at pace 1: its pace
         # probe reads Hk x FAKE_PACE_S and its host-timed calls take Hk times as long (a slow moment of a shared
-        # host, gpubench.pace). For tests of compare judging host-set figures at the baseline's pace.
+        # host, gpubench.machine.host_pace). For tests of compare judging host-set figures at the baseline's pace.
         paces = [x for x in os.environ.get("GPUBENCH_FAKE_HOST_PACE", "").split(",") if x.strip()]
         k = int(os.environ.get("GPUBENCH_WORKER_INDEX", "0"))
         self.pace_level = float(paces[k % len(paces)]) if paces else 1.0

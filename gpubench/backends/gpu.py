@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from gpubench.backends.base import Backend, Hold, Timer
-from gpubench.telemetry import open_telemetry
+from gpubench.machine.telemetry import open_telemetry
 
 # torch.cuda._sleep counts GPU cycles; 2 GHz is about the top SM clock of H100/H200/MI300, so a hold is at
 # least as long as asked. Whether it was long enough is checked, not assumed (SleepHold.held).

@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gpubench.telemetry import normalize_pci_bus_id
-from gpubench.topology import SYSFS, parse_cpulist, pci_numa_node, with_nvml
+from gpubench.machine.telemetry import normalize_pci_bus_id
+from gpubench.machine.topology import SYSFS, parse_cpulist, pci_numa_node, with_nvml
 
 PROC_SELF = Path("/proc/self")
 

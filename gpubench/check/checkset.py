@@ -16,9 +16,9 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench import tomlfile
+from gpubench import files
 from gpubench.errors import UsageError
-from gpubench.paceline import median_pace
+from gpubench.timing.pace_line import median_pace
 from gpubench.units import parse_size
 
 CHECKS_FILE = Path(__file__).with_name("checks.toml")
@@ -55,7 +55,7 @@ class Figure:
 
 
 def load(path: str | Path = CHECKS_FILE) -> list[Figure]:
-    doc = tomlfile.read(path, "the check set")
+    doc = files.read(path, "the check set")
     figures = []
     for i, entry in enumerate(doc.get("figure", [])):
         try:

@@ -9,17 +9,17 @@ for a time) by a margin of several times the figures' own spread, never less tha
     warn_at = typical × (1 − max(WARN_MARGIN, 3 · spread)),   fail_at = typical × (1 − max(FAIL_MARGIN, 5 · spread))
 
 where ``spread`` is the robust relative standard deviation of those figures. The fixed fractions are wider for a
-figure the host sets (host-timed launches, copies to host memory: gpubench.levels), whose level moves from one
+figure the host sets (host-timed launches, copies to host memory: gpubench.results.host_set), whose level moves from one
 process to the next (a pinned D2H read 46.1 GB/s in one process against 55.2 in five others, one H100,
 2026-11-25). For comparison, DCGM's floors are 0.75 × a measured reference and Azure's 0.93–0.96 × a typical
 figure (docs/check.md).
 
-A figure the host times moves with the host's pace (gpubench.pace). Where the runs' figures and paces draw a line
-(gpubench.paceline), the figures are moved along it to the runs' median pace first, the entry keeps the line, and a
+A figure the host times moves with the host's pace (gpubench.machine.host_pace). Where the runs' figures and paces draw a line
+(gpubench.timing.pace_line), the figures are moved along it to the runs' median pace first, the entry keeps the line, and a
 check moves its own figure to that pace before judging it (gpubench.check.judge).
 
 Where no envelope matches the GPU, a figure whose row names its roof is held against a fraction of the spec peak
-(gpubench.peaks) or of the PCIe link's nominal rate (generation × width, read from NVML), as TransferBench's
+(gpubench.machine.spec_peaks) or of the PCIe link's nominal rate (generation × width, read from NVML), as TransferBench's
 health check holds links to 0.95 × nominal: coarse, and said so in each verdict.
 """
 
@@ -36,9 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from gpubench import paceline, peaks, tomlfile
+from gpubench.timing import pace_line as paceline
+from gpubench.machine import spec_peaks as peaks
+from gpubench import files
 from gpubench.errors import UsageError
-from gpubench.levels import set_by_host
+from gpubench.results.host_set import set_by_host
 
 EXPECT_DIR = Path(__file__).resolve().parent.parent / "expect"
 # Envelope file versions: 1 (2026-11-25) first; 2 (2026-11-26) host_class (the CPU models the figures the host sets
@@ -75,9 +77,9 @@ class Entry:
     gpus: int | None = None  # a node total of a figure the host sets: how many GPUs it was measured on
     source: str = ""  # where this entry comes from, where not from the file's source (a node's own history)
     hosts: tuple[str, ...] = ()  # the host classes its figures were measured on (the file's host_class)
-    # A host-timed figure moves with the host's pace (gpubench.pace: on the lent H200 hosts, 2026-11-28, one host
+    # A host-timed figure moves with the host's pace (gpubench.machine.host_pace: on the lent H200 hosts, 2026-11-28, one host
     # read the check's launch at 7.5 µs and 9.8 µs in two processes, its pace probe with it). Where the runs an entry
-    # was made from drew a line of the figure on the pace (gpubench.paceline), the entry holds it, and its
+    # was made from drew a line of the figure on the pace (gpubench.timing.pace_line), the entry holds it, and its
     # thresholds are at ``pace`` (µs): a check moves its figure along the line to that pace before judging it.
     pace: float | None = None
     pace_slope: float | None = None
@@ -119,7 +121,7 @@ class Thresholds:
 
 
 def load_file(path: str | Path) -> Envelope:
-    doc = tomlfile.read(path, "the envelope")
+    doc = files.read(path, "the envelope")
     if doc.get("format") != FORMAT or not isinstance(doc.get("version"), int):
         raise UsageError(f"{path} is not a gpubench envelope (format = \"{FORMAT}\"): make one with gpubench expect")
     if doc["version"] > VERSION:
@@ -222,7 +224,7 @@ def entry(values: list[float], unit: str, better: str, host_set: bool, gpus: int
           paces: list[float | None] | None = None) -> Entry:
     """One check's envelope from healthy figures (see the module docstring). ``paces``: each figure's host pace
     (µs), where it was taken: a figure the host sets whose every value has one, and whose values the pace explains
-    (gpubench.paceline.fit), is moved to its line's pace before its typical figure and spread are taken."""
+    (gpubench.timing.pace_line.fit), is moved to its line's pace before its typical figure and spread are taken."""
     keep = [i for i, x in enumerate(values) if math.isfinite(x)]
     if not keep:
         raise UsageError("no finite figure to make an envelope entry from")

@@ -26,10 +26,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpubench import outputs
+from gpubench.results import destination as outputs
 from gpubench.check.affinity import describe as binding_text
 from gpubench.check.model import SIMULATED, STATES, NodeVerdict, Verdict, target_text, worst
-from gpubench.compare.formats import jsonable
+from gpubench.compare.outputs.common import jsonable
 from gpubench.console import fmt_value, unit_text
 from gpubench.errors import UsageError
 

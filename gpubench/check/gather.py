@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from gpubench import outputs
+from gpubench.results import destination as outputs
 from gpubench.check.judge import PEER_FAIL
 from gpubench.check.model import FORMAT, FORMAT_VERSION, STATES, worst
 from gpubench.check.node import peer_figures, read_all

@@ -39,16 +39,16 @@ from typing import Any
 
 import numpy as np
 
-from gpubench import paceline
+from gpubench.timing import pace_line as paceline
 from gpubench.check.checkset import Evidence
 from gpubench.check.envelope import Envelope, Thresholds, thresholds, unheld
 from gpubench.check.model import Verdict
-from gpubench.levels import disturbed_by_load, set_by_host
+from gpubench.results.host_set import disturbed_by_load, set_by_host
 from gpubench.console import fmt_value as format_value
 from gpubench.console import unit_text
 
 PEER_WARN, PEER_FAIL = 0.05, 0.10
-# Figures the host sets (host-timed launches, copies to host memory: gpubench.levels) are the host's, which every GPU
+# Figures the host sets (host-timed launches, copies to host memory: gpubench.results.host_set) are the host's, which every GPU
 # of a node shares: how they differ between its GPUs is how the processes landed, not how the GPUs differ (2 × H100,
 # 2026-11-25: the two GPUs' host-timed launch read 6 % apart in two of three idle checks, 28 % on another machine).
 # They are held to their envelope (or spec) only; their peers' median is kept as evidence.

@@ -21,7 +21,7 @@ _RANK = {s: i for i, s in enumerate(STATES)}
 #    total); "simulated" (the fake backend's verdicts, and each of its verdicts); "host_class"; each GPU's
 #    "binding" (the CPUs its measuring process ran on); "phases" (what was measured, how long each took). A
 #    version 1 verdict reads the same but for those.
-# 3 (2026-11-27): each verdict's "host_set": why the host sets its figure (gpubench.levels.set_by_host: host-timed,
+# 3 (2026-11-27): each verdict's "host_set": why the host sets its figure (gpubench.results.host_set.set_by_host: host-timed,
 #    host-bound, pageable copy), null where it does not. Such a figure is held to its envelope only, never to its
 #    peers, on the node and across the fleet (--gather). A version 2 verdict reads as one with host_set null.
 # 4 (2026-11-28): a figure the host times, judged at its envelope's host pace (gpubench/check/envelope.py), has

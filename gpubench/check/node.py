@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from gpubench.backends import backend_class, resolve_name
-from gpubench.check import checkset, drive, envelope, facts, history, visible
+from gpubench.check import checkset, drive, envelope, facts, node_history as history, visible
 from gpubench.check.formats import to_json
 from gpubench.check.judge import SHARED_NOTE, Judge, pids_in
 from gpubench.check.model import FORMAT, FORMAT_VERSION, HISTORY, OUT, SIMULATED, NodeVerdict, Verdict
 from gpubench.check.stations import Pool
 from gpubench.errors import UsageError
-from gpubench.outputs import write_text
-from gpubench.ranks.fleet import parse_devices
-from gpubench.rundir import check_label, ensure_writable, utc_now
+from gpubench.results.destination import write_text
+from gpubench.run.start_devices import parse_devices
+from gpubench.results.rundir import check_label, ensure_writable, utc_now
 
 VERDICT_FILE = history.VERDICT_FILE
 CPU_REFUSAL = ("gpubench check judges GPUs and the cpu backend has none: on a GPU node use --backend cuda or hip "

@@ -13,7 +13,7 @@ standard output (the protocol's alone: whatever a library prints goes to standar
 ``{"do": "run", "kind": K, "suites": [...], "filter": REGEX, "sizes": [...]|null, "out": DIR, "cluster": L,
 "own": [PID, ...], ...}``
     measure the cases of ``suites`` that ``filter`` matches, at the quick grids' sizes, into an ordinary run
-    directory (:mod:`gpubench.runner`), and answer ``done`` with ``run_dir`` (rank 0's; null on the others), the
+    directory (:mod:`gpubench.run.runner`), and answer ``done`` with ``run_dir`` (rank 0's; null on the others), the
     run's ``status`` and its ``failures``. Kinds: ``single`` (this GPU alone), ``fleet`` (every station of the
     group at once, case by case in step: ``gpubench run --devices``), ``turns`` (the group's GPUs one at a time,
     each case on each GPU in turn, so that no two share the host's memory and links while they measure, as
@@ -37,7 +37,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from gpubench import runner
+from gpubench.run import runner
 from gpubench.backends import open_backend
 from gpubench.backends.base import Backend
 from gpubench.check import affinity
@@ -48,7 +48,7 @@ from gpubench.ranks.env import RankEnv, share_host_cores
 from gpubench.ranks.group import Group
 from gpubench.ranks.store import FileRendezvous
 from gpubench.registry import select
-from gpubench.request import Conduct, Placement, RunRequest, Selection
+from gpubench.run.request import Conduct, Placement, RunRequest, Selection
 
 Emit = Callable[..., None]
 # The fake device's calls take microseconds on its clock, but a collective over gloo takes about a millisecond of

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from gpubench.topology import with_nvml
+from gpubench.machine.topology import with_nvml
 
 
 def cuda_count(env: dict[str, str] | None = None, nvml: Any = None) -> int | None:

@@ -46,7 +46,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         pattern = re.compile(args.filter) if args.filter else None
     except re.error as e:
         raise UsageError(f"bad --filter {args.filter!r}: {e}") from e
-    from gpubench.compare import memory
+    from gpubench.compare import gate_memory as memory
 
     run = _run_of(Path(args.path))
     rec = memory.recorded(run)

@@ -27,7 +27,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     from rich.table import Table  # these import pandas: not for --help
 
     from gpubench.compare import calibrate
-    from gpubench.compare.formats import pct
+    from gpubench.compare.outputs.common import pct
     from gpubench.console import out_console
 
     cal = calibrate.calibrate(calibrate.expand(args.paths), safety=args.safety, floor=args.floor,

@@ -47,7 +47,7 @@ def add(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
     # The check's modules read tables (pandas) and draw them (rich): loaded when the command runs, not for --help
-    from gpubench import outputs
+    from gpubench.results import destination as outputs
     from gpubench.check import formats, gather
     from gpubench.check.node import Request, run
     from gpubench.console import out_console

@@ -65,7 +65,7 @@ def add(p: argparse.ArgumentParser) -> None:
 
 
 def _out_formats(args) -> list[tuple[Path, str]]:
-    from gpubench import outputs
+    from gpubench.results import destination as outputs
 
     outs = []
     for name in args.out:
@@ -83,7 +83,7 @@ def _emit(args, render: Callable[[str], Any]) -> None:
     """The --out files, then the terminal table (or, with --format and no --out, that format on stdout): a file
     that cannot be written is exit 2 before any verdict is shown, so that a CI gate never reads a full disk as a
     regression."""
-    from gpubench import outputs
+    from gpubench.results import destination as outputs
     from gpubench.console import out_console
 
     outs = _out_formats(args)
@@ -98,7 +98,7 @@ def _emit(args, render: Callable[[str], Any]) -> None:
 def main(args: argparse.Namespace, argv: list[str]) -> int:
     if not args.fleet and len(args.paths) != 2:  # answered at once, before pandas is loaded
         raise UsageError(f"compare takes BASELINE CURRENT (2 paths), not {len(args.paths)}; or pass --fleet RUN")
-    from gpubench.compare import fleet, report, thresholds
+    from gpubench.compare import fleet, comparison as report, thresholds
 
     _out_formats(args)  # a bad --out fails before anything is loaded
     th = thresholds.load(args.thresholds) if args.thresholds else thresholds.Thresholds()

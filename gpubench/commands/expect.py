@@ -23,7 +23,7 @@ def add(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
     # check runs' tables (pandas) and the console (rich): loaded when the command runs, not for --help
-    from gpubench.check import envelope, history
+    from gpubench.check import envelope, node_history as history
     from gpubench.console import fmt_value, out_console
 
     if args.min_nodes < 1:

@@ -10,7 +10,7 @@ from gpubench.commands import history
 from gpubench.errors import UsageError
 from gpubench.declared import way, ways
 
-OWN = "pytest-benchmark"  # written by gpubench.export, from any suite's time figures
+OWN = "pytest-benchmark"  # written by gpubench.results.export, from any suite's time figures
 
 
 def add(p: argparse.ArgumentParser) -> None:
@@ -24,9 +24,9 @@ def add(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    from gpubench import outputs  # these import pandas: not for --help
+    from gpubench.results import destination as outputs  # these import pandas: not for --help
     from gpubench.console import out_console
-    from gpubench.export import export
+    from gpubench.results.export import export
 
     outputs.file(args.out)  # a folder, a missing or read-only place: one line, before anything is read
     if args.format in history.FORMATS:
@@ -43,8 +43,9 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _suite_format(args: argparse.Namespace) -> int:
-    """A format a suite declares (Suite.exporters, gpubench.ways), written from that suite's rows of the run."""
-    from gpubench import outputs, results
+    """A format a suite declares (Suite.exporters, gpubench.suite), written from that suite's rows of the run."""
+    from gpubench.results import destination as outputs
+    from gpubench import results
     from gpubench.console import out_console
 
     declared = ways("exporters")

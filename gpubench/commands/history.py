@@ -90,7 +90,7 @@ def refuse_options(args: argparse.Namespace) -> None:
 
 def export(directory: str, fmt: str, out: str, args: argparse.Namespace) -> int:
     """``gpubench export DIR --format history-csv|history-json``: the series the page draws, as data."""
-    from gpubench import outputs
+    from gpubench.results import destination as outputs
     from gpubench.console import out_console
     from gpubench.report import history
     from gpubench.report.history import document

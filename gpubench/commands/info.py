@@ -7,7 +7,7 @@ import json
 
 from gpubench.backends import open_backend
 from gpubench.commands import EXIT_OK, add_device_args, default_cluster
-from gpubench.fingerprint import collect
+from gpubench.machine.fingerprint import collect
 from gpubench.units import format_bytes
 
 
@@ -22,7 +22,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     from rich.table import Table
 
     from gpubench.console import out_console
-    from gpubench.rundir import check_label
+    from gpubench.results.rundir import check_label
 
     cluster = check_label(args.cluster or default_cluster())
     backend = open_backend(args.backend, args.device)

@@ -26,7 +26,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     if history.is_history(args.paths, args):
         return history.report(args.paths[0], args.out, args)
 
-    from gpubench import outputs  # these import pandas and matplotlib: not for --help
+    from gpubench.results import destination as outputs  # these import pandas and matplotlib: not for --help
     from gpubench.console import out_console
     from gpubench.report import write
 

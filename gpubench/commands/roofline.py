@@ -17,7 +17,9 @@ def add(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace, argv: list[str]) -> int:
     from rich.table import Table  # these import pandas and matplotlib: not for --help
 
-    from gpubench import outputs, results, roofline
+    from gpubench.results import destination as outputs
+    from gpubench import results
+    from gpubench.report import roofline
     from gpubench.console import out_console
 
     df = results.load(args.run_dir)

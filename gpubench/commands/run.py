@@ -22,20 +22,20 @@ from gpubench.commands import (
     add_device_args,
     default_cluster,
 )
-from gpubench.contention import MEASURED_KEYS, closing, measured
+from gpubench.machine.contention import MEASURED_KEYS, closing, measured
 from gpubench.errors import UsageError
-from gpubench.memory import TOO_BIG
+from gpubench.machine.memory_budget import TOO_BIG
 from gpubench.options import read
 from gpubench.ranks.env import detect
 from gpubench.declared import way
 from gpubench.registry import all_suites, select
-from gpubench.request import DEFAULT_PROCESSES, Conduct, Placement, RunRequest, Selection
+from gpubench.run.request import DEFAULT_PROCESSES, Conduct, Placement, RunRequest, Selection
 from gpubench.units import parse_size_list
 
 if TYPE_CHECKING:
-    from gpubench import runner
+    from gpubench.run import runner
     from gpubench.backends.base import Backend
-    from gpubench.prestart import Started
+    from gpubench.run.prestart import Started
     from gpubench.console import RunProgress
     from gpubench.ranks.group import Group
     from gpubench.suite import Suite
@@ -89,7 +89,7 @@ def add_suite_options(p: argparse.ArgumentParser, cls: Any) -> None:
 def request_of(args: argparse.Namespace, argv: list[str]) -> RunRequest:
     """The run asked for, typed; everything the user typed is checked here, before a directory is made or a device
     touched (a UsageError: one line, exit 2)."""
-    from gpubench.rundir import check_label
+    from gpubench.results.rundir import check_label
 
     suites = select(args.suite)
     cluster = check_label(args.cluster or default_cluster())
@@ -114,9 +114,9 @@ def request_of(args: argparse.Namespace, argv: list[str]) -> RunRequest:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    from gpubench import prestart
+    from gpubench.run import prestart
 
-    # Before request_of imports the suites (torch): the workers import alongside (gpubench.prestart). Only a plain
+    # Before request_of imports the suites (torch): the workers import alongside (gpubench.run.prestart). Only a plain
     # run of one device takes them: not --devices, not another --engine.
     plain = args.devices is None and getattr(args, "engine", "torch") == "torch"
     names = [n.strip() for n in str(args.suite).split(",")]
@@ -131,7 +131,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
 def _main(args: argparse.Namespace, argv: list[str], early: Started | None) -> int:
     request = request_of(args, argv)
     suites = list(request.what.suites)
-    engine = getattr(args, "engine", "torch")  # a suite's --engine: another engine into its table (gpubench.ways)
+    engine = getattr(args, "engine", "torch")  # a suite's --engine: another engine into its table (gpubench.suite)
     drivers = [s.driver for s in suites if s.driver]
     if drivers:
         if len(suites) > 1 or args.devices is not None or engine != "torch":
@@ -153,7 +153,7 @@ def _main(args: argparse.Namespace, argv: list[str], early: Started | None) -> i
 
 def _plan(request: RunRequest, device: Backend, group: Group | None = None,
           world_size: int | None = None) -> runner.Plan:
-    from gpubench import runner
+    from gpubench.run import runner
 
     what = request.what
     return runner.plan(what.suites, device, quick=request.how.quick, sizes=what.sizes, dtypes=what.dtypes,
@@ -164,8 +164,9 @@ def _plan(request: RunRequest, device: Backend, group: Group | None = None,
 def _measure(request: RunRequest, early: Started | None = None) -> int:
     """The suites' cases, measured on this device, on the ranks of a multi-process suite (comm), or on each device
     of --devices at once. Where no launcher started the processes, the grid is checked here and they are started."""
-    from gpubench.ranks import ending, start
-    from gpubench.ranks import fleet as fleet_ranks
+    from gpubench.ranks import ending
+    from gpubench.run import start_ranks as start
+    from gpubench.run import start_devices as fleet_ranks
 
     suites = request.what.suites
 
@@ -222,10 +223,10 @@ def _nothing_fits(outcome: runner.Outcome, progress: RunProgress | None) -> None
 
 def _run_plan(request: RunRequest, backend: Backend, group: Group | None, early: Started | None = None,
               shared: str | None = None) -> int:
-    from gpubench import runner
+    from gpubench.run import runner
     from gpubench.console import RunProgress
     from gpubench.ranks import ending
-    from gpubench.rundir import ensure_writable
+    from gpubench.results.rundir import ensure_writable
 
     fleet = request.where.fleet
     p = _plan(request, backend, group=None if fleet else group)
@@ -253,7 +254,7 @@ def _summary(outcome: runner.Outcome, suites: Sequence[Suite]) -> int:
     """The run's tables and closing lines on the terminal; the exit code."""
     from gpubench.console import cost_line, out_console, say, summary_tables
     from gpubench.ranks import ending
-    from gpubench.rundir import saved
+    from gpubench.results.rundir import saved
 
     console = out_console()
     for table in summary_tables(outcome.frame, {s.name: s.params for s in suites},

@@ -3,7 +3,7 @@
 - :mod:`.load` — which runs a path names (a run, a table, a directory of runs, a baseline window);
   :mod:`.pool` — a side's rows pooled into one row per figure (each run, or process, one piece of evidence);
 - :mod:`.verdict` — BETTER / WORSE / SAME / UNKNOWN per figure (runs as the unit of evidence; the rank test and
-  the spread of run medians are :mod:`gpubench.stats`');
+  the spread of run medians are :mod:`gpubench.timing.stats`');
 - :mod:`.passes` — what the runs' metadata knows, applied to the verdicts in one place: a shared GPU and a busy
   host (:mod:`.contention`), a rerun (:mod:`.confirm`), the directory's memory of earlier verdicts and
   acceptances (:mod:`.memory`);

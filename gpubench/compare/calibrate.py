@@ -2,7 +2,7 @@
 medians wander when nothing changed.
 
 For each case and metric its own threshold: the relative spread of its run medians, (max − min) / median
-(:func:`gpubench.stats.run_spread`), times a safety factor (default 2), and at least a floor (default 1 %).
+(:func:`gpubench.timing.stats.run_spread`), times a safety factor (default 2), and at least a floor (default 1 %).
 A case whose threshold would exceed ``max_threshold`` (default 25 %) is too noisy to gate at a useful level: it
 is written as "not gated (run-to-run spread 40%)" and compare never calls it WORSE, instead of one noisy case
 widening its whole suite (a per-suite maximum let one noisy case blind every other case of its suite).
@@ -22,13 +22,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpubench import outputs
+from gpubench.results import destination as outputs
 from gpubench.compare import cross, pace
 from gpubench.compare.defaults import DEFAULT_FLOOR, DEFAULT_MAX_THRESHOLD, DEFAULT_SAFETY
 from gpubench.compare.load import KEY, Side, is_run_dir, resolve, run_candidates
 from gpubench.compare.thresholds import DEFAULT_THRESHOLD, NOT_GATED, Thresholds, dumps
 from gpubench.errors import UsageError
-from gpubench.stats import run_spread
+from gpubench.timing.stats import run_spread
 
 
 

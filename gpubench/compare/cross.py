@@ -2,7 +2,7 @@
 
 A comparison across systems (another GPU model, count or driver) answers a different question than a
 regression gate does, so compare refuses one unless ``--cross-cluster`` asks for it; it then shows ratios and,
-where :mod:`gpubench.peaks` knows the hardware, each side's figure as a percentage of its own spec peak.
+where :mod:`gpubench.machine.spec_peaks` knows the hardware, each side's figure as a percentage of its own spec peak.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gpubench import peaks, registry
+from gpubench.machine import spec_peaks as peaks
+from gpubench import registry
 from gpubench.errors import UsageError
 
 # Facts of run.json's fingerprint identity that make two results different systems. Software (torch, CUDA

@@ -7,7 +7,7 @@ A path is
   run_ids start with the UTC start time; default :data:`DEFAULT_WINDOW`) that are evidence of its normal level,
   of the same system as the other side where ``like`` names one. Runs that did not complete, that shared their
   GPU or ran on a busy host are no evidence; nor is a run for a figure it was judged WORSE on and nobody
-  accepted, nor a run older than a figure's accepted level (:mod:`gpubench.compare.memory`),
+  accepted, nor a run older than a figure's accepted level (:mod:`gpubench.compare.gate_memory`),
 - or a small text file naming a run directory (the ``baseline`` pointer of ci/nightly.sh), relative to the
   file's own directory.
 
@@ -31,12 +31,12 @@ from typing import Any
 import pandas as pd
 
 from gpubench import results
-from gpubench.compare import cross, memory
+from gpubench.compare import cross, gate_memory as memory
 from gpubench.compare.defaults import DEFAULT_WINDOW
 from gpubench.compare.pool import KEY, pool
-from gpubench.rundir import status_of
+from gpubench.results.rundir import status_of
 from gpubench.errors import UsageError
-from gpubench.levels import disturbed_by_load
+from gpubench.results.host_set import disturbed_by_load
 
 SPREAD_HISTORY = 20  # runs, the window's included, that a host-set figure's run-to-run spread is taken over
 _POINTER_MAX_BYTES = 4096  # a pointer file holds one path; anything larger is not one
@@ -89,7 +89,7 @@ class Side:
         return line + (f"; left out: {', '.join(gone)}" if gone else "")
 
 
-# A busy host's run is left out for the figures the host sets only (gpubench.levels): the window line says so.
+# A busy host's run is left out for the figures the host sets only (gpubench.results.host_set): the window line says so.
 _FOR = {memory.BUSY: " (for the figures the host sets)"}
 
 
@@ -307,7 +307,7 @@ class _Reading:
     def take(self, entry: memory.Entry, ledger: memory.Ledger) -> None:
         """Read one run (the next older one) and take its rows into the windows and histories they belong to. A
         run on a shared GPU is no evidence for any of its figures; a run on a busy host none for the figures the
-        host sets (gpubench.levels), while those the GPU times stand."""
+        host sets (gpubench.results.host_set), while those the GPU times stand."""
         self.loads += 1
         try:
             df = results.load(entry.path)

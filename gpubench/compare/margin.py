@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpubench.compare import sensitivity
-from gpubench.stats import number, run_spread
+from gpubench.timing.stats import number, run_spread
 
 MIN_RUNS = 3  # baseline runs of a figure before its run-to-run spread is known at all
 # How many times the window's range of run medians a new run must lie from their median before it is more
@@ -28,7 +28,7 @@ MIN_RUNS = 3  # baseline runs of a figure before its run-to-run spread is known 
 # tabulated counts a count takes the factor of the next smaller one (the larger factor).
 _SPREAD_FACTOR = {3: 7.0, 4: 3.5, 5: 2.5, 6: 2.0, 7: 1.8, 8: 1.6, 9: 1.5, 10: 1.4, 12: 1.25, 15: 1.15, 20: 1.0,
                   30: 0.85, 45: 0.75, 60: 0.65}
-# A figure the host sets, measured in m processes a run (gpubench.processes), is the median of the current run's m
+# A figure the host sets, measured in m processes a run (gpubench.run.per_process), is the median of the current run's m
 # processes, not one draw, and the window's values are its runs' processes: one value of the current run lies as far
 # from the window's median as a single draw would, the median of three much less. The factor for R window runs of m
 # processes each against a run of m: the same 99th percentile, simulated with each process's value the sum of its
@@ -44,7 +44,7 @@ _SPREAD_FACTOR = {3: 7.0, 4: 3.5, 5: 2.5, 6: 2.0, 7: 1.8, 8: 1.6, 9: 1.5, 10: 1.
 # (results/reference/h200/gpu-state-20261129/), where a pooled factor called about 1 % of draws WORSE. Without the
 # pace (older tables, --no-host-pace) the host's state stays in the processes' levels, which a run's processes
 # share (raw correlation up to 0.61): the single-draw factor.
-POOLED_MOVES = ("host-timed", "host-bound")  # the figures whose samples carry the host's pace (gpubench.pace)
+POOLED_MOVES = ("host-timed", "host-bound")  # the figures whose samples carry the host's pace (gpubench.machine.host_pace)
 _POOLED_FACTOR = {
     2: {3: 1.96, 4: 1.49, 5: 1.29, 6: 1.15, 7: 1.02, 8: 0.96, 10: 0.87, 12: 0.79, 15: 0.72, 20: 0.63},
     3: {3: 1.20, 4: 0.97, 5: 0.84, 6: 0.77, 7: 0.71, 8: 0.66, 10: 0.59, 12: 0.55, 15: 0.50, 20: 0.47},
@@ -55,7 +55,7 @@ _POOLED_FACTOR = {
 }
 
 # A rule on the window's *run* medians, for a figure measured at the host's pace in this many processes a run or
-# more (gpubench.processes): each run's median of all its processes is one draw, held to the range of the window's
+# more (gpubench.run.per_process): each run's median of all its processes is one draw, held to the range of the window's
 # run medians × the single-draw factor. The processes' range, which the pooled factor reads, is set by the window's
 # most distant process: on one H200 whose runs of 6 processes agreed to 2.4-9.9 % on every launch figure, the 30
 # process medians of a window spanned 22-76 % and compare called 10 of 21 host-set figures blind; this rule would

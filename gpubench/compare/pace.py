@@ -1,7 +1,7 @@
 """Figures the host times, judged at the baseline's host pace.
 
 A host-timed figure (a launch's host time, an event's round trip, a pageable copy) moves with the host's own speed,
-which on a shared host changes by tens of percent over seconds (gpubench.pace). Each such sample carries the pace
+which on a shared host changes by tens of percent over seconds (gpubench.machine.host_pace). Each such sample carries the pace
 taken before it (``host_pace``). Over the baseline's runs, each process gives a point: its median pace and its
 median figure. Where those points spread in pace, a line through them (log figure against log pace; the median of
 the pairwise slopes, which a stray point does not tilt) says how much of the figure's movement the pace explains,
@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from gpubench.compare.pool import flatten
-from gpubench.paceline import MIN_POINTS, Line, fit
-from gpubench.stats import summarize
+from gpubench.timing.pace_line import MIN_POINTS, Line, fit
+from gpubench.timing.stats import summarize
 
 # A column compare adds to a side's rows: True where the figure was moved along a line (its processes then share
 # less of their level: gpubench.compare.verdict judges tonight's pooled median of them so).
@@ -167,5 +167,5 @@ def adjust(base, cur, others=()) -> Adjusted:
     return result
 
 
-# MIN_POINTS and Line are gpubench.paceline's, named here for the callers of this module
+# MIN_POINTS and Line are gpubench.timing.pace_line's, named here for the callers of this module
 __all__ = ["Line", "Adjusted", "lines", "apply", "adjust", "MIN_POINTS", "AT_PACE"]

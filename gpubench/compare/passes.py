@@ -3,9 +3,9 @@
 0. no clean baseline (:func:`without_baseline`): a figure whose every run in the baseline directory was left out
    for the machine's state (a busy host for a figure the host sets, a shared GPU) is UNKNOWN, saying so, instead
    of a figure of the current run alone: the machine's state never makes compare refuse (exit 2);
-1. a shared GPU (:func:`gpubench.compare.contention.shared_gpu`): a WORSE measured beside another process is
+1. a shared GPU (:func:`gpubench.compare.shared_machine.shared_gpu`): a WORSE measured beside another process is
    UNKNOWN;
-2. a busy host (:func:`gpubench.compare.contention.busy_host`): a WORSE or BETTER of a figure the host sets,
+2. a busy host (:func:`gpubench.compare.shared_machine.busy_host`): a WORSE or BETTER of a figure the host sets,
    measured on a busy host, is UNKNOWN;
 3. a rerun (:func:`gpubench.compare.confirm.apply`): a WORSE stays only where the rerun in a fresh process, judged
    against the same baseline through steps 1 and 2, is WORSE too;
@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench.compare import confirm, contention, memory, settings
+from gpubench.compare import confirm, shared_machine as contention, gate_memory as memory, settings
 from gpubench.compare.load import KEY, Side
 from gpubench.compare.thresholds import Thresholds
 from gpubench.compare.verdict import (BETTER, COMPARED, ONLY_CURRENT, SAME, UNKNOWN, WORSE, compare_frames,

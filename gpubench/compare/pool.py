@@ -4,7 +4,7 @@ All ok rows of a figure on a side are pooled: their samples concatenated, the fi
 with rows of several devices is compared as one). A window of runs is pooled too, but each run stays one piece
 of evidence: ``run_values`` keeps each run's own median (one process's samples share its level, so the runs, not
 the samples, say how far a figure moves when nothing changed) and ``run_n`` the fewest samples any of its runs
-has. A run that measured a figure in several processes (``sample_process``, gpubench.processes) gives one value
+has. A run that measured a figure in several processes (``sample_process``, gpubench.run.per_process) gives one value
 per process instead: its processes are evidence of the same kind. ``history_values`` adds the run medians of
 older runs of a directory (gpubench.compare.load), for figures the host sets, which drift, and ``history_count``
 how many runs those values come from. ``run_medians`` (and ``history_medians``) keep one value per run whatever
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gpubench.stats import summarize
+from gpubench.timing.stats import summarize
 
 KEY = ("suite", "case", "metric")
 _STATS = ("mean", "min", "max", "stdev", "iqr", "cv")

@@ -17,7 +17,7 @@ why. The smallest such change follows compare's own rule (gpubench.compare.verdi
   a case not gated, a host busy or a GPU shared during the comparison.
 
 The goals (issue 47) are :data:`GOAL_GPU` for figures the GPU times and :data:`GOAL_HOST` for those the host sets
-(gpubench.levels).
+(gpubench.results.host_set).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from gpubench.stats import number, pair_quantile, shift_for_power
+from gpubench.timing.stats import number, pair_quantile, shift_for_power
 
 BLIND = 0.25  # a figure that catches only changes larger than this is not judged at a useful level
 GOAL_GPU, GOAL_HOST = 0.05, 0.15  # what the quick set should catch: figures the GPU times, those the host sets

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench.compare import cross
-from gpubench.fingerprint import NOT_SETTINGS
+from gpubench.machine.fingerprint import NOT_SETTINGS
 
 # Identity facts that are software, in the order they are shown (runtime_version is the CUDA/HIP runtime), and
 # the run's own options ("run options": its command line, less where it wrote and which cases it picked).

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from gpubench.compare.defaults import DEFAULT_THRESHOLD
 from gpubench.errors import UsageError
-from gpubench.tomlfile import loads
+from gpubench.files import loads
 
 SUITE_DEFAULT = "threshold"  # the key a suite's table uses for all its metrics
 NOT_GATED = "not gated"  # a case metric's value starting with this: too noisy to gate

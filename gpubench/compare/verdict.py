@@ -7,18 +7,18 @@ between-run shift "p = 1e-50". A figure is WORSE (or BETTER) only when
    least its threshold (:mod:`gpubench.compare.thresholds`; default 5 %; a case calibrated as "not gated" is
    never WORSE);
 2. where the baseline is a window of runs (a directory of runs; :data:`MIN_RUNS` or more with the figure):
-   the move is beyond the spread *between* their run medians (:func:`gpubench.stats.run_spread` × a factor,
+   the move is beyond the spread *between* their run medians (:func:`gpubench.timing.stats.run_spread` × a factor,
    :func:`gpubench.compare.margin.spread_factor`, which grows as the window shrinks; for a figure whose level is
    set by the host, also beyond the spread of the directory's longer history of it, since such figures drift; for
    one moved to the host's pace in runs of 6 or more processes, the range of the runs' own medians may set a
    smaller margin: :func:`gpubench.compare.margin.window_margin`), and
 3. the raw samples say the move is beyond noise: the two-sided Mann-Whitney U test
-   (:func:`gpubench.stats.mann_whitney`) gives p ≤ alpha (default 0.01). Where a run has too few samples for
+   (:func:`gpubench.timing.stats.mann_whitney`) gives p ≤ alpha (default 0.01). Where a run has too few samples for
    the test to ever reach alpha (``--quick`` CPU rows, n = 3) and the window is large enough, the run medians
    alone decide (basis ``run-medians``).
 
 A move of at least the threshold without that evidence is UNKNOWN; a smaller move is SAME. Figures whose level
-is known to move between processes (:func:`moves_between_runs`, gpubench.levels: host-timed, host-bound, copies
+is known to move between processes (:func:`moves_between_runs`, gpubench.results.host_set: host-timed, host-bound, copies
 to and from host memory) are UNKNOWN, never WORSE, until the baseline has :data:`MIN_RUNS` runs of them, or
 processes (a run measures them in ``--processes`` processes, each process's median one more piece of
 evidence); so is every figure of a window that holds fewer than :data:`MIN_RUNS` runs of it (a nightly
@@ -48,8 +48,8 @@ from gpubench.compare.margin import MIN_RUNS, POOLED_MOVES, spread_factor, windo
 from gpubench.compare.pace import AT_PACE
 from gpubench.compare.thresholds import Thresholds
 from gpubench.console import p_text
-from gpubench.levels import disturbed_by_load, set_by_host
-from gpubench.stats import best_p, mann_whitney, number, run_spread
+from gpubench.results.host_set import disturbed_by_load, set_by_host
+from gpubench.timing.stats import best_p, mann_whitney, number, run_spread
 
 WORSE, BETTER, SAME, UNKNOWN = "WORSE", "BETTER", "SAME", "UNKNOWN"
 INCOMPARABLE = "incomparable"
@@ -80,7 +80,7 @@ _ORDER = {WORSE: 0, UNKNOWN: 1, NOT_OK: 2, INCOMPARABLE: 3, ONLY_BASELINE: 4, ON
           SKIPPED: 8}
 
 
-# Why a row's level moves between processes ("" when nothing says so): gpubench.levels says which figures.
+# Why a row's level moves between processes ("" when nothing says so): gpubench.results.host_set says which figures.
 moves_between_runs = set_by_host
 
 
@@ -100,7 +100,7 @@ def judge(
     came from a directory of runs, so fewer than MIN_RUNS runs of the figure is a history still filling.
     ``history_runs``: run medians of the directory's longer history (the window's included); with ``moves``,
     a change must also clear that history's spread × its factor. ``run_count``: how many runs
-    ``baseline_runs`` come from, where a run gave one value per process (gpubench.processes); for the notes.
+    ``baseline_runs`` come from, where a run gave one value per process (gpubench.run.per_process); for the notes.
     ``current_processes``: how many processes the current run's samples come from, for a figure judged at the
     host's pace (the caller's to say; 1 otherwise); for a host-timed or host-bound figure (``moves``) measured so in
     every window run, the factor is the pooled one (:func:`spread_factor`), and in every run of the history

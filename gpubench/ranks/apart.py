@@ -18,7 +18,7 @@ from typing import Any
 
 from gpubench.backends.base import Backend
 from gpubench.errors import UsageError
-from gpubench.rundir import machine
+from gpubench.machine.procfs import machine
 
 
 def per_node(n: int) -> str:

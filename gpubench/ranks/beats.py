@@ -12,7 +12,7 @@ import json
 import time
 from typing import Any
 
-from gpubench.rundir import machine, proc_stat, started
+from gpubench.machine.procfs import machine, proc_stat, started
 
 PREFIX = "gpubench/"
 HEARTBEAT_S = 0.5

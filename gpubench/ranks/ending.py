@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any, Callable, NoReturn
 
-from gpubench.rundir import count_kept, kept, mark_ended, saved
+from gpubench.results.rundir import count_kept, kept, mark_ended, saved
 
 ENDING = (signal.SIGTERM, signal.SIGHUP)
 _SIGNAL_STORE_S = 0.4  # each store call made on a launcher's signal: a SIGKILL may follow within a second or two

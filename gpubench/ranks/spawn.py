@@ -28,7 +28,7 @@ from pathlib import Path
 
 from gpubench.ranks.beats import laggards, machine, read_heartbeats
 from gpubench.ranks.python import module_command
-from gpubench.rundir import mark_ended, saved
+from gpubench.results.rundir import mark_ended, saved
 
 _POLL_S = 0.2
 _STARTING_S = 300.0  # how long ranks may take to start (their first heartbeat) before the spawner gives up

@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpubench.compare.report import against_earlier
+from gpubench.compare.comparison import against_earlier
 from gpubench.registry import all_suites
 from gpubench.report import charts_roofline, page
 from gpubench.report.plotting import Chart

@@ -1,11 +1,11 @@
-"""The report's own chart: the roofline of each system (drawn by gpubench/roofline.py, which ``gpubench
+"""The report's own chart: the roofline of each system (drawn by gpubench/report/roofline.py, which ``gpubench
 roofline`` uses too), from the rows of any suite held against its roofs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gpubench import roofline
+from gpubench.report import roofline
 from gpubench.report.plotting import Chart, note
 from gpubench.report.runs import Run
 

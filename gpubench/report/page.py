@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpubench.compare.formats import context_lines, headers, human_case, row_cells
-from gpubench.compare.report import CompareTable
-from gpubench.contention import MEASURED_KEYS, closing, measured
+from gpubench.compare.outputs.common import context_lines, headers, human_case, row_cells
+from gpubench.compare.comparison import CompareTable
+from gpubench.machine.contention import MEASURED_KEYS, closing, measured
 from gpubench.suite import Suite
 from gpubench.report.plotting import Chart
 from gpubench.report.runs import Run
-from gpubench.rundir import status_of
+from gpubench.results.rundir import status_of
 from gpubench.units import format_bytes
 
 PAGE = "index.html"

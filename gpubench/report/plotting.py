@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpubench.chartfit import thin_ticks
+from gpubench.report.chartfit import thin_ticks
 from gpubench.errors import UsageError
 
 # A run keeps its colour across every chart of the page, so a reader can follow one run down the page.

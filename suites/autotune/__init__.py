@@ -14,13 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 from gpubench.options import Option, read
-from gpubench.request import RunRequest
+from gpubench.run.request import RunRequest
 from gpubench.suite import Suite
 from gpubench.suites.comm import OPTIONS as COMM_OPTIONS
 from gpubench.suites.autotune import charts as charts_autotune
 from gpubench.suites.autotune import sweep
 from gpubench.suites.comm import table as commtable
-from gpubench.ways import Engine
+from gpubench.suite import Engine
 
 
 def _positive(value: float, _: Any) -> str | None:

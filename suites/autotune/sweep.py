@@ -34,9 +34,9 @@ from gpubench.console import fmt_value, out_console, param_text
 from gpubench.errors import UsageError
 from gpubench.options import Option
 from gpubench.ranks.python import module_command
-from gpubench.request import RunRequest
-from gpubench.rows import figure, finish
-from gpubench.rundir import RunDir, ensure_writable
+from gpubench.run.request import RunRequest
+from gpubench.run.rows import figure, finish
+from gpubench.results.rundir import RunDir, ensure_writable
 from gpubench.suite import Case
 from gpubench.suites.autotune import exports, knobs, winners
 from gpubench.suites.comm import table as commtable

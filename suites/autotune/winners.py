@@ -22,7 +22,7 @@ import pandas as pd
 from gpubench.compare.defaults import DEFAULT_ALPHA, DEFAULT_THRESHOLD
 from gpubench.compare.margin import MIN_RUNS
 from gpubench.compare.verdict import BETTER, SAME, judge
-from gpubench.levels import set_by_host
+from gpubench.results.host_set import set_by_host
 from gpubench.suites.autotune.knobs import DEFAULT
 from gpubench.suites.comm import table as commtable
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpubench import graphs
+from gpubench.timing import graphs
 from gpubench.backends.base import Backend
 from gpubench.suites.comm import sweep
 from gpubench.suites.comm import charts as charts_comm
@@ -40,11 +40,11 @@ from gpubench.suites.comm.table import busbw_factor, element_count
 from gpubench.units import parse_size
 from gpubench.ranks import ncclmem
 from gpubench.errors import UsageError
-from gpubench.memory import too_big
+from gpubench.machine.memory_budget import too_big
 from gpubench.nccltests.model import TOOLS, collective_of_binary
 from gpubench.options import Option, names
 from gpubench.suite import Case, Check, GridContext, Graph, Method, Skip, Suite, Workload
-from gpubench.ways import Engine, Importer
+from gpubench.suite import Engine, Importer
 
 # The dtypes and the GPU sweeps are the table's (table.py): nccl-tests runs use them too.
 DTYPES, ALIASES, canonical_dtype = commtable.DTYPES, commtable.ALIASES, commtable.canonical_dtype
@@ -291,7 +291,7 @@ def _register_alloc(value: bool, options: Any) -> str | None:
     return None
 
 
-# Engines besides gpubench's own loop, each writing this suite's table (gpubench.ways): --engine nccl-tests runs
+# Engines besides gpubench's own loop, each writing this suite's table (gpubench.suite): --engine nccl-tests runs
 # the binaries with the same sweep (sweep.py); its layout options are its own.
 ENGINES = (Engine("nccl-tests", sweep.sweep, own_options=("nccl_tests_launcher", "nccl_tests_layout")),)
 
@@ -679,7 +679,7 @@ class Comm(Suite):
 def _graph_note(collective: str, nbytes: int, graph: bool, backend: Backend) -> str:
     """What a row timed in a graph says of a cost torch.distributed adds (P2P_NOTE), of its one process per GPU
     (P2P_LAYOUT_NOTE) or of a figure that moves between runs (ALLTOALL_RUNS_NOTE); a capture that fails says that
-    instead (gpubench.graphs)."""
+    instead (gpubench.timing.graphs)."""
     if not graph or backend.graphs() is None:
         return ""
     if collective == "alltoall":

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpubench import peaks
+from gpubench.machine import spec_peaks as peaks
 from gpubench.report.plotting import MARKERS, STYLES, Chart, bytes_axis, color, grid, legend, note, save, spread
 from gpubench.report.runs import Run, join
 
 # Per-direction NVLink bandwidth of one GPU: what busbw approaches within one NVSwitch node. Keyed by the
-# gpubench/peaks.py part name; a part missing here gets no line rather than a guess.
+# gpubench/machine/spec_peaks.py part name; a part missing here gets no line rather than a guess.
 LINK_SPECS = {
     "NVIDIA H100 SXM5": (450.0, "NVLink 4: 900 GB/s bidirectional, 450 GB/s per direction"),
     "NVIDIA H200 SXM": (450.0, "NVLink 4: 900 GB/s bidirectional, 450 GB/s per direction"),

@@ -19,12 +19,12 @@ from gpubench import results
 from gpubench.suites.comm import table as commtable
 from gpubench.console import fmt_value
 from gpubench.errors import UsageError
-from gpubench.fingerprint import identity_hash
+from gpubench.machine.fingerprint import identity_hash
 from gpubench.nccltests import model
 from gpubench.nccltests.model import ParseError, Row, Run
 from gpubench.nccltests.parse_json import parse_json
 from gpubench.nccltests.parse_text import parse_text
-from gpubench.rundir import RunDir, check_label
+from gpubench.results.rundir import RunDir, check_label
 
 
 @dataclass
@@ -347,7 +347,7 @@ def _judge_error(rows: list[dict[str, Any]], row: Row, n: int, engine: str) -> N
                             f"{engine} marked the error {fmt_value(error)} as above its threshold")
 
 
-# --- identity: a fingerprint (the shape of :func:`gpubench.fingerprint.collect`'s) built from what logs say of a
+# --- identity: a fingerprint (the shape of :func:`gpubench.machine.fingerprint.collect`'s) built from what logs say of a
 # system.
 #
 # A log tells the GPU model, the ranks and their hosts, the tool and the NCCL/RCCL version; the rest of the

@@ -23,8 +23,8 @@ from gpubench.nccltests.envscrub import scrub
 from gpubench.nccltests.model import ParseError
 from gpubench.ranks.ending import ENDING
 from gpubench.ranks.env import detect
-from gpubench.request import RunRequest
-from gpubench.rundir import ensure_writable, utc_now
+from gpubench.run.request import RunRequest
+from gpubench.results.rundir import ensure_writable, utc_now
 from gpubench.suites.comm import table as commtable
 from gpubench.suites.comm.binaries import BinaryError, build_command, find_binary, run_binary, supports_graph
 from gpubench.suites.comm.importer import import_logs, read

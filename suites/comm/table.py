@@ -24,7 +24,7 @@ from typing import Any
 
 from gpubench.console import fmt_value
 from gpubench.nccltests.model import NCCL_TYPES  # nccl-tests' own names: its parsers read them too
-from gpubench.rows import figure, finish
+from gpubench.run.rows import figure, finish
 from gpubench.suite import Case, Metric
 
 SUITE = "comm"

@@ -27,7 +27,7 @@ Hopper with the launch configuration the autotune-kernels sweep exported, a tile
 On the CPU (and the fake backend) the grid shrinks to sides ≤ 512 and only fp32/fp64 through torch run.
 
 Each row's TF/s comes from the engine (flops / time). ``pct_peak`` is that over the vendor's dense peak for
-the device and dtype (gpubench/peaks.py; extra columns ``peak_tflops`` and ``peak_source``); where the peak
+the device and dtype (gpubench/machine/spec_peaks.py; extra columns ``peak_tflops`` and ``peak_source``); where the peak
 is unknown, pct_peak is NaN and peak_source is "unknown".
 
 On GPUs a small GEMM (≤ HOLD_MAX_FLOPS) runs behind a stream hold until a whole batch is enqueued
@@ -52,11 +52,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpubench import engine, fills
+from gpubench.timing import engine, fills
 from gpubench.backends.base import Backend
-from gpubench.memory import too_big
-from gpubench.peaks import peak_tflops
-from gpubench.stats import propagate
+from gpubench.machine.memory_budget import too_big
+from gpubench.machine.spec_peaks import peak_tflops
+from gpubench.timing.stats import propagate
 from gpubench.suites.gemm import charts as charts_gemm
 from gpubench.suite import THROUGHPUT, TIME, Case, Check, Derived, GridContext, Method, Metric, Skip, Suite, Workload
 
@@ -439,7 +439,7 @@ class Gemm(Suite):
 
     @classmethod
     def roof(cls, row):
-        return "tensor"  # the dtype's matrix-unit peak (gpubench.peaks), as pct_peak is taken
+        return "tensor"  # the dtype's matrix-unit peak (gpubench.machine.spec_peaks), as pct_peak is taken
 
     @classmethod
     def point_label(cls, row):
@@ -541,7 +541,7 @@ class Gemm(Suite):
             best_case = Case.of(shape="search_best", dtype=dtype, layout=layout, M=best["M"], N=best["N"],
                                 K=best["K"], impl=impl)
             # The best shape's figures are that row's own: its samples too. The spread figures carry the noise
-            # of every shape's samples (gpubench.stats.propagate).
+            # of every shape's samples (gpubench.timing.stats.propagate).
             out.append(Derived(best_case, THROUGHPUT, best["value"], f"highest median TF/s of {about}",
                                tuple(best.get("samples") or ())))
             best_pct = pct.get(best["case"])

@@ -1,5 +1,5 @@
 """GEMM: TF/s against problem size, one panel per dtype, one line per implementation and run, with the spec
-peak and a % of peak axis where the device's peak is known (gpubench/peaks.py, the ``peak_tflops`` column)."""
+peak and a % of peak axis where the device's peak is known (gpubench/machine/spec_peaks.py, the ``peak_tflops`` column)."""
 
 from __future__ import annotations
 

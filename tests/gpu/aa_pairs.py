@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from gpubench.compare import thresholds
-from gpubench.compare.report import build
+from gpubench.compare.comparison import build
 
 th = thresholds.load(os.environ["THRESHOLDS"]) if os.environ.get("THRESHOLDS") else None
 

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from gpubench import results
-from gpubench.levels import set_by_host
+from gpubench.results.host_set import set_by_host
 
 res, out = Path(sys.argv[1]), Path(sys.argv[2])
 rows = []

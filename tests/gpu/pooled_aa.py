@@ -9,7 +9,7 @@ series). Runs on a CPU: nothing is measured.
 
 For every time figure measured in 3 or more processes a run, N times: 5 runs of a series drawn as the window, a
 sixth as tonight; the figures whose samples carry the host's pace are moved along the window's line first
-(gpubench.paceline, as compare does), and only those with a line take the pooled factor, as in compare; tonight is
+(gpubench.timing.pace_line, as compare does), and only those with a line take the pooled factor, as in compare; tonight is
 WORSE where its median is above the window's median of process medians by more than the threshold (5 %) and the
 factor times the range of those process medians. It prints, for the figures moved to the pace and for the others,
 how many draws were WORSE with either factor. The Mann-Whitney test compare also asks of the samples is left out:
@@ -37,7 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gpubench import paceline, processes, results
+from gpubench.timing import pace_line as paceline
+from gpubench.run import per_process as processes
+from gpubench import results
 from gpubench.compare import margin as margins
 from gpubench.compare.margin import spread_factor, window_margin
 
@@ -76,7 +78,7 @@ def medians(s, lab, pace, line) -> tuple[list[float], float]:
 
 def pace_line(runs: list[tuple]):
     """The line of the figure's process medians over their processes' host pace in ``runs``, as compare fits it over
-    a window (gpubench.paceline); None where its samples carry no pace."""
+    a window (gpubench.timing.pace_line); None where its samples carry no pace."""
     if runs[0][2] is None:
         return None
     pts = [(float(np.median(p[lab == q])), float(np.median(s[lab == q])))

@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpubench import processes, results
+from gpubench.run import per_process as processes
+from gpubench import results
 from gpubench.compare.verdict import judge
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from gpubench import registry, results, rows
+from gpubench import registry, results
+from gpubench.run import rows
 
 
 def main(argv: list[str]) -> int:

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from gpubench import results
-from gpubench.compare import margin, report, sensitivity, verdict
-from gpubench.levels import disturbed_by_load
+from gpubench.compare import margin, comparison as report, sensitivity, verdict
+from gpubench.results.host_set import disturbed_by_load
 
 WINDOW = 5
 

@@ -12,7 +12,7 @@ from typing import Any
 from gpubench.check.facts.fields import Gpu
 from gpubench.check.facts.readers.base import FactsReader
 from gpubench.check.facts.rules import FOLDS
-from gpubench.contention import PROC, cpu_times, descendants, process_name
+from gpubench.machine.contention import PROC, cpu_times, descendants, process_name
 
 
 def process_tree(root_pid: int, proc: Path = PROC) -> set[int]:
@@ -36,7 +36,7 @@ class FactsWatch:
     the runner knows); it is asked only when the GPU lists a pid not yet known as ours, and a pid once ours stays
     ours, so a worker that exits between two polls is never taken for a stranger. Where the GPU lists pids of another
     pid namespace (a container sees the host's, none of them ours or in our /proc), one of them is ours and which
-    cannot be told: the others are counted, as :mod:`gpubench.contention` counts them.
+    cannot be told: the others are counted, as :mod:`gpubench.machine.contention` counts them.
     """
 
     def __init__(self, reader: FactsReader, gpus: Iterable[Gpu | int], own_pids: Callable[[], Iterable[int]],

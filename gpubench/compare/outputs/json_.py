@@ -6,12 +6,12 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from gpubench.compare import sensitivity
-from gpubench.compare.formats import jsonable, not_compared
+from gpubench.compare.outputs.common import jsonable, not_compared
 
 if TYPE_CHECKING:
     from gpubench.compare.fleet import FleetReport
     from gpubench.compare.load import Side
-    from gpubench.compare.report import Report
+    from gpubench.compare.comparison import Report
 
 ORDER = 3
 SUFFIXES = (".json",)

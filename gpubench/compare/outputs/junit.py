@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpubench.compare.formats import (JunitCase, compared_lines, fleet_z, headers, headline, junit_xml, pct,
+from gpubench.compare.outputs.common import (JunitCase, compared_lines, fleet_z, headers, headline, junit_xml, pct,
                                       row_cells)
 from gpubench.compare.verdict import COMPARED, WORSE
 
 if TYPE_CHECKING:
     from gpubench.compare.fleet import FleetReport
-    from gpubench.compare.report import Report
+    from gpubench.compare.comparison import Report
 
 ORDER = 2
 SUFFIXES = (".xml",)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpubench.compare.formats import (FLEET_DEVICE_HEADERS, FLEET_ROW_HEADERS, context_lines, fleet_device_cells,
+from gpubench.compare.outputs.common import (FLEET_DEVICE_HEADERS, FLEET_ROW_HEADERS, context_lines, fleet_device_cells,
                                       fleet_row_cells, headers, headline, listing, markdown_table, md_cell, row_cells)
 from gpubench.compare.verdict import WORSE
 
 if TYPE_CHECKING:
     from gpubench.compare.fleet import FleetReport
-    from gpubench.compare.report import Report
+    from gpubench.compare.comparison import Report
 
 ORDER = 1
 SUFFIXES = (".md", ".markdown")

@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpubench.compare import sensitivity
-from gpubench.compare.formats import markdown_table, md_cell, pct, short_cases
+from gpubench.compare.outputs.common import markdown_table, md_cell, pct, short_cases
 from gpubench.compare.verdict import COMPARED
-from gpubench.stats import number
+from gpubench.timing.stats import number
 
 if TYPE_CHECKING:
-    from gpubench.compare.report import Report
+    from gpubench.compare.comparison import Report
 
 ORDER = 4
 HEADERS = ["suite", "case", "metric", "set by", "baseline runs", "run spread", "threshold", "catches", "limited by"]

@@ -16,12 +16,12 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from gpubench.compare.formats import (FLEET_DEVICE_HEADERS, FLEET_FLAGGED_SHOWN, FLEET_ROW_HEADERS, context_lines,
+from gpubench.compare.outputs.common import (FLEET_DEVICE_HEADERS, FLEET_FLAGGED_SHOWN, FLEET_ROW_HEADERS, context_lines,
                                       fleet_device_cells, fleet_row_cells, headers, headline, listing, row_cells)
 
 if TYPE_CHECKING:
     from gpubench.compare.fleet import FleetReport
-    from gpubench.compare.report import Report
+    from gpubench.compare.comparison import Report
 
 CONSOLE = True
 _STYLE = {"WORSE": "bold red", "BETTER": "green", "SAME": "", "UNKNOWN": "yellow"}

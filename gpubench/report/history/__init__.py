@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpubench import outputs
+from gpubench.results import destination as outputs
 from gpubench.compare.load import DEFAULT_WINDOW
 from gpubench.errors import UsageError
 from gpubench.report.history import document, nights, page, series

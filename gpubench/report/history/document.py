@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from gpubench.compare.formats import human_case
-from gpubench.rundir import utc_now
+from gpubench.compare.outputs.common import human_case
+from gpubench.results.rundir import utc_now
 from gpubench.report.history.nights import Night, Nights
 from gpubench.report.history.series import Figure
 

@@ -1,6 +1,6 @@
 """What the gate knew of each figure over the nights: the band of the baseline window it judged each night against,
 and its marks (WORSE since …, recovered, accepted), read from the records compare keeps beside each run
-(gpubench.compare.memory), never judged again here.
+(gpubench.compare.gate_memory), never judged again here.
 
 The band of a night is the range of the run medians of the nights that night's window held, chosen as compare
 chooses them from a directory (gpubench.compare.load): the latest ``window`` nights before it that measured the
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from gpubench.compare import memory
+from gpubench.compare import gate_memory as memory
 from gpubench.compare.load import MAX_SCAN
 from gpubench.report.history.nights import Night
 

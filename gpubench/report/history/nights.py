@@ -1,7 +1,7 @@
 """The nights of a directory of runs (as ci/nightly.sh keeps them), as the history page reads them.
 
 Each complete run is a night: its run.json, the gate's record of it and what people accepted
-(:class:`gpubench.compare.memory.Entry`), whether it shared its GPU or ran on a busy host (drawn hollow: the
+(:class:`gpubench.compare.gate_memory.Entry`), whether it shared its GPU or ran on a busy host (drawn hollow: the
 gate never takes such a night as evidence), the suites it ran, for each of them the settings that changed since
 the previous night of that suite (a vertical marker on the page: where nightlies of several suites share a
 directory, an elementwise night is compared with the elementwise night before it, not with a comm run between)
@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gpubench import results
-from gpubench.compare import cross, memory, settings
+from gpubench.compare import cross, gate_memory as memory, settings
 from gpubench.compare.load import is_run_dir, scan
 from gpubench.errors import UsageError
 

@@ -13,7 +13,7 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from gpubench.compare.formats import short_cases
+from gpubench.compare.outputs.common import short_cases
 from gpubench.console import fmt_value, unit_text
 
 PAGE = "index.html"

@@ -1,5 +1,5 @@
 """Imported by every Python started with this folder on PYTHONPATH: counting a run's cases kept
-(gpubench.rundir.kept, which reads its tables back) takes GPUBENCH_TEST_SLOW_COUNT_S seconds more, as on a slow disk,
+(gpubench.results.rundir.kept, which reads its tables back) takes GPUBENCH_TEST_SLOW_COUNT_S seconds more, as on a slow disk,
 so that a launcher's signal lands while a rank counts (tests/test_fleet_edges.py)."""
 
 import importlib.abc
@@ -13,7 +13,7 @@ _DELAY_S = float(os.environ.get("GPUBENCH_TEST_SLOW_COUNT_S") or 0)
 
 class _SlowCount(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name != "gpubench.rundir":
+        if name != "gpubench.results.rundir":
             return None
         sys.meta_path.remove(self)  # once: the module's own spec, found as it would be without this finder
         spec = importlib.util.find_spec(name)

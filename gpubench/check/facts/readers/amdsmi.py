@@ -16,7 +16,7 @@ from typing import Any
 
 from gpubench.check.facts.fields import Gpu, as_int
 from gpubench.check.facts.readers.base import VendorFacts
-from gpubench.telemetry import AmdSmiTelemetry, read_or_none
+from gpubench.machine.telemetry import AmdSmiTelemetry, read_or_none
 
 AMDSMI_HINT = "amdsmi is not installed: it ships with ROCm (python3 -m pip install /opt/rocm/share/amd_smi)"
 NOT_ON_ROCM = "not read on ROCm yet"

@@ -10,7 +10,7 @@ from typing import Any
 
 from gpubench.check.facts.fields import Gpu
 from gpubench.check.facts.rules import CHECKS, POLL_KEYS, STATIC_KEYS
-from gpubench.telemetry import read_or_none
+from gpubench.machine.telemetry import read_or_none
 
 
 def unknown_static(why: str | None, interconnect: str = "NVLink") -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Facts through NVML (nvidia-ml-py's ``pynvml``). The device is found by :mod:`gpubench.telemetry` (by uuid, then
+"""Facts through NVML (nvidia-ml-py's ``pynvml``). The device is found by :mod:`gpubench.machine.telemetry` (by uuid, then
 PCI bus id, then index), so CUDA's renumbering under CUDA_VISIBLE_DEVICES never points a fact at the wrong GPU.
 
 Sources: NVML API reference (nvmlDeviceGetMaxPcieLinkGeneration/Width, which take the slot into account,
@@ -12,7 +12,7 @@ from typing import Any
 
 from gpubench.check.facts.fields import Gpu, as_flag, as_int
 from gpubench.check.facts.readers.base import VendorFacts
-from gpubench.telemetry import NvmlTelemetry, read_or_none
+from gpubench.machine.telemetry import NvmlTelemetry, read_or_none
 
 NVML_HINT = "nvidia-ml-py is not installed: pip install nvidia-ml-py"
 

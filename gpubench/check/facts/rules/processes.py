@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 
 from gpubench.check.facts.rules.common import Fact, Static, Seen, skip, verdict
 from gpubench.check.model import Verdict
-from gpubench.contention import process_name
+from gpubench.machine.contention import process_name
 
 CHECK, TITLE = "processes", "other processes"
 

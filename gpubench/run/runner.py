@@ -1,0 +1,495 @@
+"""Runs suites case by case through the engine and writes the run directory as it goes.
+
+Faults stay local: a case that raises becomes an ``error`` row and the run goes on; a case that fails its
+check becomes an ``invalid`` row and is never timed. Each suite's table is rewritten (atomically) after every
+case, so Ctrl-C or a crash keeps everything measured so far. The first Ctrl-C abandons the case in progress at
+the engine's next check (within a batch: a ``skipped`` row says it was interrupted) and stops; the ranks of a
+collective, which must call it together, stop after the case instead. A second Ctrl-C stops at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from gpubench.machine import contention
+from gpubench.timing import engine
+from gpubench import results
+from gpubench.run import prestart
+from gpubench.run import per_process as proc
+from gpubench.backends.base import Backend
+from gpubench.machine.other_runs import enter
+from gpubench.errors import UsageError
+from gpubench.machine.fingerprint import collect
+from gpubench.run.interrupt import StopFlag
+from gpubench.options import read as read_options
+from gpubench.run.plan import Plan, plan
+from gpubench.ranks import agree, describe, ending
+from gpubench.ranks.group import Group, GroupError
+from gpubench.run.request import RunRequest
+from gpubench.run.rounds import rounds, spec
+from gpubench.run.rows import MAX_MESSAGE, case_rows, derive, first_line, joined, mark_rows
+from gpubench.results.rundir import ABANDONED, RunDir, Unwritten
+from gpubench.suite import Case, GridContext, Skip, Suite
+
+
+@dataclass
+class Outcome:
+    run_dir: RunDir
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # as written to the run directory
+    status: str = "complete"
+    abandoned: str | None = None  # "suite case" of the case a Ctrl-C interrupted, if any
+    contention: dict[str, Any] = field(default_factory=dict)  # run.json's: who else used the GPU and the host
+    notes: list[str] = field(default_factory=list)  # the suites' own notes ("suite: line"), printed under the table
+    error: str | None = None  # why the run failed as a whole (the ranks could no longer agree: a peer lost)
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        frames = [df for df in self.tables.values() if len(df)]
+        return pd.concat(frames, ignore_index=True) if frames else results.frame([])
+
+    @property
+    def failures(self) -> int:
+        df = self.frame
+        if df.empty:
+            return 0
+        return int(df.loc[df["status"].isin(["error", "invalid"]), "case"].nunique())
+
+
+def _call_prepare(suite: Suite, case: Case, backend: Backend, ctx: GridContext | None) -> Any:
+    # A suite whose prepare takes (case, backend) alone (written before options reached it) still runs.
+    if len(inspect.signature(suite.prepare).parameters) < 3:
+        return suite.prepare(case, backend)
+    if ctx is None:  # a case run outside a plan (tests, tools): the suite's defaults on this device
+        ctx = GridContext(backend=backend.name, quick=False, cache_bytes=backend.cache_bytes(),
+                          memory_bytes=backend.memory_bytes(), options=read_options(suite.options, {}))
+    return suite.prepare(case, backend, ctx)
+
+
+def _prepare(suite: Suite, case: Case, backend: Backend, group: Group | None, ctx: GridContext | None) -> Any:
+    """``suite.prepare``; across a group, a Skip or failure on any rank is every rank's (else the others would
+    go on into collectives the failed rank never joins)."""
+    if group is None:
+        return _call_prepare(suite, case, backend, ctx)
+    workload, error = None, None
+    try:
+        workload = _call_prepare(suite, case, backend, ctx)
+    except Exception as e:  # noqa: BLE001 — shared with the other ranks just below
+        error = e
+    agree.shared(group, error)
+    return workload
+
+
+def run_case(
+    suite: Suite,
+    case: Case,
+    backend: Backend,
+    base: dict[str, Any],
+    config: engine.EngineConfig,
+    telemetry: Any,
+    group: Group | None = None,
+    tick: Callable[[], None] | None = None,
+    ctx: GridContext | None = None,
+    interrupted: Callable[[], bool] | None = None,
+) -> list[dict[str, Any]]:
+    """The case's rows; with ``interrupted`` (see :func:`engine.measure`), a case abandoned on the way is one
+    ``skipped`` row per metric whose message says so. Each row keeps what the case cost (``case_s``)."""
+    t0 = time.monotonic()
+    how = _outcome(suite, case, backend, config, telemetry, group, tick, ctx, interrupted)
+    return case_rows(suite, case, base, case_s=time.monotonic() - t0, **how)
+
+
+def _outcome(suite: Suite, case: Case, backend: Backend, config: engine.EngineConfig, telemetry: Any,
+             group: Group | None, tick: Callable[[], None] | None, ctx: GridContext | None,
+             interrupted: Callable[[], bool] | None) -> dict[str, Any]:
+    """How the case ended, as :func:`gpubench.run.rows.case_rows` takes it: status, message, workload, measurement."""
+    workload = None
+    try:
+        getattr(backend, "begin_case", lambda case_id: None)(case.id)  # test stand-ins may lack it
+        workload = _prepare(suite, case, backend, group, ctx)
+        with workload.method.context() if workload.method.context else contextlib.nullcontext():
+            meas = engine.measure(workload, backend, config, telemetry, group=group, tick=tick,
+                                  interrupted=interrupted)
+    except GroupError:
+        raise  # the ranks can no longer agree: the run ends (the caller names the ranks)
+    except engine.Interrupted:
+        return {"status": "skipped", "message": ABANDONED, "workload": workload}
+    except Skip as e:
+        return {"status": "skipped", "message": str(e)[:MAX_MESSAGE], "workload": workload}
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # noqa: BLE001 — any failure of one case (OOM, compile error) is that case's row
+        return {"status": "error", "message": first_line(e), "workload": workload}
+    finally:
+        try:
+            backend.release()
+        except Exception:  # noqa: BLE001 — releasing after a failed case must not hide that case's error
+            pass
+    if not meas.valid:
+        chk = meas.check
+        msg = chk.detail or f"check failed: error {chk.error:.3g} > tolerance {chk.tolerance:.3g}"
+        return {"status": "invalid", "message": msg[:MAX_MESSAGE], "workload": workload, "meas": meas}
+    return {"status": "ok", "workload": workload, "meas": meas, "config": config}
+
+
+_WHO = ("host", "device_index", "device", "gpu_uuid", "pci_bus_id")
+
+
+def _static(reader: Any) -> dict[str, Any]:
+    try:
+        return dict(reader.static() or {})
+    except Exception:  # noqa: BLE001 — identity columns are best effort
+        return {}
+
+
+def _pci(backend: Backend) -> str | None:
+    try:
+        return backend.pci_bus_id()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _same_plan(p: Plan, group: Group) -> None:
+    """The ranks of a fleet go case by case together: they must lay out the same cases (GPUs of different
+    sizes may not), or say so on every rank before anything is written."""
+    mine = [(s.name, [s.fleet_key(c, p.contexts[s.name]) for c in p.cases[s.name]]) for s in p.suites]
+    plans = group.gather_objects(mine)
+    for rank, theirs in enumerate(plans):
+        if theirs != plans[0]:
+            raise UsageError(f"rank {rank}'s device lays out other cases than rank 0's (different GPU models?): "
+                             "run each kind of GPU in its own --devices run")
+
+
+def _everyones(group: Group, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every rank's rows for one case, in rank order (rank 0 writes them; the others keep an empty list)."""
+    gathered = group.gather_objects(rows)
+    return [r for part in gathered for r in part] if group.rank == 0 else []
+
+
+def execute(p: Plan, backend: Backend, request: RunRequest, *, progress: Any = None, group: Group | None = None,
+            config: engine.EngineConfig | None = None, early: prestart.Started | None = None) -> Outcome:
+    """Run the plan; ``progress`` gets ``start(total)``, ``advance(suite, case, rows)``, ``note(text)``.
+
+    Alone, this process measures (:class:`Single`). With a ``group`` every rank runs the plan in step, and rank 0
+    alone writes the run directory: the ranks of a collective suite measure together, the engine agreeing on
+    every decision (:class:`Ranks`); on a fleet (``run --devices``) each rank measures its own device alone and
+    sends its rows to rank 0 after each case (:class:`Fleet`).
+
+    ``early``: workers started as the command began (gpubench.run.prestart), for the run alone to take or kill.
+    """
+    kind = Single if group is None else Fleet if request.where.fleet else Ranks
+    return kind(p, backend, request, progress, config, group, early).run()
+
+
+class Single:
+    """One process measures the plan on its device. ``processes``: the cases a suite says are set per process are
+    measured in that many processes, this one and fresh workers after it (:mod:`gpubench.run.per_process`)."""
+
+    # Alone (or each rank of --devices on its own device) a Ctrl-C abandons the case in progress at any batch.
+    abandon = True
+    # Whether a device busy as the run starts is this process's own doing (a measuring process's earlier run): then
+    # it names no co-tenant (gpubench.machine.contention.Watch).
+    busy_is_ours = False
+
+    def __init__(self, p: Plan, backend: Backend, request: RunRequest, progress: Any = None,
+                 config: engine.EngineConfig | None = None, group: Group | None = None,
+                 early: prestart.Started | None = None):
+        self.p, self.backend, self.request, self.progress, self.group = p, backend, request, progress, group
+        self.early = early
+        self.config = config or (engine.QUICK if request.how.quick else engine.FULL)
+        self.telemetry = request.how.telemetry
+        self.current: str | None = None  # "suite case" while it is measured
+        self.workers: proc.Workers | None = None
+
+    # What differs between the kinds of run.
+
+    def _per_process(self) -> dict[str, list[str]]:
+        """The cases measured in several processes: on a device (the CPU backend's own figures are measured in this
+        one), by a run of one process (ranks measure in their own)."""
+        if self.request.how.processes <= 1 or not self.backend.is_gpu:
+            return {}
+        cases = {s.name: [c.id for c in self.p.cases[s.name] if s.per_process(c)] for s in self.p.suites}
+        return {k: v for k, v in cases.items() if v}
+
+    def _processes_asked(self) -> int:
+        return self.request.how.processes
+
+    def _join(self, meta: dict[str, Any], base: dict[str, Any]) -> None:
+        """What the run's record says of the other processes (none here)."""
+
+    def _run_dir(self, meta: dict[str, Any]) -> RunDir | Unwritten:
+        rd = RunDir.create(self.request.how.out, self.request.how.cluster, meta)
+        ending.follow(run_dir=rd.path)  # a SIGTERM closes it (interrupted) with what it kept
+        return rd
+
+    def _run_id(self, rd: RunDir | Unwritten) -> str | None:
+        return rd.run_id
+
+    def _own_pids(self) -> set[int]:
+        return set()
+
+    def _step(self, stop: StopFlag, label: str) -> None:
+        """Before each case: nothing to agree on alone."""
+
+    def _run_case(self, suite: Suite, case: Case, cfg: engine.EngineConfig,
+                  interrupted: Callable[[], bool] | None) -> list[dict[str, Any]]:
+        # A case set per process is measured where every process measures it (gpubench.run.per_process: pinning).
+        with proc.pinned(self.pinning, case.id in self.per_process.get(suite.name, ())):
+            return run_case(suite, case, self.backend, self.base, cfg, self.sampler, self.group,
+                            interrupted=interrupted, ctx=self.p.contexts.get(suite.name))
+
+    def _share(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The rows the run directory gets for ``rows`` of this process."""
+        return rows
+
+    # The run, the same for every kind.
+
+    def run(self) -> Outcome:
+        self.reader = self.backend.telemetry()
+        # One reading for the record, even with telemetry off.
+        self.fingerprint = collect(self.backend.identity(), self.request.how.cluster, self.reader)
+        self.sampler = self.reader if self.telemetry else None
+        self.per_process = self._per_process()
+        self.base = self._base()
+        self.pinning = proc.choose_pinning(self.base.get("pci_bus_id")) if self.per_process else proc.NOT_PINNED
+        if self.early is not None and not (self.per_process and not self.pinning.cpus):
+            self.early.kill()  # not needed, or started without the pinning's environment: none opened a device
+            self.early = None
+        meta = self._meta()
+        self._join(meta, self.base)
+        self.rd = self._run_dir(meta)
+        self.base["run_id"] = self._run_id(self.rd)
+        here = enter(self.backend, self.rd.path or self.rd.closes, self.request.argv)  # among the machine's runs
+        self.watch = contention.Watch(self.reader if self.telemetry else None, self._own_pids(),
+                                      busy_is_ours=self.busy_is_ours, beside=here)
+        self.outcome = Outcome(self.rd)
+        if self.progress:
+            for line in [*self.p.notes, *self.watch.opening()]:
+                self.progress.note(line)
+            self.progress.start(self.p.total)
+        status, notes = self._measure()
+        self.outcome.status = status
+        # What the suites said about their grids (shrunk to fit) and about what they did not measure (comm: a world
+        # of one, cases no world size allows), one "suite: line" list; a Ctrl-C-abandoned case has a row but was
+        # not done.
+        self.outcome.notes = [f"{s.name}: {line}" for s in self.p.suites for line in s.notes(self.p.contexts.get(s.name))]
+        notes = [*self.p.notes, *self.outcome.notes, *notes]
+        self.outcome.contention = self.watch.summary()
+        error = {"error": self.outcome.error} if self.outcome.error else {}
+        self.rd.finish(status, contention=self.outcome.contention, cases_done=sum(
+            df.loc[df["message"] != ABANDONED, "case"].nunique() for df in self.outcome.tables.values()), notes=notes,
+            **error)
+        return self.outcome
+
+    def _meta(self) -> dict[str, Any]:
+        config, backend = self.config, self.backend
+        return {
+            "argv": list(self.request.argv),
+            "backend": backend.name,
+            "device_index": backend.device_index,
+            "quick": self.request.how.quick,
+            "engine": {k: getattr(config, k) for k in config.__dataclass_fields__},
+            "suites": {s.name: {"version": s.version, "cases": len(self.p.cases[s.name])} for s in self.p.suites},
+            "notes": list(self.p.notes),
+            "telemetry": getattr(self.reader, "source", "none") if self.telemetry else "off",
+            "processes": {"asked": self._processes_asked(), "cases": self.per_process,
+                          "pinning": self.pinning.as_dict()},
+            "fingerprint": self.fingerprint,
+        }
+
+    def _base(self) -> dict[str, Any]:
+        """The columns every row of this process has."""
+        static = _static(self.reader)
+        return {
+            "backend": self.backend.name,
+            "device": self.backend.device_name(),
+            "device_index": self.backend.device_index,
+            "gpu_uuid": static.get("uuid"),
+            "pci_bus_id": static.get("pci_bus_id") or _pci(self.backend),
+            "host": socket.gethostname(),
+            "cluster": self.request.how.cluster,
+        }
+
+    def _measure(self) -> tuple[str, list[str]]:
+        """Every suite's cases, then the per-process rounds: the run's status and the notes of the rounds."""
+        notes: list[str] = []
+        status = "complete"
+        stopping = ("stopping: the case in progress is abandoned (Ctrl-C again to stop at once)" if self.abandon
+                    else "stopping after this case (Ctrl-C again to stop now)")
+        try:
+            with StopFlag(lambda: self.progress and self.progress.note(stopping)) as stop:
+                if self.per_process:
+                    self.workers = proc.Workers(self.request.how.processes - 1, stop=lambda: stop.set,
+                                                pinning=self.pinning, started=self.early)
+                    self.workers.start(spec(self.p, self.backend, self.config, self.telemetry,
+                                            self.request.how.processes, self.per_process))
+                    self.watch.add_own(self.workers.pids)
+                    # Their start-up ends before any figure is measured, not only those set per process: a worker
+                    # opening its context and laying out its suites on the same GPU slowed samples of the first
+                    # suite by 17-23 % (one or two elementwise rows in 3 of 4 runs on an H100; 0 of 4 waiting, 0 of
+                    # 3 with --processes 1), for 2.6-3.5 s more a run (2026-11-28, docs/measurements.md).
+                    self.workers.wait_ready()
+                status = self._suites(stop)
+                if self.workers is not None and not stop.set:
+                    notes += rounds(self.p, self.workers, self.request.how.processes, self.watch, self.rd,
+                                    self.outcome.tables, self.base, self.config, self.progress)
+                    if stop.set:
+                        status = "interrupted"
+        except KeyboardInterrupt:
+            status = "interrupted"
+            self.outcome.abandoned = self.outcome.abandoned or self.current  # a second Ctrl-C left it unwritten
+        except GroupError as e:  # a peer lost: what was kept is written up and shown, the run closed with why
+            status, self.outcome.error = e.status, str(e)
+        except BaseException as e:
+            self.rd.finish("failed", error=first_line(e))
+            raise
+        finally:
+            self.watch.leave()  # the machine's other gpubench runs see that this one measures no more
+            if self.workers is not None:
+                self.workers.close()
+            try:
+                self.reader.close()
+            except Exception:  # noqa: BLE001
+                pass
+        return status, notes
+
+    def _suites(self, stop: StopFlag) -> str:
+        """Each suite's cases, then the figures it derives over them; "interrupted" where a Ctrl-C stopped them."""
+        for suite in self.p.suites:
+            rows: list[dict[str, Any]] = []  # what the run directory gets (every rank's, on rank 0)
+            mine: list[dict[str, Any]] = []  # this process's
+            for case in self.p.cases[suite.name]:
+                self._step(stop, f"{suite.name} {case.id}")
+                if stop.set:
+                    break
+                new = self._case(suite, case, stop)
+                mine.extend(new)
+                new = self._share(new)
+                if any(r["message"] == ABANDONED for r in new):
+                    self.outcome.abandoned = self.current
+                rows.extend(new)
+                self._write(suite, rows)
+                self.current = None
+                if self.progress:
+                    self.progress.advance(suite, case, new)
+            # Interrupted, the suite still summarizes the cases it measured (a search's best so far), and says so
+            # in each derived row's message.
+            derived = derive(suite, mine, self.base)
+            for r in derived:
+                self.watch.mark(suite.name, r["case"], r["contended"], r["host_load"])
+            if stop.set:
+                for r in derived:
+                    r["message"] = joined(r["message"], "run interrupted: over the cases measured")
+            derived = self._share(derived)
+            if derived:
+                rows.extend(derived)
+                self._write(suite, rows)
+            if stop.set:
+                return "interrupted"
+        return "complete"
+
+    def _case(self, suite: Suite, case: Case, stop: StopFlag) -> list[dict[str, Any]]:
+        """This process's rows of one case, marked with who else used the machine meanwhile."""
+        self.current = f"{suite.name} {case.id}"
+        cfg = self.config
+        if case.id in self.per_process.get(suite.name, ()):
+            cfg = proc.scaled(self.config, self.request.how.processes)
+        token = self.watch.begin()
+        new = self._run_case(suite, case, cfg, (lambda: stop.set) if self.abandon else None)
+        contended, load = self.watch.end(token)
+        contended = self._seen(contended)
+        self.watch.mark(suite.name, case.id, contended, load)
+        mark_rows(new, contended, load)
+        return new
+
+    def _seen(self, contended: str | None) -> str | None:
+        """Who else used the device during a case, as the rows say it: what this process's watch saw."""
+        return contended
+
+    def _write(self, suite: Suite, rows: list[dict[str, Any]]) -> None:
+        df = results.frame(rows, suite.params)
+        self.rd.write_table(suite.name, df)
+        self.outcome.tables[suite.name] = df
+
+
+class Ranks(Single):
+    """The ranks of a collective suite (comm) run the plan in step, the engine agreeing on every decision; rank 0
+    alone writes the run directory."""
+
+    # The ranks of a collective, which must call it together, finish the case in progress, then stop.
+    abandon = False
+
+    def _per_process(self) -> dict[str, list[str]]:
+        return {}  # a run of several ranks measures in its own processes
+
+    def _processes_asked(self) -> int:
+        return 1
+
+    def _join(self, meta: dict[str, Any], base: dict[str, Any]) -> None:
+        meta["dist"] = describe.run_meta(self.group, self.backend)
+
+    def _run_dir(self, meta: dict[str, Any]) -> RunDir | Unwritten:
+        writer = self.group.rank == 0
+        rd = super()._run_dir(meta) if writer else Unwritten()
+        # Every rank knows where the run is: any of them closes it where rank 0 is gone (stopped, killed).
+        path = self.group.gather_objects(str(rd.path) if writer else None)[0]
+        self.group.publish_run_dir(path)
+        if not writer:
+            rd.closes = path
+        return rd
+
+    def _own_pids(self) -> set[int]:
+        # Other ranks' processes may hold contexts on this device (peer access): they are ours, not a co-tenant.
+        return set(self.group.gather_objects(os.getpid()))
+
+    def _seen(self, contended: str | None) -> str | None:
+        # Each rank watches its own device, and another process on any of them slows the collective: the row, which
+        # rank 0 writes, names everyone's (4 x H200, 2026-11-29: a co-tenant on GPU 2 went unnamed in the rows of
+        # the pairs 0-2 and 1-2, whose rank 0 was on GPU 0 or 1).
+        return contention.union(self.group.gather_objects(contended))
+
+    def _step(self, stop: StopFlag, label: str) -> None:
+        # A Ctrl-C seen by any rank stops them all after the same case (``asked``: one that came during this
+        # agreement is not lost to its answer).
+        self.group.step(label)
+        stop.set = self.group.any(stop.asked)
+
+
+class Fleet(Ranks):
+    """``run --devices``: each rank measures its own device alone; the ranks go case by case in step, and rank 0
+    writes every rank's rows of a case once it is done everywhere."""
+
+    abandon = True
+
+    def _join(self, meta: dict[str, Any], base: dict[str, Any]) -> None:
+        _same_plan(self.p, self.group)
+        meta["fleet"] = self.group.gather_objects({"rank": self.group.rank, "pid": os.getpid(),
+                                                   **{k: base[k] for k in _WHO},
+                                                   "fingerprint": self.fingerprint.get("fingerprint")})
+
+    def _run_id(self, rd: RunDir | Unwritten) -> str | None:
+        return self.group.gather_objects(rd.run_id)[0]
+
+    def _run_case(self, suite: Suite, case: Case, cfg: engine.EngineConfig,
+                  interrupted: Callable[[], bool] | None) -> list[dict[str, Any]]:
+        # Each device measures alone: the group only ticks.
+        return run_case(suite, case, self.backend, self.base, cfg, self.sampler, tick=self.group.step,
+                        interrupted=interrupted, ctx=self.p.contexts.get(suite.name))
+
+    def _share(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return _everyones(self.group, rows)
+
+    def _seen(self, contended: str | None) -> str | None:
+        return contended  # each rank's rows are its own device's: another device's co-tenant is not in them
+
+
+# plan lays a run out (gpubench.run.plan), execute runs it: a command calls both from here.
+__all__ = ["Plan", "plan", "Outcome", "execute", "run_case", "Single", "Ranks", "Fleet"]
