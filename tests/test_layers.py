@@ -114,10 +114,56 @@ def test_no_import_cycle_between_packages():
     assert not cycles, "import cycles between packages/modules: " + "; ".join(" ↔ ".join(c) for c in cycles)
 
 
+# The floors of the house, bottom first: a unit imports only units of its own floor or below. Each package's
+# __init__ says what it owns and what it may import; this holds them to it.
+FLOORS = (
+    ("gpubench", "gpubench.errors", "gpubench.units", "gpubench.files", "gpubench.kernels", "gpubench.nccltests"),
+    ("gpubench.machine",),
+    ("gpubench.backends",),
+    ("gpubench.options", "gpubench.suite", "gpubench.registry", "gpubench.declared"),
+    ("gpubench.results",),
+    ("gpubench.console", "gpubench.ranks"),
+    ("gpubench.timing",),
+    ("gpubench.run",),
+    ("gpubench.compare",),
+    ("gpubench.report",),
+    ("gpubench.check",),
+    (SUITES, "gpubench.pytest_plugin"),
+    ("gpubench.commands", "gpubench.cli", "gpubench.__main__"),
+)
+
+
+def _floor(unit: str) -> int:
+    unit = SUITES if unit.startswith(SUITES) else unit
+    return next(k for k, floor in enumerate(FLOORS) if unit in floor)
+
+
+def test_every_unit_has_a_floor_and_imports_nothing_above_it():
+    graph = _graph()
+    units = {SUITES if _unit(m).startswith(SUITES) else _unit(m) for m in graph}
+    assert units <= {u for floor in FLOORS for u in floor}, sorted(units - {u for f in FLOORS for u in f})
+    up = sorted(f"{m} imports {d}" for m, deps in graph.items() for d in deps
+                if _floor(_unit(d)) > _floor(_unit(m)))
+    assert not up, "imports that climb a floor (tests/test_layers.py FLOORS):\n" + "\n".join(up)
+
+
+def test_each_package_says_what_it_owns_and_what_it_may_import():
+    for package in sorted({u for floor in FLOORS for u in floor if (ROOT / Path(*u.split("."))).is_dir()}):
+        if package in ("gpubench", SUITES):
+            continue
+        doc = ast.get_docstring(ast.parse((ROOT / Path(*package.split(".")) / "__init__.py").read_text())) or ""
+        assert len(doc.splitlines()) >= 3 and "import" in doc, f"{package}/__init__.py says nothing of its floor"
+
+
+def test_the_root_holds_at_most_twelve_modules():
+    root = sorted(p.name for p in (ROOT / "gpubench").glob("*.py"))
+    assert len(root) <= 12, root
+
+
 def test_the_ranks_sit_below_the_runner():
     graph = _graph()
     assert "gpubench.ranks" in {_unit(d) for d in graph["gpubench.run.runner"]}
-    assert not any(_unit(d) == "gpubench.run.runner" for m, deps in graph.items() if _unit(m) == "gpubench.ranks"
+    assert not any(_unit(d) == "gpubench.run" for m, deps in graph.items() if _unit(m) == "gpubench.ranks"
                    for d in deps)
 
 

@@ -1,4 +1,8 @@
-"""Backend selection: ``auto`` takes the GPU runtime torch was built for, else the CPU."""
+"""The devices a run measures on: CUDA, HIP, the CPU and the fake device of the tests, behind one
+:class:`~gpubench.backends.base.Backend`; ``auto`` takes the GPU runtime torch was built for, else the CPU.
+
+It may import the machine (telemetry, the host's pace, memory) and gpubench's floor modules only.
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 arguments, ``main`` runs it); the table below is the whole dispatch.
 
 Exit codes: 0 success; 1 a case failed (error or invalid) or compare found a regression; 2 bad input (one line
-on stderr saying what to do); 130 interrupted (what was measured is kept).
+on stderr saying what to do); 130 interrupted (what was measured is kept). :mod:`.reference` writes docs/cli.md
+from the parsers. It may import the commands and what a command line needs before them; nothing imports it.
 """
 
 from __future__ import annotations

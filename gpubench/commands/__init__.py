@@ -7,6 +7,8 @@ the work needs (pandas, torch, matplotlib, and the library modules that import t
 
 Exit codes: 0 success; 1 a case failed (error or invalid) or compare found a regression; 2 bad input (one line
 on stderr saying what to do); 130 interrupted (what was measured is kept).
+
+The top floor: they may import anything; nothing imports them but the command table (gpubench.cli).
 """
 
 from __future__ import annotations

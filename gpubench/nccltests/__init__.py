@@ -14,6 +14,8 @@ and the engine that runs the binaries); it declares the formats ``gpubench impor
 ``gpubench run --engine`` offers (gpubench.suite.Suite), and the commands find it through the registry.
 
 docs/nccl-tests.md lists the generations recognised and the column mapping.
+
+It may import gpubench's floor modules (errors) only.
 """
 
 from gpubench.nccltests.model import Device, ParseError, Row, Run

@@ -4,7 +4,10 @@
 registry, each suite's drawing code its own; the roofline, drawn from whichever rows are held against its roofs,
 is the report's), compares the first run
 with each later one (gpubench.compare) and writes ``DIR/index.html`` (images embedded, so the page can be
-mailed or attached to a CI job on its own) and ``DIR/*.png``. docs/report.md describes each chart.
+mailed or attached to a CI job on its own) and ``DIR/*.png``. docs/report.md describes each chart. Its
+plotting, run loading and roofline are the suites' too (their charts).
+
+It may import compare (the page's comparisons), the results, the registry, the machine and the console.
 """
 
 from __future__ import annotations
