@@ -1,4 +1,6 @@
-"""Errors that reach the user as one line and exit code 2."""
+"""Errors that reach the user as one line and exit code 2, and any exception said in one line."""
+
+MAX_LINE = 500  # characters of an exception kept in a row's message or a process's last word
 
 
 class UsageError(Exception):
@@ -6,3 +8,9 @@ class UsageError(Exception):
 
     The message should say what to do, not only what went wrong.
     """
+
+
+def first_line(e: BaseException, limit: int = MAX_LINE) -> str:
+    """An exception in one line: its type and its message's first line."""
+    text = f"{type(e).__name__}: {e}".strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:limit]

@@ -18,7 +18,7 @@ from gpubench import results
 from gpubench.suites.autotune import exports, knobs, winners
 from gpubench.suites.autotune.sweep import child_argv
 from gpubench.errors import UsageError
-from gpubench.ranks.python import module_command
+from gpubench.child import command as module_command
 from gpubench.run.request import Conduct, Placement, RunRequest, Selection
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from gpubench.run import runner
+from gpubench import child
 from gpubench.check import affinity, checkset, drive, envelope, node_history as history, station, stations
 from gpubench.check.checkset import Evidence, Figure
 from gpubench.check.judge import Judge
@@ -203,7 +204,7 @@ def test_stations_leave_the_launchers_rank_variables_behind(monkeypatch):
     monkeypatch.setenv("SLURM_PROCID", "3")
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
-    monkeypatch.setattr(stations.subprocess, "Popen", Popen)
+    monkeypatch.setattr(child.subprocess, "Popen", Popen)
     stations.Station("cuda", 1, 2, {"NCCL_NVLS_ENABLE": "0"})
     env = seen["env"]
     assert "SLURM_PROCID" not in env and "RANK" not in env  # a world of its own, not a rank of srun's step
@@ -211,22 +212,29 @@ def test_stations_leave_the_launchers_rank_variables_behind(monkeypatch):
     assert seen["argv"][-4:] == ["gpubench.check.station", "cuda", "1", "2"] and seen["start_new_session"]
 
 
-def test_a_station_that_ends_is_named_with_how(monkeypatch):
+def _station(code: str) -> stations.Station:
+    """A station whose process runs ``code`` (Python) instead of gpubench's station."""
     s = object.__new__(stations.Station)
-    s.gpu = 2
-    s.events = stations.queue.Queue()
-    s.events.put(None)
-    s.proc = type("P", (), {"pid": 77, "wait": lambda self, timeout=None: -9})()
-    with pytest.raises(stations.StationError, match="GPU 2 \\(pid 77\\) was killed by SIGKILL"):
-        stations.wait_all([s], "done", 5)
-    s.events = stations.queue.Queue()
-    s.events.put({"event": "failed", "why": "no case matches", "usage": True})
-    with pytest.raises(stations.StationError) as e:
-        stations.wait_all([s], "done", 5)
-    assert e.value.usage and "GPU 2: no case matches" in e.value.why
-    s.events = stations.queue.Queue()
-    with pytest.raises(stations.StationError, match="no 'done' within 0 s"):
-        stations.wait_all([s], "done", 0)
+    s.gpu, s.child = 2, child.Child([sys.executable, "-c", code], pipes=True)
+    return s
+
+
+def test_a_station_that_ends_is_named_with_how():
+    killed = _station("import os; os.kill(os.getpid(), 9)")
+    failed = _station('import json, time; print(json.dumps({"event": "failed", "why": "no case matches", '
+                      '"usage": True}), flush=True); time.sleep(30)')
+    silent = _station("import time; time.sleep(30)")
+    try:
+        with pytest.raises(stations.StationError, match=r"GPU 2 \(pid \d+\) was killed by SIGKILL"):
+            stations.wait_all([killed], "done", 30)
+        with pytest.raises(stations.StationError) as e:
+            stations.wait_all([failed], "done", 30)
+        assert e.value.usage and "GPU 2: no case matches" in e.value.why
+        with pytest.raises(stations.StationError, match="no 'done' within 0 s"):
+            stations.wait_all([silent], "done", 0)
+    finally:
+        for s in (killed, failed, silent):
+            s.child.kill()
 
 
 # --- the total over every GPU at once --------------------------------------------------------------------------

@@ -117,7 +117,8 @@ def test_no_import_cycle_between_packages():
 # The floors of the house, bottom first: a unit imports only units of its own floor or below. Each package's
 # __init__ says what it owns and what it may import; this holds them to it.
 FLOORS = (
-    ("gpubench", "gpubench.errors", "gpubench.units", "gpubench.files", "gpubench.kernels", "gpubench.nccltests"),
+    ("gpubench", "gpubench.errors", "gpubench.units", "gpubench.files", "gpubench.child", "gpubench.kernels",
+     "gpubench.nccltests"),
     ("gpubench.machine",),
     ("gpubench.backends",),
     ("gpubench.options", "gpubench.suite", "gpubench.registry", "gpubench.declared"),

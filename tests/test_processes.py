@@ -15,6 +15,7 @@ from test_compare_helpers import cli
 
 from gpubench.run import per_process as processes
 from gpubench import results
+from gpubench.child import Child
 from gpubench.errors import UsageError
 
 # One case set per process (a pinned host-to-device copy) and one not (a device-to-device copy), small.
@@ -80,7 +81,7 @@ def test_a_worker_that_fails_costs_its_samples_not_the_run(capsys, monkeypatch, 
     h2d = results.load(d).query("direction == 'h2d' and metric == 'time'").iloc[0]
     assert h2d["status"] == "ok" and sorted(set(h2d["sample_process"])) == [0, 2]
     note = next(n for n in json.loads((d / "run.json").read_text())["notes"] if n.startswith("process 2 of 3"))
-    assert "ended with code 1" in note and "could not convert string to float: 'x'" in note
+    assert "ended with exit code 1" in note and "could not convert string to float: 'x'" in note
     assert note in " ".join(err.split())
 
 
@@ -300,8 +301,8 @@ def test_a_worker_that_is_never_told_to_start_leaves_without_reading_the_run(tmp
 
     started = prestart.spawn(1)
     (proc,) = started.procs.values()
-    proc.stdin.close()
-    assert proc.wait(timeout=120) == 0, (started.dir / "stderr-1.txt").read_text()[-2000:]
+    proc.hang_up()
+    assert proc.proc.wait(timeout=120) == 0, (started.dir / "stderr-1.txt").read_text()[-2000:]
     assert not (started.dir / "rows-1.pkl").exists()
     started.kill()
     assert not started.dir.exists()
@@ -398,8 +399,7 @@ def test_workers_started_early_end_when_the_run_is_killed_before_it_needs_them(t
 def test_a_worker_that_closed_its_output_but_does_not_end_is_killed_and_costs_its_samples(monkeypatch, tmp_path):
     # On a loaded host a worker's teardown outlasted the 5 s the run gave it after its output ended, and the wait's
     # timeout ended the run. Now it is a worker failure, as any other: killed, and the run goes on without it.
-    child = subprocess.Popen([sys.executable, "-c", "import os, time; os.close(1); time.sleep(60)"],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = Child([sys.executable, "-c", "import os, time; os.close(1); time.sleep(60)"], pipes=True)
     log = open(tmp_path / "stderr-1.txt", "w")
     started = types.SimpleNamespace(dir=tmp_path, take=lambda: ({1: child}, {1: log}, {}))
     monkeypatch.setattr(processes, "_EXIT_WAIT_S", 1.0)
@@ -408,8 +408,7 @@ def test_a_worker_that_closed_its_output_but_does_not_end_is_killed_and_costs_it
     try:
         workers.wait_ready()
         assert workers.failed == {1: "closed its output and did not end within 1 s: killed"}
-        assert child.poll() is not None and time.monotonic() - t0 < 30
+        assert not child.alive and time.monotonic() - t0 < 30
     finally:
         child.kill()
-        child.wait(timeout=30)
         log.close()

@@ -135,7 +135,10 @@ class _TorchGpuBackend(Backend):
         return str(uuid) if uuid is not None else None
 
     def pci_bus_id(self, index: int | None = None) -> str | None:
-        props = self._props if index is None else torch.cuda.get_device_properties(index)
+        try:
+            props = self._props if index is None else torch.cuda.get_device_properties(index)
+        except Exception:  # noqa: BLE001 — an index this process cannot see: unknown, as the contract says
+            return None
         bus = getattr(props, "pci_bus_id", None)
         if bus is None:
             return None

@@ -41,7 +41,7 @@ from gpubench.run import runner
 from gpubench.backends import open_backend
 from gpubench.backends.base import Backend
 from gpubench.check import affinity
-from gpubench.errors import UsageError
+from gpubench.errors import UsageError, first_line
 from gpubench.options import read as read_options
 from gpubench.ranks import ending
 from gpubench.ranks.env import RankEnv, share_host_cores
@@ -112,7 +112,7 @@ class Station:
         share_host_cores(backend_name, stations)  # the fake and cpu backends compute on the host's cores: share them
         self.backend = open_backend(backend_name, gpu)
         self.gpu = gpu
-        self.binding = affinity.bind(_pci(self.backend))
+        self.binding = affinity.bind(self.backend.pci_bus_id())
         self.group: Group | None = None
         self.comm_backend: Backend | None = None
         self.runs = 0  # jobs run: after the first, a GPU busy as a run starts is this station's last one finishing
@@ -129,7 +129,7 @@ class Station:
         except Exception:  # noqa: BLE001 — identity columns are best effort, as the runner's
             pass
         gpu = {"index": self.gpu, "name": b.device_name(), "uuid": reading.get("uuid"),
-               "pci_bus_id": reading.get("pci_bus_id") or _pci(b)}
+               "pci_bus_id": reading.get("pci_bus_id") or b.pci_bus_id()}
         self.emit("ready", gpu=gpu, binding=self.binding, pid=os.getpid())
 
     # --- jobs --------------------------------------------------------------------------------------------------
@@ -201,12 +201,6 @@ _ORDER = {"single": "this GPU alone", "fleet": "every GPU at once, case by case 
           "turns": "one GPU at a time", "ranks": "the group's GPUs together (collectives)"}
 
 
-def _pci(backend: Backend) -> str | None:
-    try:
-        return backend.pci_bus_id()
-    except Exception:  # noqa: BLE001
-        return None
-
 
 def _request(job: dict[str, Any], backend: str, gpu: int) -> RunRequest:
     """The run a job asks for, as ``gpubench run`` would have been asked it (run.json keeps that command line)."""
@@ -225,10 +219,6 @@ def _request(job: dict[str, Any], backend: str, gpu: int) -> RunRequest:
         argv=tuple(argv),
     )
 
-
-def _first_line(e: BaseException) -> str:
-    text = f"{type(e).__name__}: {e}".strip().splitlines()
-    return text[0][:500] if text else type(e).__name__
 
 
 def _orphan_watch(parent: int) -> None:
@@ -259,7 +249,7 @@ def main(argv: list[str]) -> int:
         station = Station(argv[0], int(argv[1]), int(argv[2]) if len(argv) > 2 else 1, emit)
         station.ready()
     except Exception as e:  # noqa: BLE001 — the check names it for this GPU
-        emit("failed", why=_first_line(e), usage=isinstance(e, UsageError))
+        emit("failed", why=first_line(e), usage=isinstance(e, UsageError))
         return 1
     handlers = {"group": station.do_group, "ungroup": station.do_ungroup, "run": station.do_run}
     try:
@@ -280,7 +270,7 @@ def _serve(handlers: dict[str, Callable[[dict[str, Any]], None]], emit: Emit) ->
         except Exception as e:  # noqa: BLE001 — one job failed; the check decides what follows
             if os.environ.get("GPUBENCH_DEBUG_STATION"):
                 traceback.print_exc()
-            emit("failed", why=_first_line(e), usage=isinstance(e, UsageError))
+            emit("failed", why=first_line(e), usage=isinstance(e, UsageError))
 
 
 if __name__ == "__main__":

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
 import signal
-import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from gpubench.child import Child, Gone, command
 from gpubench.ranks.env import standalone
-from gpubench.ranks.python import module_command
 
 READY_TIMEOUT_S = 300.0  # start-up: Python, torch, a device context (seconds on a cold file cache)
 GROUP_TIMEOUT_S = 300.0  # a group's rendezvous and its library's communicator
@@ -40,87 +37,55 @@ class StationError(Exception):
 
 
 class Station:
-    """One measuring process on one GPU, as the check sees it."""
+    """One measuring process on one GPU, as the check sees it: its answers are JSON lines."""
 
     def __init__(self, backend: str, gpu: int, stations: int, env: dict[str, str] | None = None):
         self.gpu = gpu
         self.info: dict[str, Any] = {}  # its "ready" answer: the GPU's identity, the binding, the pid
-        self.proc = subprocess.Popen(
-            module_command("gpubench.check.station", backend, str(gpu), str(stations)),  # not a ./gpubench folder
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
-            env={**standalone(os.environ), **(env or {})}, start_new_session=True)
-        self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        threading.Thread(target=self._read, name=f"gpubench-station-{gpu}", daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                self.events.put(event)
-        self.events.put(None)  # the process closed its output: it ended
+        self.child = Child(command("gpubench.check.station", backend, str(gpu), str(stations)),
+                           env={**standalone(os.environ), **(env or {})}, pipes=True, session=True)
+        self.proc = self.child.proc
 
     def send(self, **job: Any) -> None:
         try:
-            self.proc.stdin.write(json.dumps(job) + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError):
+            self.child.send(json.dumps(job))
+        except Gone:
             raise StationError(self.gone()) from None
 
     def gone(self) -> str:
-        try:
-            code = self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            return f"the measuring process on GPU {self.gpu} (pid {self.proc.pid}) stopped answering"
-        if code < 0:
-            try:
-                how = f"was killed by {signal.Signals(-code).name}"
-            except ValueError:
-                how = f"was killed by signal {-code}"
-        else:
-            how = f"ended with exit code {code}"
-        return f"the measuring process on GPU {self.gpu} (pid {self.proc.pid}) {how}"
+        return f"the measuring process on GPU {self.gpu} (pid {self.child.pid}) {self.child.ended()}"
 
     def poll(self, timeout: float) -> dict[str, Any] | None:
         """Its next answer within ``timeout`` (None if none came); a failure or its end raises."""
-        try:
-            event = self.events.get(timeout=timeout)
-        except queue.Empty:
-            return None
-        if event is None:
-            self.events.put(None)  # every later wait learns it too
-            raise StationError(self.gone())
-        if event.get("event") == "failed":
-            raise StationError(f"GPU {self.gpu}: {event.get('why') or 'failed'}", bool(event.get("usage")))
-        return event
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.child.line(max(0.0, end - time.monotonic()))
+            except Gone:
+                raise StationError(self.gone()) from None
+            if line is None:
+                return None
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # not the protocol's: a library's print that reached its standard output
+            if not isinstance(event, dict):
+                continue
+            if event.get("event") == "failed":
+                raise StationError(f"GPU {self.gpu}: {event.get('why') or 'failed'}", bool(event.get("usage")))
+            return event
 
     @property
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.child.alive
 
     def hang_up(self) -> None:
         """End of input: it leaves once its job is done."""
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
+        self.child.hang_up()
 
     def close(self, grace_s: float = 5.0) -> None:
         """End it: end of input first (it leaves between jobs), then SIGTERM, then SIGKILL."""
-        self.hang_up()
-        for stop, wait in ((None, grace_s), (self.proc.terminate, 3.0), (self.proc.kill, None)):
-            if stop is not None:
-                try:
-                    stop()
-                except OSError:
-                    pass
-            try:
-                self.proc.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        self.child.reap(grace_s)
 
 
 def wait_all(stations: Sequence[Station], event: str, timeout: float) -> dict[int, dict[str, Any]]:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from gpubench.errors import first_line
 from gpubench.suite import Skip
 
 T = TypeVar("T")
@@ -29,15 +30,6 @@ class Failure:
         """The failure as this rank raises it: a Skip stays a Skip (with its own words), else a RuntimeError
         naming the rank."""
         return Skip(self.line.split(": ", 1)[-1]) if self.skipped else RuntimeError(f"rank {self.rank}: {self.line}")
-
-
-# A row's message is at most this long: a longer line would be cut there anyway.
-MAX_LINE = 500
-
-
-def first_line(error: BaseException) -> str:
-    text = f"{type(error).__name__}: {error}".strip().splitlines()
-    return (text[0] if text else type(error).__name__)[:MAX_LINE]
 
 
 def outcomes(group: Any, error: BaseException | None, value: float = 0.0) -> tuple[list[Failure], float]:
@@ -74,4 +66,4 @@ def together(group: Any, make: Callable[[], T]) -> T:
     return value
 
 
-__all__ = ["Failure", "first_line", "outcomes", "shared", "together"]
+__all__ = ["Failure", "outcomes", "shared", "together"]

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gpubench.errors import UsageError
+from gpubench.errors import UsageError, first_line
 from gpubench.ranks import beats, ending
 from gpubench.ranks.beats import HEARTBEAT_S, STALE_S, laggards, read_heartbeats
 from gpubench.ranks.env import RankEnv, rendezvous_hint
@@ -82,10 +82,6 @@ def parent_gone(host: str, rank: int, address: str, pid: int | None, node: str) 
 _C10D_LOG = re.compile(r"^(\[rank\d+\]:)?(\[[WEI]\d{4} [^]]*\]|Exception raised from |frame #\d+|<omitting python "
                        r"frames>|\s*$)")
 
-
-def _first_line(e: BaseException) -> str:
-    lines = str(e).strip().splitlines()
-    return lines[0][:300] if lines else type(e).__name__
 
 
 class GroupError(RuntimeError):
@@ -183,7 +179,7 @@ class Group:
             raise UsageError(f"rank {renv.rank}: {e}") from None
         except RuntimeError as e:  # torch's own: a port taken, or what answers there is no store
             why = ("what answers there is no rendezvous store (another service's port?)" if "Ping failed" in str(e)
-                   else _first_line(e))
+                   else first_line(e))
             raise UsageError(f"rank {renv.rank}: the rendezvous store at {self._rdv.address} could not be "
                              f"{'made' if master else 'reached'}: {why}; {rendezvous_hint(renv)}") from None
 

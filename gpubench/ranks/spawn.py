@@ -20,14 +20,13 @@ from __future__ import annotations
 import datetime as dt
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
 from gpubench.ranks.beats import laggards, machine, read_heartbeats
-from gpubench.ranks.python import module_command
+from gpubench.child import Child, command
 from gpubench.results.rundir import mark_ended, saved
 
 _POLL_S = 0.2
@@ -37,39 +36,26 @@ _ENDING = (signal.SIGTERM, signal.SIGHUP)  # signals that end the parent: it end
 _NORMAL = (0, 1, 130)  # exit codes of a rank that ended on its own terms (1: a case failed; 130: Ctrl-C)
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
-def _describe_exit(rank: int, proc: subprocess.Popen) -> tuple[str, str]:
+def _describe_exit(rank: int, child: Child) -> tuple[str, str]:
     """Why a rank's end ended the run, in words, and the run's status: ``interrupted`` for a rank that was asked
     to stop (SIGTERM, SIGHUP: it closed the run itself, exit 128+N), ``failed`` otherwise."""
-    rc, who = proc.returncode, f"rank {rank} (pid {proc.pid} on {os.uname().nodename})"
-    if rc < 0:
-        return f"{who} was killed by {_signal_name(-rc)}", "failed"
-    if rc - 128 in (signal.SIGTERM, signal.SIGHUP):
-        return f"{who} was stopped by {_signal_name(rc - 128)}", "interrupted"
-    return f"{who} exited with code {rc}", "failed"
+    words = child.ended(0)
+    status = "interrupted" if words.startswith("was stopped by") else "failed"
+    return f"rank {rank} (pid {child.pid} on {os.uname().nodename}) {words}", status
 
 
-def _wait(procs: list[subprocess.Popen], seconds: float) -> None:
+def _wait(procs: list[Child], seconds: float) -> None:
     """Until every process has ended, or ``seconds`` have passed."""
     end = time.monotonic() + seconds
-    while time.monotonic() < end and any(p.poll() is None for p in procs):
+    while time.monotonic() < end and any(p.alive for p in procs):
         time.sleep(0.05)
 
 
-def _kill_all(procs: list[subprocess.Popen]) -> None:
+def _kill_all(procs: list[Child]) -> None:
     """At once: the run is closed already (the ranks keep each case as they finish it); a rank asked to stop
     would only say so again."""
     for p in procs:
-        if p.poll() is None:
-            p.kill()
-    for p in procs:
-        p.wait()
+        p.kill()
 
 
 class _Signals:
@@ -133,7 +119,7 @@ def run(argv: list[str], nproc: int, timeout_s: float) -> int:
 
     store = dist.TCPStore("127.0.0.1", 0, nproc, True, timeout=dt.timedelta(seconds=timeout_s),
                           wait_for_workers=False)
-    procs: list[subprocess.Popen] = []
+    procs: list[Child] = []
     base = dict(os.environ)
     # Handlers before the first rank starts: no signal may leave one behind.
     with _Signals() as signals:
@@ -145,8 +131,7 @@ def run(argv: list[str], nproc: int, timeout_s: float) -> int:
             # (were the ranks in the terminal's process group, a Ctrl-C would reach them directly and a
             # forwarded copy would count twice; outside it, a `kill -INT` of the parent alone would never reach
             # them). Without a controlling terminal a rank also never stops on job control when it writes to one.
-            procs.append(subprocess.Popen(module_command("gpubench", *argv), env=env,
-                                          start_new_session=True, stdout=None if rank == 0 else subprocess.DEVNULL))
+            procs.append(Child(command("gpubench", *argv), env=env, session=True, quiet=rank != 0))
         failure, status = _supervise(procs, store, timeout_s, signals)
     ended = signals.ended
     if ended is not None:
@@ -160,14 +145,14 @@ def run(argv: list[str], nproc: int, timeout_s: float) -> int:
         print(f"gpubench: error: {failure}; {saved(run)}", file=sys.stderr, flush=True)
         return 1
     _kill_all(procs)  # none is left after a second Ctrl-C
-    codes = [p.returncode for p in procs]
+    codes = [p.proc.returncode for p in procs]
     if failure == "interrupted" or 130 in codes:
         _mark_ended(store, "interrupted (Ctrl-C twice)", status="interrupted")  # only if rank 0 could not
         return 130
     return max(codes)
 
 
-def _supervise(procs: list[subprocess.Popen], store, timeout_s: float, signals: _Signals) -> tuple[str | None, str]:
+def _supervise(procs: list[Child], store, timeout_s: float, signals: _Signals) -> tuple[str | None, str]:
     """Watch the ranks until the last one ends, the run fails, or the parent is sent SIGTERM/SIGHUP
     (``signals.ended``): why the run failed ("interrupted" for a second Ctrl-C) or None, and the run's status.
     The ranks still running are left to the caller, who closes the run before it ends them."""
@@ -178,7 +163,7 @@ def _supervise(procs: list[subprocess.Popen], store, timeout_s: float, signals: 
     last_step, last_change = None, time.monotonic()
     forwarded = 0
     here = machine()
-    while any(p.poll() is None for p in procs):
+    while any(p.alive for p in procs):
         if signals.ended:
             return failure, status
         if signals.interrupts > forwarded:
@@ -186,8 +171,8 @@ def _supervise(procs: list[subprocess.Popen], store, timeout_s: float, signals: 
             # (they mark the run themselves; those still there after the grace are killed).
             forwarded = min(signals.interrupts, 2)
             for p in procs:
-                if p.poll() is None:
-                    p.send_signal(signal.SIGINT)
+                if p.alive:
+                    p.proc.send_signal(signal.SIGINT)
             if forwarded > 1:
                 _wait(procs, _GRACE_S)
                 _kill_all(procs)
@@ -195,11 +180,11 @@ def _supervise(procs: list[subprocess.Popen], store, timeout_s: float, signals: 
             continue
         time.sleep(_POLL_S)  # a signal's handler returns into the sleep: acted on within _POLL_S
         for rank, p in enumerate(procs):
-            if p.poll() is not None and p.returncode not in _NORMAL and failure is None:
+            if not p.alive and p.proc.returncode not in _NORMAL and failure is None:
                 (failure, status), died_at = _describe_exit(rank, p), time.monotonic()
         if failure:
             # The others get a moment to see it and say so themselves (rank 0 closes the run with its view).
-            if time.monotonic() - died_at > _GRACE_S or all(p.poll() is not None for p in procs):
+            if time.monotonic() - died_at > _GRACE_S or not any(p.alive for p in procs):
                 return failure, status
             continue
         # Backstop for the ranks' own watchdogs: nobody has moved for longer than they should have waited.
@@ -207,7 +192,7 @@ def _supervise(procs: list[subprocess.Popen], store, timeout_s: float, signals: 
         # A live rank whose heartbeat thread fell silent is stopped or wedged: end the run now rather than when
         # the others next need it (a --devices rank measures alone and may not need it for a whole case).
         now = time.time()
-        silent = [r for r, b in beats.items() if procs[r].poll() is None and now - b["time"] > timeout_s]
+        silent = [r for r, b in beats.items() if procs[r].alive and now - b["time"] > timeout_s]
         if silent:
             return "no heartbeat for {:.0f} s: {}".format(
                 timeout_s, laggards(beats, nproc, now=now, stale_s=timeout_s, here=here)), status

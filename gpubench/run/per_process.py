@@ -24,9 +24,7 @@ import json
 import math
 import os
 import pickle
-import selectors
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from gpubench.child import Gone
 from gpubench.run import prestart
 from gpubench.machine.contention import union
 from gpubench.errors import UsageError
@@ -44,7 +43,6 @@ from gpubench.results import STATS, as_list
 from gpubench.timing.stats import finite, summarize
 READY_TIMEOUT_S = 300.0  # a worker's start-up: imports and a device context (seconds on a cold file cache)
 CASE_TIMEOUT_S = 120.0  # a worker's allowance per case, on top of a minute: a stalled device ends it
-_POLL_S = 0.05
 # How long a worker whose output has ended may take to exit before it is killed: its interpreter's teardown on a
 # loaded 2-core host took more than 5 s (the wait then raised through the run instead of costing its samples).
 _EXIT_WAIT_S = 30.0
@@ -92,11 +90,9 @@ class Workers:
         (self.dir / "spec.pkl").write_bytes(pickle.dumps(spec))
         for k, proc in self.procs.items():
             try:
-                assert proc.stdin is not None
-                proc.stdin.write(f"{prestart.START}\n")
-                proc.stdin.flush()
-            except OSError as e:
-                self.failed[k] = f"could not be told to start: {e}"
+                proc.send(prestart.START)
+            except Gone:
+                self.failed[k] = f"could not be told to start: it {proc.ended(0)}"
 
     @property
     def pids(self) -> set[int]:
@@ -105,23 +101,16 @@ class Workers:
     def _line(self, k: int, timeout: float) -> str:
         """The next protocol line of worker k; WorkerError when it ended, stalled or the run is stopping."""
         proc = self.procs[k]
-        assert proc.stdout is not None
-        end = time.monotonic() + timeout
-        with selectors.DefaultSelector() as sel:
-            sel.register(proc.stdout, selectors.EVENT_READ)
-            while True:
-                if self.stop():
-                    raise WorkerError("stopped (Ctrl-C)")
-                if sel.select(_POLL_S):
-                    line = proc.stdout.readline()
-                    if line:
-                        return line.strip()
-                    if _reap(proc, _EXIT_WAIT_S):
-                        raise WorkerError(f"closed its output and did not end within {_EXIT_WAIT_S:g} s: killed"
-                                          f"{self._tail(k)}")
-                    raise WorkerError(f"ended with code {proc.returncode}{self._tail(k)}")
-                if time.monotonic() > end:
-                    raise WorkerError(f"gave no answer in {timeout:.0f} s")
+        try:
+            line = proc.line(timeout, stop=self.stop)
+        except Gone:
+            if proc.reap(_EXIT_WAIT_S, term_s=None):
+                raise WorkerError(f"closed its output and did not end within {_EXIT_WAIT_S:g} s: killed"
+                                  f"{self._tail(k)}") from None
+            raise WorkerError(f"{proc.ended(0)}{self._tail(k)}") from None
+        if line is None:
+            raise WorkerError("stopped (Ctrl-C)" if self.stop() else f"gave no answer in {timeout:.0f} s")
+        return line.strip()
 
     def _tail(self, k: int) -> str:
         with contextlib.suppress(OSError):
@@ -153,14 +142,12 @@ class Workers:
         if k in self.failed:
             raise WorkerError(self.failed[k])
         proc = self.procs[k]
-        assert proc.stdin is not None
         if self.pinning.cpus:  # every thread it has, and those it starts, on the measuring CPUs
             pin_threads(proc.pid, self.pinning.cpus)
         try:
-            proc.stdin.write(json.dumps({"own": sorted(own_pids), "cases": cases}) + "\n")
-            proc.stdin.flush()
-        except OSError as e:
-            raise WorkerError(f"could not be told to start: {e}") from e
+            proc.send(json.dumps({"own": sorted(own_pids), "cases": cases}))
+        except Gone:
+            raise WorkerError(f"could not be told to start: it {proc.ended(0)}") from None
         n = sum(len(c) for c in cases.values())
         try:
             line = self._line(k, 60.0 + CASE_TIMEOUT_S * n)
@@ -176,37 +163,19 @@ class Workers:
 
     def _end(self, k: int) -> None:
         proc = self.procs.get(k)
-        if proc is None:
-            return
-        with contextlib.suppress(OSError):
-            if proc.stdin is not None:
-                proc.stdin.close()
-        _reap(proc, 10.0)
+        if proc is not None:
+            proc.reap(10.0, term_s=None)  # end of input: it leaves; one that does not is killed
 
     def close(self) -> None:
         """End every worker still running (an idle one reads end-of-input and leaves) and remove the folder."""
-        for k, proc in self.procs.items():
-            if proc.poll() is None:
-                with contextlib.suppress(OSError):
-                    if proc.stdin is not None:
-                        proc.stdin.close()
+        for proc in self.procs.values():
+            proc.hang_up()
         end = time.monotonic() + 5.0
         for proc in self.procs.values():
-            _reap(proc, max(0.1, end - time.monotonic()))
+            proc.reap(max(0.1, end - time.monotonic()), term_s=None)
         for log in self.logs.values():
             log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def _reap(proc: subprocess.Popen, timeout_s: float) -> bool:
-    """Wait up to ``timeout_s`` for a worker to exit, and kill it if it has not; whether it had to be killed."""
-    try:
-        proc.wait(timeout=timeout_s)
-        return False
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        return True
 
 
 def scaled(config: Any, processes: int) -> Any:

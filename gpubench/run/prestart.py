@@ -15,16 +15,14 @@ fake or CPU backend the speculative imports would compete with the run's own on 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from gpubench.ranks.python import module_command
+from gpubench.child import Child, command
 
 PRESTART_ENV = "GPUBENCH_PRESTART"
 PIN_ENV = "GPUBENCH_PIN"  # where the measuring processes run (gpubench.run.per_process.choose_pinning)
@@ -39,7 +37,7 @@ class Started:
     """Worker processes 1..count, running, not yet told what to measure (their folder holds their logs)."""
 
     dir: Path
-    procs: dict[int, subprocess.Popen] = field(default_factory=dict)
+    procs: dict[int, Child] = field(default_factory=dict)
     logs: dict[int, IO[bytes]] = field(default_factory=dict)
     failed: dict[int, str] = field(default_factory=dict)  # those that could not be started, with why
 
@@ -47,7 +45,7 @@ class Started:
     def count(self) -> int:
         return len(self.procs) + len(self.failed)
 
-    def take(self) -> tuple[dict[int, subprocess.Popen], dict[int, IO[bytes]], dict[int, str]]:
+    def take(self) -> tuple[dict[int, Child], dict[int, IO[bytes]], dict[int, str]]:
         """The processes, their logs and those that failed, handed over (this keeps none, so kill() spares them)."""
         taken = dict(self.procs), dict(self.logs), dict(self.failed)
         self.procs.clear(), self.logs.clear(), self.failed.clear()
@@ -56,13 +54,7 @@ class Started:
     def kill(self) -> None:
         """End them all at once: none has opened a device (they wait for ``start``)."""
         for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-            for stream in (proc.stdin, proc.stdout):
-                with contextlib.suppress(OSError):
-                    if stream is not None:
-                        stream.close()
+            proc.kill()
         for log in self.logs.values():
             log.close()
         self.procs.clear()
@@ -76,9 +68,8 @@ def spawn(count: int, env: dict[str, str] | None = None) -> Started:
         log = open(started.dir / f"stderr-{k}.txt", "wb")  # noqa: SIM115 — closed with the workers
         started.logs[k] = log
         try:
-            started.procs[k] = subprocess.Popen(
-                module_command("gpubench.run.worker", str(started.dir), str(k)), env=env, stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1)
+            started.procs[k] = Child(command("gpubench.run.worker", str(started.dir), str(k)), env=env, pipes=True,
+                                     stderr=log)
         except OSError as e:
             started.failed[k] = f"could not start: {e}"
     return started

@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpubench.errors import MAX_LINE
 from gpubench.timing import engine
 from gpubench.run import per_process as proc
 from gpubench.results import STATS
@@ -18,13 +19,8 @@ from gpubench.timing.stats import finite, summarize
 from gpubench.suite import Case, Derived, Metric, Suite
 
 # Messages in tables are for people; keep them to what fits a table cell and a log line.
-MAX_MESSAGE = 500
+MAX_MESSAGE = MAX_LINE
 
-
-def first_line(e: BaseException) -> str:
-    """An exception as a row's message: its type and first line."""
-    text = f"{type(e).__name__}: {e}".strip().splitlines()
-    return (text[0] if text else type(e).__name__)[:MAX_MESSAGE]
 
 
 def figure(base: Mapping[str, Any], suite: str, version: int, case: Case, metric: Metric, samples: list[float],
@@ -165,5 +161,5 @@ def suite_contended(rows: list[dict[str, Any]]) -> str | None:
     return "" if any(s == "" for s in seen) else None
 
 
-__all__ = ["MAX_MESSAGE", "first_line", "figure", "finish", "case_rows", "derived_rows", "derive", "mark_rows",
+__all__ = ["MAX_MESSAGE", "figure", "finish", "case_rows", "derived_rows", "derive", "mark_rows",
            "suite_contended"]

@@ -27,7 +27,7 @@ from gpubench.run import prestart
 from gpubench.run import per_process as proc
 from gpubench.backends.base import Backend
 from gpubench.machine.other_runs import enter
-from gpubench.errors import UsageError
+from gpubench.errors import UsageError, first_line
 from gpubench.machine.fingerprint import collect
 from gpubench.run.interrupt import StopFlag
 from gpubench.options import read as read_options
@@ -36,7 +36,7 @@ from gpubench.ranks import agree, describe, ending
 from gpubench.ranks.group import Group, GroupError
 from gpubench.run.request import RunRequest
 from gpubench.run.rounds import rounds, spec
-from gpubench.run.rows import MAX_MESSAGE, case_rows, derive, first_line, joined, mark_rows
+from gpubench.run.rows import MAX_MESSAGE, case_rows, derive, joined, mark_rows
 from gpubench.results.rundir import ABANDONED, RunDir, Unwritten
 from gpubench.suite import Case, GridContext, Skip, Suite
 
@@ -149,12 +149,6 @@ def _static(reader: Any) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 — identity columns are best effort
         return {}
 
-
-def _pci(backend: Backend) -> str | None:
-    try:
-        return backend.pci_bus_id()
-    except Exception:  # noqa: BLE001
-        return None
 
 
 def _same_plan(p: Plan, group: Group) -> None:
@@ -313,7 +307,7 @@ class Single:
             "device": self.backend.device_name(),
             "device_index": self.backend.device_index,
             "gpu_uuid": static.get("uuid"),
-            "pci_bus_id": static.get("pci_bus_id") or _pci(self.backend),
+            "pci_bus_id": static.get("pci_bus_id") or self.backend.pci_bus_id(),
             "host": socket.gethostname(),
             "cluster": self.request.how.cluster,
         }

@@ -25,6 +25,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from gpubench.backends.base import Backend
+from gpubench.errors import first_line
 from gpubench.ranks import agree
 from gpubench.suite import Check, Graph, Workload
 
@@ -122,7 +123,7 @@ def _refill(spec: Graph, inputs: Any) -> Any:
 
 
 def _alone(error: BaseException | None) -> list[agree.Failure]:
-    return [] if error is None else [agree.Failure(0, False, agree.first_line(error))]
+    return [] if error is None else [agree.Failure(0, False, first_line(error))]
 
 
 def _replays(workload: Workload, backend: Backend, graphs: Any, spec: Graph, first: _Captured,

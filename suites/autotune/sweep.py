@@ -33,7 +33,7 @@ from gpubench.backends import resolve_name
 from gpubench.console import fmt_value, out_console, param_text
 from gpubench.errors import UsageError
 from gpubench.options import Option
-from gpubench.ranks.python import module_command
+from gpubench.child import command as module_command
 from gpubench.run.request import RunRequest
 from gpubench.run.rows import figure, finish
 from gpubench.results.rundir import RunDir, ensure_writable
