@@ -529,9 +529,10 @@ def test_graph_rows_carry_the_checks_verdict(world_of_one, monkeypatch):
     fake = FakeBackend()
     # all_reduce (in place only in torch): its input is refilled and the call made again; all_gather (out of place
     # and in place): the replay's output is read. The engine's graph mode makes the replaying workload.
-    workloads = [graphs.prepare(w, fake, group)[0]
-                 for w in _cases(suite, group, "all_reduce", fake) + _cases(suite, group, "all_gather", fake)]
-    assert {(w.extra["graph"], w.extra["valid"]) for w in workloads} == {(True, None)} and len(workloads) == 3
+    prepared = [graphs.prepare(w, fake, group)
+                for w in _cases(suite, group, "all_reduce", fake) + _cases(suite, group, "all_gather", fake)]
+    workloads = [w for w, _, _ in prepared]
+    assert {(notes["graph"], w.extra["valid"]) for w, _, notes in prepared} == {(True, None)} and len(workloads) == 3
     for w in workloads:
         assert engine.check(w, fake).ok
         assert w.extra["valid"] is True and w.extra["wrong"] == 0, w.extra

@@ -16,7 +16,7 @@ from synthetic_nights import make_nights
 from test_compare_helpers import cli
 
 from gpubench.timing import engine
-from gpubench.run import per_process as processes
+from gpubench.run import rows
 from gpubench import results
 from gpubench.backends.fake import FAKE_PACE_S, FakeBackend
 from gpubench.compare import pace
@@ -216,7 +216,7 @@ def test_each_process_s_samples_carry_its_own_host_s_pace(capsys, monkeypatch, t
     fast = [s for s, q in zip(paged["samples"], paged["sample_process"]) if q == 0]
     assert min(slow) > 1.9 * max(fast)  # and its host-timed copy took twice as long
     assert len(pinned["host_pace"]) == 0  # timed on the device: no pace taken
-    one = processes.one_process(paged.to_dict(), 1)
+    one = rows.one_process(paged.to_dict(), 1)
     assert {round(v, 6) for v in one["host_pace"]} == {200.0} and len(one["host_pace"]) == len(one["samples"])
 
 

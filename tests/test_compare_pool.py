@@ -13,7 +13,7 @@ from synthetic_nights import make_nights, night
 from gpubench import results
 from gpubench.compare.load import resolve
 from gpubench.compare.pool import KEY, pool
-from gpubench.run.per_process import labels
+from gpubench.run.rows import labels
 from gpubench.timing.stats import summarize
 
 

@@ -373,13 +373,13 @@ def test_graph_mode_times_replays_or_the_calls_eager_saying_why(monkeypatch, mod
     m = engine.measure(w, FakeBackend(durations=[1e-3]), ONE_CALL)
     assert m.valid and m.samples_s == pytest.approx([1e-3] * len(m.samples_s))  # a replay of 4: 4 calls' time
     if mode == "1":
-        assert w.extra == {"graph": True, "graph_calls": 4} and m.sets == 1
+        assert m.notes == {"graph": True, "graph_calls": 4} and w.extra == {} and m.sets == 1
         assert set(w.seen[-4:]) == {w.seen[-1]}  # the replays call the captured set
     elif mode == "fail":
-        assert w.extra == {"message": "graph capture failed, timed eager: rank 0: RuntimeError: fake graph capture "
+        assert m.notes == {"message": "graph capture failed, timed eager: rank 0: RuntimeError: fake graph capture "
                                       "failed: operation not permitted when stream is capturing", "graph": False}
     else:
-        assert w.extra == {"graph": False}
+        assert m.notes == {"graph": False}
 
 
 def test_a_long_call_gets_a_shorter_graph():
@@ -409,7 +409,7 @@ def test_the_calls_per_replay_follow_the_quickest_timed_call(monkeypatch, host_c
     w.run = lambda x: (be.host_clock.advance(next(costs, 0.0)), plain(x))[1]
     assert len(host_calls) == 1 + TIMED_CALLS
     m = engine.measure(w, be, ONE_CALL)
-    assert m.valid and w.extra["graph"] is True and w.extra["graph_calls"] == graph_calls
+    assert m.valid and m.notes["graph"] is True and m.notes["graph_calls"] == graph_calls
 
 
 def test_the_stop_rule_says_why_it_stopped():

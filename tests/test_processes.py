@@ -14,6 +14,7 @@ import pytest
 from test_compare_helpers import cli
 
 from gpubench.run import per_process as processes
+from gpubench.run import rows
 from gpubench import results
 from gpubench.child import Child
 from gpubench.errors import UsageError
@@ -95,13 +96,13 @@ def test_pooling_a_worker_s_rows():
     row = {"status": "ok", "samples": [1.0, 1.0], "sample_process": [], "contended": "", "host_load": 0.1,
            "case_s": 0.5}
     other = {"status": "ok", "samples": [2.0], "contended": "pid 7 (x)", "host_load": 0.6, "case_s": 0.25}
-    got = processes.pool(row, other, 2, target_cv=0.01)
+    got = rows.pool(row, other, 2, target_cv=0.01)
     assert got["samples"] == [1.0, 1.0, 2.0] and got["sample_process"] == [0, 0, 2] and got["processes"] == 2
     assert got["value"] == 1.0 and got["contended"] == "pid 7 (x)" and got["host_load"] == 0.6 and got["noisy"]
     assert got["case_s"] == 0.75  # what the figure cost: every process's time on it
-    bad = processes.pool(row, {"status": "invalid", "message": "3 sampled bytes differ"}, 1, 0.01)
+    bad = rows.pool(row, {"status": "invalid", "message": "3 sampled bytes differ"}, 1, 0.01)
     assert bad["status"] == "invalid" and bad["message"] == "process 2: 3 sampled bytes differ" and bad["n"] == 0
-    assert processes.pool(row, {"status": "error", "message": "OOM"}, 1, 0.01) == row  # noted by the runner
+    assert rows.pool(row, {"status": "error", "message": "OOM"}, 1, 0.01) == row  # noted by the runner
 
 
 def test_the_cpu_backend_starts_no_worker(capsys, tmp_path):

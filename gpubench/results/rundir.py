@@ -27,8 +27,10 @@ from gpubench.errors import UsageError
 from gpubench.files import write_json
 from gpubench.machine.procfs import machine, proc_stat, started
 
-# The message of a case's rows when a Ctrl-C abandoned it (status skipped): it was never measured.
+# A case a Ctrl-C abandoned (status skipped): it was never measured. Its rows say so to people in their message and
+# to readers in their ``stop`` column: a reader acts on the column, never on the words.
 ABANDONED = "interrupted (Ctrl-C): abandoned before it was measured"
+ABANDONED_STOP = "abandoned"
 
 # A run still ``running`` is abandoned when its writer's process is gone (seen from its machine) or, seen from
 # elsewhere, when its lease file has not been touched for LEASE_STALE_S (the writer touches it every LEASE_S).
@@ -82,7 +84,7 @@ def kept(path: str | os.PathLike) -> int:
     from others)."""
     try:
         df = results.load(path)
-        mask = (df["stop"] != "derived") & (df["message"] != ABANDONED)
+        mask = ~df["stop"].isin(("derived", ABANDONED_STOP))
         return int(df.loc[mask, "case"].nunique()) if len(df) else 0
     except (UsageError, OSError):
         return 0

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import math
 import os
 import pickle
 import shutil
@@ -32,15 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from gpubench.child import Gone
-from gpubench.run import prestart
-from gpubench.machine.contention import union
 from gpubench.errors import UsageError
+from gpubench.run import prestart
 from gpubench.run.request import DEFAULT_PROCESSES  # noqa: F401 — where run's --help reads it without numpy
-from gpubench.results import STATS, as_list
-from gpubench.timing.stats import finite, summarize
+
 READY_TIMEOUT_S = 300.0  # a worker's start-up: imports and a device context (seconds on a cold file cache)
 CASE_TIMEOUT_S = 120.0  # a worker's allowance per case, on top of a minute: a stalled device ends it
 # How long a worker whose output has ended may take to exit before it is killed: its interpreter's teardown on a
@@ -186,114 +181,6 @@ def scaled(config: Any, processes: int) -> Any:
 
 
 
-def labels(row: dict[str, Any]) -> list[int]:
-    """The process of each of a row's samples (all 0 where the row names none)."""
-    lab = list(row.get("sample_process") or [])
-    n = len(row.get("samples") or [])
-    return lab if len(lab) == n else [0] * n
-
-
-def pool(row: dict[str, Any], other: dict[str, Any], process: int, target_cv: float) -> dict[str, Any]:
-    """``row`` with the samples of ``other`` (the same case and metric, measured by worker ``process``) added.
-
-    A worker whose check failed makes the row ``invalid`` (the kernel is wrong in some process: no figure
-    stands); one that raised or skipped leaves the row as it was (the caller notes it)."""
-    if row.get("status") != "ok":
-        return row
-    if other.get("status") == "invalid":
-        why = other.get("message") or "check failed"
-        return {**row, "status": "invalid", "message": f"process {process + 1}: {why}", "value": math.nan,
-                "samples": [], "sample_process": [], "n": 0,
-                **{k: math.nan for k in STATS}}
-    if other.get("status") != "ok":
-        return row
-    samples = list(row.get("samples") or []) + list(other.get("samples") or [])
-    lab = labels(row) + [process] * len(other.get("samples") or [])
-    st = summarize(samples)
-    out = {**row, "samples": samples, "sample_process": lab, "processes": len(set(lab)),
-           "host_pace": _paces(row, other),
-           "value": st["median"], **{k: st[k] for k in STATS}, "n": st["n"],
-           "noisy": bool(not math.isnan(st["cv"]) and st["cv"] > target_cv)}
-    out["contended"] = union((row.get("contended"), other.get("contended")))
-    loads = [v for v in (row.get("host_load"), other.get("host_load")) if finite(v)]
-    out["host_load"] = max(loads) if loads else row.get("host_load")
-    # What the figure cost the run: every process's time on it.
-    spent = [v for v in (row.get("case_s"), other.get("case_s")) if finite(v)]
-    out["case_s"] = sum(spent) if spent else row.get("case_s")
-    return out
-
-
-def _paces(row: dict[str, Any], other: dict[str, Any]) -> list[float]:
-    """The pooled samples' host paces, where both processes took one per sample (else none: they would not align)."""
-    mine, theirs = as_list(row.get("host_pace")), as_list(other.get("host_pace"))
-    whole = len(mine) == len(row.get("samples") or []) and len(theirs) == len(other.get("samples") or [])
-    return mine + theirs if whole and mine and theirs else []
-
-
-def one_process(row: dict[str, Any], process: int) -> dict[str, Any]:
-    """``row`` as process ``process`` alone measured it (a row measured in one process only is itself)."""
-    lab = labels(row)
-    if len(set(lab)) <= 1:
-        return row
-    samples = [s for s, p in zip(row.get("samples") or [], lab) if p == process]
-    if not samples:  # this process has no samples of the row (it failed): the row as the others measured it
-        return row
-    paces = as_list(row.get("host_pace"))
-    mine = [v for v, p in zip(paces, lab) if p == process] if len(paces) == len(lab) else []
-    return {**row, "samples": samples, "sample_process": [process] * len(samples), "processes": 1,
-            "host_pace": mine, "value": float(np.median(samples))}
-
-
-def derived_paces(rows: list[dict[str, Any]], parents: Sequence[str], samples: Sequence[float],
-                  lab: Sequence[int]) -> list[float]:
-    """A derived figure's host pace per sample: the median pace of the samples of its ``parents`` (case ids; a
-    case's rows of each metric share one pace per sample, so one row a case) in the sample's process (all of them
-    where the figure's samples carry no process). Empty where none of those parents carries a pace, or some
-    process has none: the figure is then judged as measured."""
-    first = {}
-    for r in rows:
-        if r.get("case") in parents and r.get("status") == "ok":
-            first.setdefault(r["case"], r)
-    by: dict[int | None, list[float]] = {}
-    for r in first.values():
-        paces = as_list(r.get("host_pace"))
-        if not paces or len(paces) != len(r.get("samples") or []):
-            continue
-        for p, q in zip(paces, labels(r)):
-            by.setdefault(q if lab else None, []).append(float(p))
-    keys = list(lab) if lab else [None] * len(samples)
-    if not samples or not by or any(k not in by for k in keys):
-        return []
-    median = {k: float(np.median(v)) for k, v in by.items()}
-    return [median[k] for k in keys]
-
-
-def derive(summarize_rows: Callable[[list[dict[str, Any]]], list[Any]],
-           rows: list[dict[str, Any]]) -> list[tuple[Any, list[float], list[int]]]:
-    """A suite's derived figures over rows pooled from several processes: (derived, samples, their processes).
-
-    Each figure is derived from the pooled rows (its value) and from each process's rows alone: where the
-    per-process figures differ, its samples are theirs, labelled, so that it too carries the spread between
-    processes; where they are all the same (no parent was measured per process) it is the pooled figure's own.
-    """
-    pooled = summarize_rows(rows)
-    present = sorted({p for r in rows if r.get("status") == "ok" for p in labels(r)})
-    if len(present) <= 1:
-        return [(d, list(d.samples), []) for d in pooled]
-    per = {p: {(d.case.id, d.metric.name): d for d in summarize_rows([one_process(r, p) for r in rows])}
-           for p in present}
-    out = []
-    for d in pooled:
-        key = (d.case.id, d.metric.name)
-        mine = [(p, per[p].get(key)) for p in present]
-        if any(m is None for _, m in mine) or all(list(m.samples) == list(mine[0][1].samples) for _, m in mine):
-            out.append((d, list(d.samples), []))
-            continue
-        samples = [float(s) for _, m in mine for s in m.samples]
-        out.append((d, samples, [p for p, m in mine for _ in m.samples]))
-    return out
-
-
 # --- pinning: each measuring process on a core near its GPU --------------------------------------------------
 #
 # Host-timed launches moved 40-60 % between runs on one H100 and host<->device copies 18-30 % (2026-11-26,
@@ -416,5 +303,5 @@ def pinned(pinning: Pinning, on: bool = True):
             torch.set_num_threads(threads)
 
 
-__all__ = ["DEFAULT_PROCESSES", "Spec", "Workers", "WorkerError", "scaled", "pool", "labels", "one_process", "derive",
+__all__ = ["DEFAULT_PROCESSES", "Spec", "Workers", "WorkerError", "scaled",
            "Pinning", "NOT_PINNED", "choose_pinning", "pinned", "pin_threads", "unpin_threads", "PIN_ENV", "DEFAULT_PIN"]

@@ -15,7 +15,7 @@ from gpubench import results
 from gpubench.run import per_process as proc
 from gpubench.backends.base import Backend
 from gpubench.run.plan import Plan
-from gpubench.run.rows import MAX_MESSAGE, derive
+from gpubench.run.rows import MAX_MESSAGE, derive, pool
 
 
 def spec(p: Plan, backend: Backend, config: engine.EngineConfig, telemetry: bool, count: int,
@@ -60,7 +60,7 @@ def rounds(p: Plan, workers: proc.Workers, count: int, watch: contention.Watch, 
             if suite.name not in workers.spec.cases or suite.name not in tables:
                 continue
             rows = tables[suite.name].to_dict("records")
-            measured = [proc.pool(r, by_key[(r["suite"], r["case"], r["metric"])], k, config.target_cv)
+            measured = [pool(r, by_key[(r["suite"], r["case"], r["metric"])], k, config.target_cv)
                         if (r["suite"], r["case"], r["metric"]) in by_key else r
                         for r in rows if r.get("stop") != "derived"]
             failed = {r["case"]: r for r in got if r["suite"] == suite.name and r["status"] not in ("ok", "invalid")}

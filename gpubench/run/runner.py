@@ -36,8 +36,8 @@ from gpubench.ranks import agree, describe, ending
 from gpubench.ranks.group import Group, GroupError
 from gpubench.run.request import RunRequest
 from gpubench.run.rounds import rounds, spec
-from gpubench.run.rows import MAX_MESSAGE, case_rows, derive, joined, mark_rows
-from gpubench.results.rundir import ABANDONED, RunDir, Unwritten
+from gpubench.run.rows import MAX_MESSAGE, amend, case_rows, derive, mark_rows
+from gpubench.results.rundir import ABANDONED, ABANDONED_STOP, RunDir, Unwritten
 from gpubench.suite import Case, GridContext, Skip, Suite
 
 
@@ -110,24 +110,25 @@ def run_case(
 def _outcome(suite: Suite, case: Case, backend: Backend, config: engine.EngineConfig, telemetry: Any,
              group: Group | None, tick: Callable[[], None] | None, ctx: GridContext | None,
              interrupted: Callable[[], bool] | None) -> dict[str, Any]:
-    """How the case ended, as :func:`gpubench.run.rows.case_rows` takes it: status, message, workload, measurement."""
-    workload = None
+    """How the case ended, as :func:`gpubench.run.rows.case_rows` takes it: status, message, workload, measurement,
+    and graph mode's notes (``notes``: how it was timed, kept where the measurement then failed)."""
+    workload, notes = None, {}
     try:
         getattr(backend, "begin_case", lambda case_id: None)(case.id)  # test stand-ins may lack it
         workload = _prepare(suite, case, backend, group, ctx)
         with workload.method.context() if workload.method.context else contextlib.nullcontext():
             meas = engine.measure(workload, backend, config, telemetry, group=group, tick=tick,
-                                  interrupted=interrupted)
+                                  interrupted=interrupted, notes=notes)
     except GroupError:
         raise  # the ranks can no longer agree: the run ends (the caller names the ranks)
     except engine.Interrupted:
-        return {"status": "skipped", "message": ABANDONED, "workload": workload}
+        return {"status": "skipped", "message": ABANDONED, "abandoned": True, "workload": workload, "notes": notes}
     except Skip as e:
-        return {"status": "skipped", "message": str(e)[:MAX_MESSAGE], "workload": workload}
+        return {"status": "skipped", "message": str(e)[:MAX_MESSAGE], "workload": workload, "notes": notes}
     except KeyboardInterrupt:
         raise
     except Exception as e:  # noqa: BLE001 — any failure of one case (OOM, compile error) is that case's row
-        return {"status": "error", "message": first_line(e), "workload": workload}
+        return {"status": "error", "message": first_line(e), "workload": workload, "notes": notes}
     finally:
         try:
             backend.release()
@@ -279,7 +280,7 @@ class Single:
         self.outcome.contention = self.watch.summary()
         error = {"error": self.outcome.error} if self.outcome.error else {}
         self.rd.finish(status, contention=self.outcome.contention, cases_done=sum(
-            df.loc[df["message"] != ABANDONED, "case"].nunique() for df in self.outcome.tables.values()), notes=notes,
+            df.loc[df["stop"] != ABANDONED_STOP, "case"].nunique() for df in self.outcome.tables.values()), notes=notes,
             **error)
         return self.outcome
 
@@ -367,7 +368,7 @@ class Single:
                 new = self._case(suite, case, stop)
                 mine.extend(new)
                 new = self._share(new)
-                if any(r["message"] == ABANDONED for r in new):
+                if any(r.get("stop") == ABANDONED_STOP for r in new):
                     self.outcome.abandoned = self.current
                 rows.extend(new)
                 self._write(suite, rows)
@@ -380,8 +381,7 @@ class Single:
             for r in derived:
                 self.watch.mark(suite.name, r["case"], r["contended"], r["host_load"])
             if stop.set:
-                for r in derived:
-                    r["message"] = joined(r["message"], "run interrupted: over the cases measured")
+                derived = [amend(r, note="run interrupted: over the cases measured") for r in derived]
             derived = self._share(derived)
             if derived:
                 rows.extend(derived)
@@ -401,7 +401,7 @@ class Single:
         contended, load = self.watch.end(token)
         contended = self._seen(contended)
         self.watch.mark(suite.name, case.id, contended, load)
-        mark_rows(new, contended, load)
+        new = mark_rows(new, contended, load)
         return new
 
     def _seen(self, contended: str | None) -> str | None:

@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
         for suite, case in cases:
             token = watch.begin()
             new = runner.run_case(suite, case, backend, base, config, sampler, ctx=plan.contexts.get(suite.name))
-            mark_rows(new, *watch.end(token))
+            new = mark_rows(new, *watch.end(token))
             rows.extend(new)
     finally:
         try:

@@ -97,6 +97,8 @@ class Measurement:
     # Host-timed and paced samples only (Method.paced): the host's pace (gpubench.machine.host_pace) taken before each sample's
     # batch, one per sample.
     host_pace_s: list[float] = field(default_factory=list)
+    # What graph mode says of how it was timed (gpubench.timing.graphs.prepare): replays or eager, and why.
+    notes: dict[str, Any] = field(default_factory=dict)
 
     @property
     def host_bound(self) -> bool | None:
@@ -111,11 +113,11 @@ class Measurement:
 
     @property
     def columns(self) -> dict[str, Any]:
-        """The columns a row carries besides the schema's: with a group, each rank's own median per-call time (the
-        slowest one decides, the others show stragglers) and which rank was slowest."""
+        """The columns a row carries besides the schema's: graph mode's notes, and with a group each rank's own median
+        per-call time (the slowest one decides, the others show stragglers) and which rank was slowest."""
         if not self.rank_medians_s:
-            return {}
-        return {"rank_time_us": [t * 1e6 for t in self.rank_medians_s],
+            return dict(self.notes)
+        return {**self.notes, "rank_time_us": [t * 1e6 for t in self.rank_medians_s],
                 "slowest_rank": max(range(len(self.rank_medians_s)), key=self.rank_medians_s.__getitem__)}
 
 
@@ -173,8 +175,12 @@ def measure(
     group: Any = None,
     tick: Callable[[], None] | None = None,
     interrupted: Callable[[], bool] | None = None,
+    notes: dict[str, Any] | None = None,
 ) -> Measurement:
     """Time ``workload`` on ``backend``; see the module docstring for the method.
+
+    ``notes`` (the caller's) gets how graph mode timed it (replays or eager, and why), also where the measurement
+    then fails: its rows say so (:attr:`Measurement.notes` holds them too).
 
     ``tick`` is called after every batch: a watchdog that ends a stalled process (the ``--devices`` ranks')
     sees the measurement progress.
@@ -194,10 +200,14 @@ def measure(
     stop = _Stop(interrupted)
     stop()
     replays: AbstractContextManager = nullcontext()
+    notes = {} if notes is None else notes
     if workload.method.graph is not None:
-        workload, replays = graphs.prepare(workload, backend, group)
+        workload, replays, how = graphs.prepare(workload, backend, group)
+        notes.update(how)
     with replays:
-        return _measured(workload, backend, config, telemetry, group, tick, stop)
+        result = _measured(workload, backend, config, telemetry, group, tick, stop)
+    result.notes = dict(notes)
+    return result
 
 
 def _measured(workload: Workload, backend: Backend, config: EngineConfig, telemetry: Any, group: Any,

@@ -47,15 +47,15 @@ class _Captured:
         self.replay = graphs.capture(calls_on_set)
 
 
-def prepare(workload: Workload, backend: Backend, group: Any) -> tuple[Workload, AbstractContextManager]:
-    """The workload to time, and the context to time it in: its replays on their own stream, or (no capture
-    here, or it failed on some rank) the workload itself, eager."""
+def prepare(workload: Workload, backend: Backend,
+            group: Any) -> tuple[Workload, AbstractContextManager, dict[str, Any]]:
+    """The workload to time, the context to time it in (its replays on their own stream, or, with no capture here or
+    one that failed on some rank, the workload itself, eager), and the columns its rows say that with."""
     graphs = backend.graphs()
     spec = workload.method.graph
     eager = dataclasses.replace(workload, method=dataclasses.replace(workload.method, graph=None))
     if graphs is None:
-        workload.extra["graph"] = False
-        return eager, nullcontext()
+        return eager, nullcontext(), {"graph": False}
     first, per_call = _first_set(workload, backend, group, spec)
     calls = calls_for(spec, per_call)
     captured, error = None, None
@@ -65,11 +65,10 @@ def prepare(workload: Workload, backend: Backend, group: Any) -> tuple[Workload,
         error = e
     failed, _ = agree.outcomes(group, error) if group is not None else (_alone(error), 0.0)
     if failed:
-        workload.extra["message"] = f"{FALLBACK}rank {failed[0].rank}: {failed[0].line}"[:200]
-        workload.extra["graph"] = False
-        return eager, nullcontext()
-    workload.extra.update(graph=True, graph_calls=calls)
-    return _replays(workload, backend, graphs, spec, captured, calls), graphs.stream()
+        return eager, nullcontext(), {"graph": False,
+                                      "message": f"{FALLBACK}rank {failed[0].rank}: {failed[0].line}"[:200]}
+    return _replays(workload, backend, graphs, spec, captured, calls), graphs.stream(), {"graph": True,
+                                                                                         "graph_calls": calls}
 
 
 def calls_for(spec: Graph, per_call_s: float) -> int:

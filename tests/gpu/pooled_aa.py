@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from gpubench.timing import pace_line as paceline
-from gpubench.run import per_process as processes
+from gpubench.run import rows
 from gpubench import results
 from gpubench.compare import margin as margins
 from gpubench.compare.margin import spread_factor, window_margin
@@ -54,7 +54,7 @@ def series(root: Path, keep: int = 0) -> dict[str, list[tuple]]:
         df = results.load(run)
         df = df[(df["metric"] == "time") & (df["status"] == "ok")]
         for _, row in df.iterrows():
-            s, lab = np.asarray(row["samples"], float), np.asarray(processes.labels(row))
+            s, lab = np.asarray(row["samples"], float), np.asarray(rows.labels(row))
             hp = row.get("host_pace")
             pace = np.asarray(hp, float) if hasattr(hp, "__len__") and len(hp) == len(s) else None
             if keep:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpubench.run import per_process as processes
+from gpubench.run import rows
 from gpubench import results
 from gpubench.compare.verdict import judge
 
@@ -37,7 +37,7 @@ def load(root: Path) -> pd.DataFrame:
 
 
 def process_medians(row) -> list[float]:
-    samples, labels = np.asarray(row["samples"], float), np.asarray(processes.labels(row))
+    samples, labels = np.asarray(row["samples"], float), np.asarray(rows.labels(row))
     return [float(np.median(samples[labels == p])) for p in sorted(set(labels.tolist()))]
 
 
