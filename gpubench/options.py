@@ -97,6 +97,10 @@ class Options(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self._values)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its values (a run's request goes to the processes it starts whole)."""
+        return (Options, (dict(self._values),))
+
     def __hash__(self) -> int:
         return hash(tuple(sorted((k, repr(v)) for k, v in self._values.items())))
 

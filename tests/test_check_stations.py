@@ -123,20 +123,21 @@ class _Group:
         return [obj] * self.world_size
 
 
-def test_turns_measure_each_case_on_one_gpu_at_a_time(monkeypatch):
+def test_turns_measure_each_case_on_one_gpu_at_a_time():
     log: list = []
 
-    def run_case(suite, case, backend, base, cfg, sampler, **kw):
-        log.append(("measure", backend, case))
-        return [{"case": case, "device_index": backend}]
+    class Run:  # the runner as a layout sees it: its public run_case
+        def __init__(self, rank):
+            self.rank = rank
 
-    monkeypatch.setattr(station.runner, "run_case", run_case)
+        def run_case(self, suite, case, cfg, **kw):
+            log.append(("measure", self.rank, case))
+            return [{"case": case, "device_index": self.rank}]
+
     for rank in range(3):
-        t = object.__new__(station.Turns)
-        t.group, t.backend, t.base, t.sampler = _Group(rank, 3, log), rank, {}, None
-        t.p = type("P", (), {"contexts": {}})()
+        turns = station.Turns(_Group(rank, 3, log))
         suite = type("S", (), {"name": "copy"})()
-        assert t._run_case(suite, "h2d", None, None) == [{"case": "h2d", "device_index": rank}]
+        assert turns.measure(Run(rank), suite, "h2d", None, None) == [{"case": "h2d", "device_index": rank}]
     # each rank measured at its own turn only: after the turns before it, and every turn ends at the control plane
     mine = [log[k * 4:(k + 1) * 4] for k in range(3)]
     for rank, events in enumerate(mine):
@@ -151,43 +152,57 @@ def test_the_checks_own_stations_are_no_co_tenant_of_any_figure(monkeypatch):
     jobs = []
     monkeypatch.setattr(drive.stations, "form", lambda members, folder: None)
     monkeypatch.setattr(drive.stations, "leave", lambda members: None)
-    monkeypatch.setattr(drive.stations, "run", lambda members, job: jobs.append(job) or [{"run_dir": "d"}] * len(members))
+    monkeypatch.setattr(drive.stations, "run", lambda members, job: jobs.append(job(0, 0)) or [{"run_dir": "d"}] * len(members))
     pool = object.__new__(stations.Pool)
     pool.ready, pool.failed, pool.folder = {g: {"pid": 100 + g} for g in range(4)}, {}, "stores"
     pool.get = lambda gpus: [object() for _ in gpus]
     plan = drive.Plan("fake", [0, 1, 2, 3], "out", "c", [])
-    done = drive.session(plan, pool, [[0, 2], [1, 3]], [drive.Step("pairs round 2", "ranks", ())])
+    pairs = tuple(f for f in checkset.load() if f.key == "sendrecv")
+    done = drive.session(plan, pool, [[0, 2], [1, 3]], [drive.Step("pairs round 2", "ranks", pairs)])
     assert [c.run_dir for c in done] == ["d", "d"] and [j["own"] for j in jobs] == [[100, 101, 102, 103]]
-    ran = object.__new__(station.Ranks)
-    ran.group, ran.own = _Group(0, 2, []), frozenset(jobs[0]["own"])
-    assert ran._own_pids() == {os.getpid(), 100, 101, 102, 103}
-    assert object.__new__(station.Single)._own_pids() == set()  # a station alone: its own pid only (the watch's)
+    # A station's run counts them beside its group's ranks (the layout's own pids) as no co-tenant.
+    seen = {}
+    monkeypatch.setattr(station.runner, "execute", lambda plan, backend, request, **kw: seen.update(kw) or _Done())
+    monkeypatch.setattr(station, "plan_for", lambda *a, **k: None)
+    s = _bare_station()
+    s.group = _Group(0, 2, [])
+    s.do_run({**jobs[0], "kind": "ranks", "request": _request_text()})
+    assert seen["hooks"].own_pids == {100, 101, 102, 103} and isinstance(seen["layout"], station.Ranks)
+    assert seen["layout"].own_pids() == {os.getpid()}  # _Group gathers this rank's pid for every rank
 
 
-def test_after_a_stations_first_run_a_busy_gpu_is_its_own_doing(monkeypatch, tmp_path):
-    # a GPU still busy from the station's previous run names no co-tenant (4 x H200, 2026-11-29: the turns run after
-    # the devices run read "device 56% busy before the run" on GPUs the co-tenant never touched); the first run
-    # still says so, a process of another namespace that cannot be named
-    made = []
+class _Done:
+    run_dir = type("D", (), {"path": None})()
+    status, failures = "complete", 0
 
-    class Kind:
-        def __init__(self, *args):
-            made.append(self)
 
-        def run(self):
-            return type("O", (), {"run_dir": type("D", (), {"path": None})(), "status": "complete", "failures": 0})()
-
-    monkeypatch.setitem(station.KINDS, "single", Kind)
-    monkeypatch.setattr(station, "Single", Kind)
-    monkeypatch.setattr(station.runner, "plan", lambda *a, **k: None)
+def _bare_station():
     s = object.__new__(station.Station)
     s.backend, s.gpu, s.binding, s.group, s.runs = type("B", (), {"name": "fake"})(), 0, {}, None, 0
-    s.emit = lambda *a, **k: None
-    job = {"kind": "single", "suites": ["launch"], "filter": ".", "out": str(tmp_path), "cluster": "c"}
+    s.comm_backend, s.emit = None, lambda *a, **k: None
+    return s
+
+
+def _request_text() -> str:
+    from gpubench.run.request import RunRequest, dumps
+
+    return dumps(RunRequest())
+
+
+def test_after_a_stations_first_run_a_busy_gpu_is_its_own_doing(monkeypatch):
+    # a GPU still busy from the station's previous run names no co-tenant (4 x H200: the turns run after the devices
+    # run read "device 56% busy before the run" on GPUs the co-tenant never touched); the first run still says so, a
+    # process of another namespace that cannot be named
+    hooks = []
+    monkeypatch.setattr(station.runner, "execute", lambda plan, backend, request, **kw: hooks.append(kw["hooks"])
+                        or _Done())
+    monkeypatch.setattr(station, "plan_for", lambda *a, **k: None)
+    s = _bare_station()
+    job = {"kind": "single", "request": _request_text()}
     s.do_run(job)
     s.do_run(job)
-    assert [k.busy_is_ours for k in made] == [False, True]
-    assert runner.Single.busy_is_ours is False  # a plain run: a busy GPU as it starts is somebody else's
+    assert [h.busy_is_ours for h in hooks] == [False, True]
+    assert runner.RunHooks().busy_is_ours is False  # a plain run: a busy GPU as it starts is somebody else's
 
 
 def test_stations_leave_the_launchers_rank_variables_behind(monkeypatch):
@@ -416,15 +431,17 @@ def test_a_station_whose_check_is_gone_ends_in_one_line():
 
 _ORPHANS = """
 import os, sys, time
-from gpubench.check import stations
+from gpubench.check import checkset, drive, stations
 pool = stations.Pool("fake", [0, 1], {})
 pool.start()
 group = pool.get([0, 1])
 stations.form([group], pool.folder)
+node = tuple(f for f in checkset.load() if f.key == "all_reduce")
+job = drive._job(drive.Plan("fake", [0, 1], sys.argv[1], "t", list(node)), drive.Step("node", "ranks", node,
+                                                                                       (1 << 20,)), [0, 1])
 for _ in range(30):  # collective jobs queued (over gloo, a few tenths of a second each): the check dies meanwhile
     for s in group:
-        s.send(do="run", kind="ranks", what="node", suites=["comm"], filter="collective=all_reduce",
-               sizes=[1 << 20], out=sys.argv[1], cluster="t", devices="0,1")
+        s.send(do="run", **job(s.gpu))
 print(" ".join(str(s.proc.pid) for s in group), flush=True)
 time.sleep(120)
 """

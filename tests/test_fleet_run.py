@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpubench import results
-from gpubench.run.start_devices import parse_devices
+from gpubench.run.devices import parse_devices
 from gpubench.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent

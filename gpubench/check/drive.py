@@ -32,7 +32,12 @@ from gpubench.check import checkset, stations
 from gpubench.check.checkset import Evidence, Figure
 from gpubench.check.stations import Pool, StationError
 from gpubench.errors import UsageError
+from gpubench.options import read as read_options
+from gpubench.registry import select
+from gpubench.run.request import Conduct, Placement, RunRequest, Selection, dumps
 
+# How the check runs every measurement: at the quick grids' sizes, each figure in one process.
+CONDUCT = {"quick": True, "telemetry": True, "processes": 1}
 COMM_BYTES = {"cuda": 1 << 30, "hip": 1 << 30}  # other backends (fake, cpu): 1 MiB, so that tests stay quick
 SMALL_COMM_BYTES = 1 << 20
 
@@ -100,13 +105,36 @@ def _comm_sizes(plan: Plan) -> tuple[int, ...]:
     return (COMM_BYTES.get(plan.backend, SMALL_COMM_BYTES),)
 
 
-def _job(plan: Plan, step: Step, gpus: Sequence[int]) -> dict[str, Any]:
+def _job(plan: Plan, step: Step, gpus: Sequence[int]) -> Callable[[int], dict[str, Any]]:
+    """The job of ``step`` for the station of each GPU of ``gpus``: its kind, and the run it asks for."""
     suites, pattern = checkset.selection(list(step.figures), plan.backend)
     if step.case is not None:
         pattern = f"^{re.escape(step.case)}$"
-    return {"kind": step.kind, "what": step.what, "suites": suites, "filter": pattern,
-            "sizes": list(step.sizes) if step.sizes else None, "out": plan.out, "cluster": plan.cluster,
-            "devices": ",".join(map(str, gpus))}
+    chosen = tuple(select(",".join(suites)))
+    devices = ",".join(map(str, gpus)) if step.kind in ("fleet", "turns") else None
+
+    def job(gpu: int) -> dict[str, Any]:
+        return {"kind": step.kind, "what": step.what,
+                "request": dumps(_request(plan, chosen, pattern, step.sizes, devices, gpu))}
+
+    return job
+
+
+def _request(plan: Plan, suites: tuple[Any, ...], pattern: str, sizes: tuple[int, ...] | None, devices: str | None,
+             gpu: int) -> RunRequest:
+    """The run a station measures, as ``gpubench run`` would have been asked it (run.json keeps that command line):
+    the check's grids are the quick ones, each figure measured in one process (:data:`CONDUCT`)."""
+    argv = ["gpubench", "run", "--suite", ",".join(s.name for s in suites), "--quick", "--processes", "1",
+            "--filter", pattern, "--backend", plan.backend, "--out", plan.out, "--cluster", plan.cluster]
+    argv += ["--devices", devices] if devices else ["--device", str(gpu)]
+    argv += ["--sizes", ",".join(map(str, sizes))] if sizes else []
+    return RunRequest(
+        what=Selection(suites=suites, case_filter=pattern, sizes=sizes,
+                       options={s.name: read_options(s.options, {}) for s in suites}),
+        where=Placement(backend=plan.backend, device=gpu, devices=devices),
+        how=Conduct(**CONDUCT, out=plan.out, cluster=plan.cluster),
+        argv=tuple(argv),
+    )
 
 
 def _record(plan: Plan, step: Step, gpus: Sequence[int], run_dir: str | None, code: int, why: str, t0: float,
@@ -162,7 +190,8 @@ def _attempt(plan: Plan, pool: Pool, sets: Sequence[Sequence[int]], steps: Seque
             # Every station is the check's own, not a co-tenant: once they have copied to their peers, each holds a
             # context on its peers' GPUs too (4 x H200, 2026-11-29: every pair's sendrecv named the other pair's
             # two stations as sharing its GPUs, 180 of 180 rows in 10 idle checks).
-            answers = stations.run(members, {**_job(plan, step, sets[0]), "own": pool.pids()})
+            jobs = [_job(plan, step, gpus) for gpus in sets]
+            answers = stations.run(members, lambda k, gpu: {**jobs[k](gpu), "own": pool.pids()})
             for gpus, pair, a in zip(sets, pairs, answers):
                 why = "" if a.get("run_dir") else f"the run ended without results ({a.get('status')})"
                 done.append(_record(plan, step, gpus, a.get("run_dir"), int(bool(a.get("failures"))), why, t0, pair,

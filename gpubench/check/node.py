@@ -20,7 +20,7 @@ from gpubench.check.model import FORMAT, FORMAT_VERSION, HISTORY, OUT, SIMULATED
 from gpubench.check.stations import Pool
 from gpubench.errors import UsageError
 from gpubench.results.destination import write_text
-from gpubench.run.start_devices import parse_devices
+from gpubench.run.devices import parse_devices
 from gpubench.results.rundir import check_label, ensure_writable, utc_now
 
 VERDICT_FILE = history.VERDICT_FILE

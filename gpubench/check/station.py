@@ -10,15 +10,15 @@ standard output (the protocol's alone: whatever a library prints goes to standar
     join a group of stations (a torch.distributed world: NCCL/RCCL on GPUs, gloo otherwise, with gpubench's
     control plane and watchdog, :class:`gpubench.ranks.group.Group`) whose rendezvous store is the file PATH, in a
     folder of the check's; every rank answers ``grouped``.
-``{"do": "run", "kind": K, "suites": [...], "filter": REGEX, "sizes": [...]|null, "out": DIR, "cluster": L,
-"own": [PID, ...], ...}``
-    measure the cases of ``suites`` that ``filter`` matches, at the quick grids' sizes, into an ordinary run
-    directory (:mod:`gpubench.run.runner`), and answer ``done`` with ``run_dir`` (rank 0's; null on the others), the
-    run's ``status`` and its ``failures``. Kinds: ``single`` (this GPU alone), ``fleet`` (every station of the
-    group at once, case by case in step: ``gpubench run --devices``), ``turns`` (the group's GPUs one at a time,
-    each case on each GPU in turn, so that no two share the host's memory and links while they measure, as
-    nvbandwidth measures each GPU), ``ranks`` (a collective suite over the group). ``own``: the check's stations,
-    which are no co-tenant of a figure wherever they hold a context.
+``{"do": "run", "kind": K, "what": PHASE, "request": REQUEST, "own": [PID, ...]}``
+    measure the run the check asks for (``request``: a :class:`gpubench.run.request.RunRequest` the check made, as
+    ``gpubench run`` would have been asked it: :func:`gpubench.run.request.dumps`) into an ordinary run directory
+    (:mod:`gpubench.run.runner`), and answer ``done`` with ``run_dir`` (rank 0's; null on the others), the run's
+    ``status`` and its ``failures``. Kinds, each a layout of the run (:mod:`gpubench.run.layouts`): ``single`` (this
+    GPU alone), ``fleet`` (every station of the group at once, case by case in step: ``gpubench run --devices``),
+    ``turns`` (the group's GPUs one at a time, each case on each GPU in turn, so that no two share the host's memory
+    and links while they measure, as nvbandwidth measures each GPU), ``ranks`` (a collective suite over the group).
+    ``own``: the check's stations, which are no co-tenant of a figure wherever they hold a context.
 ``{"do": "ungroup"}``
     leave the group (answer ``ungrouped``), so that the station can join another (the GPU pairs, round by round).
 
@@ -42,13 +42,15 @@ from gpubench.backends import open_backend
 from gpubench.backends.base import Backend
 from gpubench.check import affinity
 from gpubench.errors import UsageError, first_line
-from gpubench.options import read as read_options
 from gpubench.ranks import ending
 from gpubench.ranks.env import RankEnv, share_host_cores
 from gpubench.ranks.group import Group
 from gpubench.ranks.store import FileRendezvous
-from gpubench.registry import select
-from gpubench.run.request import Conduct, Placement, RunRequest, Selection
+from gpubench.run.layouts import Alone, Devices, Ranks
+from gpubench.run.plan import plan_for
+from gpubench.run.request import loads
+from gpubench.run.runner import RunHooks
+from gpubench.suite import Case, Suite
 
 Emit = Callable[..., None]
 # The fake device's calls take microseconds on its clock, but a collective over gloo takes about a millisecond of
@@ -60,48 +62,26 @@ _PARENT_POLL_S = 1.0
 GONE = "the gpubench check that started this measuring process is gone"
 
 
-class _Recorded:
-    """A run of the check: run.json says so, with where its process was bound (``check`` in run.json); ``own``: the
-    check's stations, which are no co-tenant of any figure."""
-
-    record: dict[str, Any] = {}
-    own: frozenset[int] = frozenset()
-
-    def _meta(self) -> dict[str, Any]:
-        return {**super()._meta(), "check": dict(self.record)}
-
-    def _own_pids(self) -> set[int]:
-        return {*super()._own_pids(), *self.own}
-
-
-class Single(_Recorded, runner.Single):
-    pass
-
-
-class Fleet(_Recorded, runner.Fleet):
-    pass
-
-
-class Ranks(_Recorded, runner.Ranks):
-    pass
-
-
-class Turns(Fleet):
+class Turns(Devices):
     """The group's GPUs one at a time: each case is measured on each GPU in turn (rank order), the others waiting
-    at the control plane, then every GPU's rows go to rank 0 as in a fleet run."""
+    at the control plane, then every GPU's rows go to rank 0 as in a ``--devices`` run."""
 
-    def _run_case(self, suite, case, cfg, interrupted):
+    name = "turns"
+
+    def measure(self, run: runner.Runner, suite: Suite, case: Case, cfg: Any,
+                interrupted: Callable[[], bool] | None) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         for turn in range(self.group.world_size):
             if turn == self.group.rank:
-                rows = runner.run_case(suite, case, self.backend, self.base, cfg, self.sampler,
-                                       tick=self.group.step, interrupted=interrupted,
-                                       ctx=self.p.contexts.get(suite.name))
+                rows = run.run_case(suite, case, cfg, tick=self.group.step, interrupted=interrupted)
             self.group.gather_objects(turn)  # the next GPU starts when this one is done
         return rows
 
 
-KINDS = {"single": Single, "fleet": Fleet, "turns": Turns, "ranks": Ranks}
+# The job's kind: the layout its run is measured in (gpubench.run.layouts), and what run.json says of it.
+KINDS = {"single": Alone, "fleet": Devices, "turns": Turns, "ranks": Ranks}
+_ORDER = {"single": "this GPU alone", "fleet": "every GPU at once, case by case in step",
+          "turns": "one GPU at a time", "ranks": "the group's GPUs together (collectives)"}
 
 
 class Station:
@@ -151,23 +131,18 @@ class Station:
     def do_run(self, job: dict[str, Any]) -> None:
         _fake_death(self.backend.name)
         kind = KINDS[job["kind"]]
-        if kind is not Single and self.group is None:
+        if kind is not Alone and self.group is None:
             raise UsageError(f"a {job['kind']} run needs a group of stations: none was formed")
-        request = _request(job, self.backend.name, self.gpu)
+        request = loads(job["request"])
         backend = self._comm_backend() if kind is Ranks else self.backend
-        group = self.group if kind is not Single else None
-        plan = runner.plan(request.what.suites, backend, quick=True, sizes=request.what.sizes,
-                           case_filter=request.what.case_filter, options=request.what.options,
-                           group=group if kind is Ranks else None)
-        executor = kind(plan, backend, request, None, None, group)
-        executor.record = {"phase": job.get("what") or job["kind"], "order": _ORDER[job["kind"]],
-                           "binding": self.binding}
-        executor.own = frozenset(int(p) for p in job.get("own") or ())
-        # 4 x H200, 2026-11-29, a co-tenant on GPU 2: the turns run that followed the devices run found GPUs 0, 1
-        # and 3 56-71 % busy as it started, and every host copy of theirs read "device 56% busy before the run"
-        executor.busy_is_ours = self.runs > 0
+        plan = plan_for(request, backend, group=self.group if kind is Ranks else None)
+        hooks = RunHooks(meta={"check": {"phase": job.get("what") or job["kind"], "order": _ORDER[job["kind"]],
+                                         "binding": self.binding}},
+                         own_pids=frozenset(int(p) for p in job.get("own") or ()),
+                         busy_is_ours=self.runs > 0)  # after its first run, a busy GPU is its own last one's doing
         self.runs += 1
-        outcome = executor.run()
+        outcome = runner.execute(plan, backend, request, layout=kind(self.group if kind is not Alone else None),
+                                 hooks=hooks)
         path = outcome.run_dir.path
         self.emit("done", run_dir=str(path) if path is not None else None, status=outcome.status,
                   failures=outcome.failures)
@@ -195,30 +170,6 @@ def _fake_death(backend: str) -> None:
     except FileNotFoundError:
         return
     os._exit(9)
-
-
-_ORDER = {"single": "this GPU alone", "fleet": "every GPU at once, case by case in step",
-          "turns": "one GPU at a time", "ranks": "the group's GPUs together (collectives)"}
-
-
-
-def _request(job: dict[str, Any], backend: str, gpu: int) -> RunRequest:
-    """The run a job asks for, as ``gpubench run`` would have been asked it (run.json keeps that command line)."""
-    suites = tuple(select(",".join(job["suites"])))
-    sizes = tuple(int(s) for s in job["sizes"]) if job.get("sizes") else None
-    devices = job.get("devices")
-    argv = ["gpubench", "run", "--suite", ",".join(s.name for s in suites), "--quick", "--processes", "1",
-            "--filter", job["filter"], "--backend", backend, "--out", job["out"], "--cluster", job["cluster"]]
-    argv += ["--devices", devices] if devices and job["kind"] in ("fleet", "turns") else ["--device", str(gpu)]
-    argv += ["--sizes", ",".join(map(str, sizes))] if sizes else []
-    return RunRequest(
-        what=Selection(suites=suites, case_filter=job["filter"], sizes=sizes,
-                       options={s.name: read_options(s.options, {}) for s in suites}),
-        where=Placement(backend=backend, device=gpu, devices=devices if job["kind"] in ("fleet", "turns") else None),
-        how=Conduct(quick=True, telemetry=True, processes=1, out=job["out"], cluster=job["cluster"]),
-        argv=tuple(argv),
-    )
-
 
 
 def _orphan_watch(parent: int) -> None:

@@ -15,7 +15,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from gpubench.child import Child, Gone, command
@@ -202,13 +202,13 @@ def leave(groups: Sequence[Sequence[Station]]) -> None:
     wait_all(everyone, "ungrouped", GROUP_TIMEOUT_S)
 
 
-def run(groups: Sequence[Sequence[Station]], job: dict[str, Any]) -> list[dict[str, Any]]:
-    """``job`` on every station of every group at once; each group's first station's ``done`` answer (it holds
-    the run directory)."""
-    everyone = [s for members in groups for s in members]
-    for s in everyone:
-        s.send(do="run", **job)
-    done = wait_all(everyone, "done", RUN_TIMEOUT_S)
+def run(groups: Sequence[Sequence[Station]], job: Callable[[int, int], dict[str, Any]]) -> list[dict[str, Any]]:
+    """The job ``job(k, gpu)`` gives the station of ``gpu`` in the k-th group, on every station of every group at
+    once; each group's first station's ``done`` answer (it holds the run directory)."""
+    for k, members in enumerate(groups):
+        for s in members:
+            s.send(do="run", **job(k, s.gpu))
+    done = wait_all([s for members in groups for s in members], "done", RUN_TIMEOUT_S)
     return [done[members[0].gpu] for members in groups]
 
 

@@ -9,12 +9,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import shutil
-import sys
 import warnings
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from gpubench.backends import open_backend
 from gpubench.commands import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -26,7 +24,6 @@ from gpubench.machine.contention import MEASURED_KEYS, closing, measured
 from gpubench.errors import UsageError
 from gpubench.machine.memory_budget import TOO_BIG
 from gpubench.options import read
-from gpubench.ranks.env import detect
 from gpubench.declared import way
 from gpubench.registry import all_suites, select
 from gpubench.run.request import DEFAULT_PROCESSES, Conduct, Placement, RunRequest, Selection
@@ -34,10 +31,8 @@ from gpubench.units import parse_size_list
 
 if TYPE_CHECKING:
     from gpubench.run import runner
-    from gpubench.backends.base import Backend
     from gpubench.run.prestart import Started
     from gpubench.console import RunProgress
-    from gpubench.ranks.group import Group
     from gpubench.suite import Suite
 
 # The runner, the run directory, the console and the rank starters import pandas (and the suites torch): they are
@@ -151,55 +146,32 @@ def _main(args: argparse.Namespace, argv: list[str], early: Started | None) -> i
     return _measure(request, early)
 
 
-def _plan(request: RunRequest, device: Backend, group: Group | None = None,
-          world_size: int | None = None) -> runner.Plan:
-    from gpubench.run import runner
-
-    what = request.what
-    return runner.plan(what.suites, device, quick=request.how.quick, sizes=what.sizes, dtypes=what.dtypes,
-                       case_filter=what.case_filter, search=what.search, options=what.options, group=group,
-                       world_size=world_size)
-
-
 def _measure(request: RunRequest, early: Started | None = None) -> int:
-    """The suites' cases, measured on this device, on the ranks of a multi-process suite (comm), or on each device
-    of --devices at once. Where no launcher started the processes, the grid is checked here and they are started."""
-    from gpubench.ranks import ending
-    from gpubench.run import start_ranks as start
-    from gpubench.run import start_devices as fleet_ranks
+    """The suites' cases, measured in the processes the request asks for (gpubench.run.launch decides which), with
+    the progress and the summary on the terminal of the process that writes the run."""
+    from gpubench.console import RunProgress
+    from gpubench.run import launch, runner
 
-    suites = request.what.suites
+    session = launch.open_run(request)
+    if isinstance(session, int):  # this process started the ranks: their exit code
+        return session
+    with launch.measuring(session):
+        progress = RunProgress() if session.root else None
+        try:
+            outcome = runner.execute(session.plan, session.backend, request, layout=session.layout,
+                                     progress=progress, early=early if session.group is None else None)
+            if session.root:
+                _nothing_fits(outcome, progress)
+        finally:
+            if progress:
+                progress.stop()
+        if session.root:
+            return _summary(outcome, request.what.suites)
+        if outcome.error:  # a peer lost: this rank's one line, and out at once (no teardown with a peer gone)
+            from gpubench.ranks import ending
 
-    def check(device: Backend, world_size: int) -> None:  # the grid the ranks will lay out, before any starts
-        _plan(request, device, world_size=world_size)
-
-    group, shared = None, None
-    if request.where.fleet:
-        renv = detect()
-        if renv is None:
-            return fleet_ranks.spawn(request, check)
-        ending.install()  # SIGTERM and SIGHUP (a launcher's time limit or cancel) close the run: interrupted
-        backend, group = fleet_ranks.join(request, renv)
-    elif any(s.multiprocess for s in suites):
-        if len(suites) > 1:
-            raise UsageError(f"{', '.join(s.name for s in suites if s.multiprocess)} runs one process per rank: "
-                             "run it on its own (--suite comm), the other suites in a second command")
-        renv = detect()
-        if renv is None:  # nobody started the ranks: check the grid here, then start them
-            return start.spawn(request, check)
-        ending.install()
-        backend, group, shared = start.join(request.where, renv)
-    else:
-        ending.install()
-        backend = open_backend(request.where.backend, request.where.device)
-        if request.where.backend == "auto":  # say what auto chose before anything is measured on it
-            print(f"backend: {backend.name}, device {backend.device_index} ({backend.device_name()}) "
-                  "(--backend auto)", file=sys.stderr, flush=True)
-    try:
-        return _run_plan(request, backend, group, None if group is not None else early, shared)
-    finally:
-        if group is not None:
-            group.close()
+            ending.end(outcome.status, outcome.error, EXIT_FAILED)
+    return EXIT_INTERRUPTED if outcome.status == "interrupted" else (EXIT_FAILED if outcome.failures else EXIT_OK)
 
 
 def _nothing_fits(outcome: runner.Outcome, progress: RunProgress | None) -> None:
@@ -219,35 +191,6 @@ def _nothing_fits(outcome: runner.Outcome, progress: RunProgress | None) -> None
     smallest = min(messages, key=len)
     raise UsageError(f"nothing asked for fits here: each of the {df['case'].nunique()} case(s) was too large (e.g. "
                      f"{smallest}); choose smaller --sizes")
-
-
-def _run_plan(request: RunRequest, backend: Backend, group: Group | None, early: Started | None = None,
-              shared: str | None = None) -> int:
-    from gpubench.run import runner
-    from gpubench.console import RunProgress
-    from gpubench.ranks import ending
-    from gpubench.results.rundir import ensure_writable
-
-    fleet = request.where.fleet
-    p = _plan(request, backend, group=None if fleet else group)
-    if shared:  # ranks that share a device where they may (gloo's on the host): said before the first case
-        p.notes.append(shared)
-    root = group is None or group.rank == 0
-    if root:
-        ensure_writable(request.how.out, request.how.cluster)
-    progress = RunProgress() if root else None
-    try:
-        outcome = runner.execute(p, backend, request, progress=progress, group=group, early=early)
-        if root:
-            _nothing_fits(outcome, progress)
-    finally:
-        if progress:
-            progress.stop()
-    if not root:
-        if outcome.error:  # a peer lost: this rank's one line, and out at once (no teardown with a peer gone)
-            ending.end(outcome.status, outcome.error, EXIT_FAILED)
-        return EXIT_INTERRUPTED if outcome.status == "interrupted" else (EXIT_FAILED if outcome.failures else EXIT_OK)
-    return _summary(outcome, request.what.suites)
 
 
 def _summary(outcome: runner.Outcome, suites: Sequence[Suite]) -> int:

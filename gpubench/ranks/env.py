@@ -2,7 +2,7 @@
 
 torchrun is asked first because it may itself run inside a SLURM allocation (its variables are the ones that
 describe the process); SLURM comes before MPI because ``srun --mpi=pmix`` also exports PMI/PMIx variables.
-With none of them this is a plain process, and gpubench spawns the ranks itself (:mod:`gpubench.ranks.spawn`).
+With none of them this is a plain process, and gpubench spawns the ranks itself (:mod:`gpubench.run.spawn`).
 """
 
 from __future__ import annotations

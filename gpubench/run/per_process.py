@@ -34,7 +34,7 @@ from typing import Any
 from gpubench.child import Gone
 from gpubench.errors import UsageError
 from gpubench.run import prestart
-from gpubench.run.request import DEFAULT_PROCESSES  # noqa: F401 — where run's --help reads it without numpy
+from gpubench.run.request import DEFAULT_PROCESSES, RunRequest  # noqa: F401 — --help reads it here without numpy
 
 READY_TIMEOUT_S = 300.0  # a worker's start-up: imports and a device context (seconds on a cold file cache)
 CASE_TIMEOUT_S = 120.0  # a worker's allowance per case, on top of a minute: a stalled device ends it
@@ -46,19 +46,13 @@ READY, DONE = "ready", "done"
 
 @dataclass
 class Spec:
-    """What a worker needs to lay out and measure the same cases as the run (pickled to it)."""
+    """What a worker is given (pickled): the run's request itself, the device the run resolved it to, the engine's
+    configuration, and the cases to measure in its turn."""
 
-    backend: str
+    request: RunRequest
+    backend: str  # the backend's name the run measures on (the request may say auto)
     device: int
-    suites: list[str]
-    options: dict[str, dict[str, Any]]
-    quick: bool
-    sizes: list[int] | None
-    dtypes: list[str] | None
-    search: bool
-    telemetry: bool
     config: Any  # the run's engine.EngineConfig
-    processes: int
     cases: dict[str, list[str]]  # suite -> case ids to measure
 
 

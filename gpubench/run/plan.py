@@ -13,6 +13,7 @@ from gpubench.errors import UsageError
 from gpubench.machine.memory_budget import budget
 from gpubench.options import read as read_options
 from gpubench.ranks.group import Group
+from gpubench.run.request import RunRequest
 from gpubench.suite import Case, GridContext, Suite
 
 
@@ -84,4 +85,14 @@ def plan(
     return p
 
 
-__all__ = ["Plan", "plan"]
+def plan_for(request: RunRequest, backend: Backend, group: Group | None = None,
+             world_size: int | None = None) -> Plan:
+    """The plan of ``request`` on ``backend``: the one way a request becomes a plan, in the run's own process, its
+    ranks, its workers and the check's stations alike."""
+    what = request.what
+    return plan(what.suites, backend, quick=request.how.quick, sizes=what.sizes, dtypes=what.dtypes,
+                case_filter=what.case_filter, search=what.search, options=what.options, group=group,
+                world_size=world_size)
+
+
+__all__ = ["Plan", "plan", "plan_for"]

@@ -8,6 +8,8 @@ command line as typed, which the processes a run starts for its ranks are given 
 
 from __future__ import annotations
 
+import base64
+import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -40,6 +42,11 @@ class Selection:
     def __post_init__(self):
         object.__setattr__(self, "given", _frozen(self.given))
         object.__setattr__(self, "options", _frozen(self.options))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled whole, its frozen mappings as dicts (a run's request goes to the processes it starts)."""
+        return (Selection, (self.suites, self.case_filter, self.sizes, self.dtypes, self.dtype_text, self.search,
+                            dict(self.given), dict(self.options)))
 
 
 @dataclass(frozen=True)
@@ -86,4 +93,17 @@ class RunRequest:
         object.__setattr__(self, "argv", tuple(self.argv))
 
 
-__all__ = ["Selection", "Placement", "Conduct", "RunRequest"]
+def dumps(request: RunRequest) -> str:
+    """``request`` as one line of text, for a process this one starts (the check's stations, a run's workers)."""
+    return base64.b64encode(pickle.dumps(request)).decode()
+
+
+def loads(text: str) -> RunRequest:
+    """The request :func:`dumps` wrote."""
+    request = pickle.loads(base64.b64decode(text))
+    if not isinstance(request, RunRequest):
+        raise TypeError(f"not a run's request: {type(request).__name__}")
+    return request
+
+
+__all__ = ["Selection", "Placement", "Conduct", "RunRequest", "dumps", "loads"]

@@ -15,18 +15,13 @@ from gpubench import results
 from gpubench.run import per_process as proc
 from gpubench.backends.base import Backend
 from gpubench.run.plan import Plan
+from gpubench.run.request import RunRequest
 from gpubench.run.rows import MAX_MESSAGE, derive, pool
 
 
-def spec(p: Plan, backend: Backend, config: engine.EngineConfig, telemetry: bool, count: int,
-         cases: dict[str, list[str]]) -> proc.Spec:
-    """What the workers need to lay out the run's cases as it did."""
-    ctx = next(iter(p.contexts.values()))
-    return proc.Spec(
-        backend=backend.name, device=backend.device_index, suites=[s.name for s in p.suites],
-        options={name: dict(c.options) for name, c in p.contexts.items()}, quick=ctx.quick,
-        sizes=list(ctx.sizes) if ctx.sizes else None, dtypes=list(ctx.dtypes) if ctx.dtypes else None,
-        search=ctx.search, telemetry=telemetry, config=config, processes=count, cases=cases)
+def spec(request: RunRequest, backend: Backend, config: engine.EngineConfig, cases: dict[str, list[str]]) -> proc.Spec:
+    """What the workers are given to lay out the run's cases as it did: its request."""
+    return proc.Spec(request=request, backend=backend.name, device=backend.device_index, config=config, cases=cases)
 
 
 def rounds(p: Plan, workers: proc.Workers, count: int, watch: contention.Watch, run_dir: Any,

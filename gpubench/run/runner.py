@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,17 +26,18 @@ from gpubench.run import prestart
 from gpubench.run import per_process as proc
 from gpubench.backends.base import Backend
 from gpubench.machine.other_runs import enter
-from gpubench.errors import UsageError, first_line
+from gpubench.errors import first_line
 from gpubench.machine.fingerprint import collect
 from gpubench.run.interrupt import StopFlag
+from gpubench.run.layouts import Alone
 from gpubench.options import read as read_options
 from gpubench.run.plan import Plan, plan
-from gpubench.ranks import agree, describe, ending
+from gpubench.ranks import agree
 from gpubench.ranks.group import Group, GroupError
 from gpubench.run.request import RunRequest
 from gpubench.run.rounds import rounds, spec
 from gpubench.run.rows import MAX_MESSAGE, amend, case_rows, derive, mark_rows
-from gpubench.results.rundir import ABANDONED, ABANDONED_STOP, RunDir, Unwritten
+from gpubench.results.rundir import ABANDONED, ABANDONED_STOP, RunDir
 from gpubench.suite import Case, GridContext, Skip, Suite
 
 
@@ -141,9 +141,6 @@ def _outcome(suite: Suite, case: Case, backend: Backend, config: engine.EngineCo
     return {"status": "ok", "workload": workload, "meas": meas, "config": config}
 
 
-_WHO = ("host", "device_index", "device", "gpu_uuid", "pci_bus_id")
-
-
 def _static(reader: Any) -> dict[str, Any]:
     try:
         return dict(reader.static() or {})
@@ -151,132 +148,80 @@ def _static(reader: Any) -> dict[str, Any]:
         return {}
 
 
+@dataclass(frozen=True)
+class RunHooks:
+    """What a caller of the runner adds to a run, beside its request (the check's stations): keys of its own in
+    run.json (``meta``), processes of its own that are no co-tenant of any figure (``own_pids``), and whether a
+    device busy as the run starts is its own doing (``busy_is_ours``: a measuring process's earlier run)."""
 
-def _same_plan(p: Plan, group: Group) -> None:
-    """The ranks of a fleet go case by case together: they must lay out the same cases (GPUs of different
-    sizes may not), or say so on every rank before anything is written."""
-    mine = [(s.name, [s.fleet_key(c, p.contexts[s.name]) for c in p.cases[s.name]]) for s in p.suites]
-    plans = group.gather_objects(mine)
-    for rank, theirs in enumerate(plans):
-        if theirs != plans[0]:
-            raise UsageError(f"rank {rank}'s device lays out other cases than rank 0's (different GPU models?): "
-                             "run each kind of GPU in its own --devices run")
-
-
-def _everyones(group: Group, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every rank's rows for one case, in rank order (rank 0 writes them; the others keep an empty list)."""
-    gathered = group.gather_objects(rows)
-    return [r for part in gathered for r in part] if group.rank == 0 else []
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    own_pids: frozenset[int] = frozenset()
+    busy_is_ours: bool = False
 
 
-def execute(p: Plan, backend: Backend, request: RunRequest, *, progress: Any = None, group: Group | None = None,
-            config: engine.EngineConfig | None = None, early: prestart.Started | None = None) -> Outcome:
-    """Run the plan; ``progress`` gets ``start(total)``, ``advance(suite, case, rows)``, ``note(text)``.
-
-    Alone, this process measures (:class:`Single`). With a ``group`` every rank runs the plan in step, and rank 0
-    alone writes the run directory: the ranks of a collective suite measure together, the engine agreeing on
-    every decision (:class:`Ranks`); on a fleet (``run --devices``) each rank measures its own device alone and
-    sends its rows to rank 0 after each case (:class:`Fleet`).
-
-    ``early``: workers started as the command began (gpubench.run.prestart), for the run alone to take or kill.
-    """
-    kind = Single if group is None else Fleet if request.where.fleet else Ranks
-    return kind(p, backend, request, progress, config, group, early).run()
+def execute(p: Plan, backend: Backend, request: RunRequest, *, layout: Alone | None = None, progress: Any = None,
+            config: engine.EngineConfig | None = None, early: prestart.Started | None = None,
+            hooks: RunHooks | None = None) -> Outcome:
+    """Run the plan in ``layout`` (gpubench.run.layouts; alone by default); ``progress`` gets ``start(total)``,
+    ``advance(suite, case, rows)``, ``note(text)``. ``early``: workers started as the command began
+    (gpubench.run.prestart), for the run alone to take or kill."""
+    return Runner(p, backend, request, layout or Alone(), progress=progress, config=config, early=early,
+                  hooks=hooks or RunHooks()).run()
 
 
-class Single:
-    """One process measures the plan on its device. ``processes``: the cases a suite says are set per process are
-    measured in that many processes, this one and fresh workers after it (:mod:`gpubench.run.per_process`)."""
+class Runner:
+    """One run of a plan: every suite's cases through the engine in its layout, then the per-process rounds; the
+    run directory written as it goes. Its attributes are what a layout reads."""
 
-    # Alone (or each rank of --devices on its own device) a Ctrl-C abandons the case in progress at any batch.
-    abandon = True
-    # Whether a device busy as the run starts is this process's own doing (a measuring process's earlier run): then
-    # it names no co-tenant (gpubench.machine.contention.Watch).
-    busy_is_ours = False
-
-    def __init__(self, p: Plan, backend: Backend, request: RunRequest, progress: Any = None,
-                 config: engine.EngineConfig | None = None, group: Group | None = None,
-                 early: prestart.Started | None = None):
-        self.p, self.backend, self.request, self.progress, self.group = p, backend, request, progress, group
-        self.early = early
+    def __init__(self, p: Plan, backend: Backend, request: RunRequest, layout: Alone, *, progress: Any = None,
+                 config: engine.EngineConfig | None = None, early: prestart.Started | None = None,
+                 hooks: RunHooks = RunHooks()):
+        self.plan, self.backend, self.request, self.layout, self.progress = p, backend, request, layout, progress
+        self.group = layout.group
+        self.early, self.hooks = early, hooks
         self.config = config or (engine.QUICK if request.how.quick else engine.FULL)
         self.telemetry = request.how.telemetry
         self.current: str | None = None  # "suite case" while it is measured
         self.workers: proc.Workers | None = None
 
-    # What differs between the kinds of run.
-
-    def _per_process(self) -> dict[str, list[str]]:
-        """The cases measured in several processes: on a device (the CPU backend's own figures are measured in this
-        one), by a run of one process (ranks measure in their own)."""
-        if self.request.how.processes <= 1 or not self.backend.is_gpu:
-            return {}
-        cases = {s.name: [c.id for c in self.p.cases[s.name] if s.per_process(c)] for s in self.p.suites}
-        return {k: v for k, v in cases.items() if v}
-
-    def _processes_asked(self) -> int:
-        return self.request.how.processes
-
-    def _join(self, meta: dict[str, Any], base: dict[str, Any]) -> None:
-        """What the run's record says of the other processes (none here)."""
-
-    def _run_dir(self, meta: dict[str, Any]) -> RunDir | Unwritten:
-        rd = RunDir.create(self.request.how.out, self.request.how.cluster, meta)
-        ending.follow(run_dir=rd.path)  # a SIGTERM closes it (interrupted) with what it kept
-        return rd
-
-    def _run_id(self, rd: RunDir | Unwritten) -> str | None:
-        return rd.run_id
-
-    def _own_pids(self) -> set[int]:
-        return set()
-
-    def _step(self, stop: StopFlag, label: str) -> None:
-        """Before each case: nothing to agree on alone."""
-
-    def _run_case(self, suite: Suite, case: Case, cfg: engine.EngineConfig,
-                  interrupted: Callable[[], bool] | None) -> list[dict[str, Any]]:
-        # A case set per process is measured where every process measures it (gpubench.run.per_process: pinning).
-        with proc.pinned(self.pinning, case.id in self.per_process.get(suite.name, ())):
-            return run_case(suite, case, self.backend, self.base, cfg, self.sampler, self.group,
-                            interrupted=interrupted, ctx=self.p.contexts.get(suite.name))
-
-    def _share(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The rows the run directory gets for ``rows`` of this process."""
-        return rows
-
-    # The run, the same for every kind.
+    def run_case(self, suite: Suite, case: Case, cfg: engine.EngineConfig, *, group: Group | None = None,
+                 tick: Callable[[], None] | None = None,
+                 interrupted: Callable[[], bool] | None = None) -> list[dict[str, Any]]:
+        """One case's rows on this process's device (:func:`run_case` with the run's own columns and sampler)."""
+        return run_case(suite, case, self.backend, self.base, cfg, self.sampler, group, tick=tick,
+                        interrupted=interrupted, ctx=self.plan.contexts.get(suite.name))
 
     def run(self) -> Outcome:
         self.reader = self.backend.telemetry()
         # One reading for the record, even with telemetry off.
         self.fingerprint = collect(self.backend.identity(), self.request.how.cluster, self.reader)
         self.sampler = self.reader if self.telemetry else None
-        self.per_process = self._per_process()
+        self.per_process = self.layout.per_process(self)
         self.base = self._base()
         self.pinning = proc.choose_pinning(self.base.get("pci_bus_id")) if self.per_process else proc.NOT_PINNED
         if self.early is not None and not (self.per_process and not self.pinning.cpus):
             self.early.kill()  # not needed, or started without the pinning's environment: none opened a device
             self.early = None
         meta = self._meta()
-        self._join(meta, self.base)
-        self.rd = self._run_dir(meta)
-        self.base["run_id"] = self._run_id(self.rd)
+        self.layout.join(self, meta, self.base)
+        self.rd = self.layout.run_dir(self, meta)
+        self.base["run_id"] = self.layout.run_id(self.rd)
         here = enter(self.backend, self.rd.path or self.rd.closes, self.request.argv)  # among the machine's runs
-        self.watch = contention.Watch(self.reader if self.telemetry else None, self._own_pids(),
-                                      busy_is_ours=self.busy_is_ours, beside=here)
+        self.watch = contention.Watch(self.reader if self.telemetry else None,
+                                      {*self.layout.own_pids(), *self.hooks.own_pids},
+                                      busy_is_ours=self.hooks.busy_is_ours, beside=here)
         self.outcome = Outcome(self.rd)
         if self.progress:
-            for line in [*self.p.notes, *self.watch.opening()]:
+            for line in [*self.plan.notes, *self.watch.opening()]:
                 self.progress.note(line)
-            self.progress.start(self.p.total)
+            self.progress.start(self.plan.total)
         status, notes = self._measure()
         self.outcome.status = status
         # What the suites said about their grids (shrunk to fit) and about what they did not measure (comm: a world
-        # of one, cases no world size allows), one "suite: line" list; a Ctrl-C-abandoned case has a row but was
-        # not done.
-        self.outcome.notes = [f"{s.name}: {line}" for s in self.p.suites for line in s.notes(self.p.contexts.get(s.name))]
-        notes = [*self.p.notes, *self.outcome.notes, *notes]
+        # of one, cases no world size allows), one "suite: line" list.
+        self.outcome.notes = [f"{s.name}: {line}" for s in self.plan.suites
+                              for line in s.notes(self.plan.contexts.get(s.name))]
+        notes = [*self.plan.notes, *self.outcome.notes, *notes]
         self.outcome.contention = self.watch.summary()
         error = {"error": self.outcome.error} if self.outcome.error else {}
         self.rd.finish(status, contention=self.outcome.contention, cases_done=sum(
@@ -285,19 +230,20 @@ class Single:
         return self.outcome
 
     def _meta(self) -> dict[str, Any]:
-        config, backend = self.config, self.backend
+        config, backend, p = self.config, self.backend, self.plan
         return {
             "argv": list(self.request.argv),
             "backend": backend.name,
             "device_index": backend.device_index,
             "quick": self.request.how.quick,
             "engine": {k: getattr(config, k) for k in config.__dataclass_fields__},
-            "suites": {s.name: {"version": s.version, "cases": len(self.p.cases[s.name])} for s in self.p.suites},
-            "notes": list(self.p.notes),
+            "suites": {s.name: {"version": s.version, "cases": len(p.cases[s.name])} for s in p.suites},
+            "notes": list(p.notes),
             "telemetry": getattr(self.reader, "source", "none") if self.telemetry else "off",
-            "processes": {"asked": self._processes_asked(), "cases": self.per_process,
+            "processes": {"asked": self.layout.processes_asked(self), "cases": self.per_process,
                           "pinning": self.pinning.as_dict()},
             "fingerprint": self.fingerprint,
+            **self.hooks.meta,
         }
 
     def _base(self) -> dict[str, Any]:
@@ -317,15 +263,14 @@ class Single:
         """Every suite's cases, then the per-process rounds: the run's status and the notes of the rounds."""
         notes: list[str] = []
         status = "complete"
-        stopping = ("stopping: the case in progress is abandoned (Ctrl-C again to stop at once)" if self.abandon
+        stopping = ("stopping: the case in progress is abandoned (Ctrl-C again to stop at once)" if self.layout.abandon
                     else "stopping after this case (Ctrl-C again to stop now)")
         try:
             with StopFlag(lambda: self.progress and self.progress.note(stopping)) as stop:
                 if self.per_process:
                     self.workers = proc.Workers(self.request.how.processes - 1, stop=lambda: stop.set,
                                                 pinning=self.pinning, started=self.early)
-                    self.workers.start(spec(self.p, self.backend, self.config, self.telemetry,
-                                            self.request.how.processes, self.per_process))
+                    self.workers.start(spec(self.request, self.backend, self.config, self.per_process))
                     self.watch.add_own(self.workers.pids)
                     # Their start-up ends before any figure is measured, not only those set per process: a worker
                     # opening its context and laying out its suites on the same GPU slowed samples of the first
@@ -334,7 +279,7 @@ class Single:
                     self.workers.wait_ready()
                 status = self._suites(stop)
                 if self.workers is not None and not stop.set:
-                    notes += rounds(self.p, self.workers, self.request.how.processes, self.watch, self.rd,
+                    notes += rounds(self.plan, self.workers, self.request.how.processes, self.watch, self.rd,
                                     self.outcome.tables, self.base, self.config, self.progress)
                     if stop.set:
                         status = "interrupted"
@@ -358,16 +303,16 @@ class Single:
 
     def _suites(self, stop: StopFlag) -> str:
         """Each suite's cases, then the figures it derives over them; "interrupted" where a Ctrl-C stopped them."""
-        for suite in self.p.suites:
+        for suite in self.plan.suites:
             rows: list[dict[str, Any]] = []  # what the run directory gets (every rank's, on rank 0)
             mine: list[dict[str, Any]] = []  # this process's
-            for case in self.p.cases[suite.name]:
-                self._step(stop, f"{suite.name} {case.id}")
+            for case in self.plan.cases[suite.name]:
+                self.layout.step(stop, f"{suite.name} {case.id}")
                 if stop.set:
                     break
                 new = self._case(suite, case, stop)
                 mine.extend(new)
-                new = self._share(new)
+                new = self.layout.share(new)
                 if any(r.get("stop") == ABANDONED_STOP for r in new):
                     self.outcome.abandoned = self.current
                 rows.extend(new)
@@ -382,7 +327,7 @@ class Single:
                 self.watch.mark(suite.name, r["case"], r["contended"], r["host_load"])
             if stop.set:
                 derived = [amend(r, note="run interrupted: over the cases measured") for r in derived]
-            derived = self._share(derived)
+            derived = self.layout.share(derived)
             if derived:
                 rows.extend(derived)
                 self._write(suite, rows)
@@ -397,16 +342,12 @@ class Single:
         if case.id in self.per_process.get(suite.name, ()):
             cfg = proc.scaled(self.config, self.request.how.processes)
         token = self.watch.begin()
-        new = self._run_case(suite, case, cfg, (lambda: stop.set) if self.abandon else None)
+        new = self.layout.measure(self, suite, case, cfg, (lambda: stop.set) if self.layout.abandon else None)
         contended, load = self.watch.end(token)
-        contended = self._seen(contended)
+        contended = self.layout.seen(contended)
         self.watch.mark(suite.name, case.id, contended, load)
         new = mark_rows(new, contended, load)
         return new
-
-    def _seen(self, contended: str | None) -> str | None:
-        """Who else used the device during a case, as the rows say it: what this process's watch saw."""
-        return contended
 
     def _write(self, suite: Suite, rows: list[dict[str, Any]]) -> None:
         df = results.frame(rows, suite.params)
@@ -414,76 +355,5 @@ class Single:
         self.outcome.tables[suite.name] = df
 
 
-class Ranks(Single):
-    """The ranks of a collective suite (comm) run the plan in step, the engine agreeing on every decision; rank 0
-    alone writes the run directory."""
-
-    # The ranks of a collective, which must call it together, finish the case in progress, then stop.
-    abandon = False
-
-    def _per_process(self) -> dict[str, list[str]]:
-        return {}  # a run of several ranks measures in its own processes
-
-    def _processes_asked(self) -> int:
-        return 1
-
-    def _join(self, meta: dict[str, Any], base: dict[str, Any]) -> None:
-        meta["dist"] = describe.run_meta(self.group, self.backend)
-
-    def _run_dir(self, meta: dict[str, Any]) -> RunDir | Unwritten:
-        writer = self.group.rank == 0
-        rd = super()._run_dir(meta) if writer else Unwritten()
-        # Every rank knows where the run is: any of them closes it where rank 0 is gone (stopped, killed).
-        path = self.group.gather_objects(str(rd.path) if writer else None)[0]
-        self.group.publish_run_dir(path)
-        if not writer:
-            rd.closes = path
-        return rd
-
-    def _own_pids(self) -> set[int]:
-        # Other ranks' processes may hold contexts on this device (peer access): they are ours, not a co-tenant.
-        return set(self.group.gather_objects(os.getpid()))
-
-    def _seen(self, contended: str | None) -> str | None:
-        # Each rank watches its own device, and another process on any of them slows the collective: the row, which
-        # rank 0 writes, names everyone's (4 x H200, 2026-11-29: a co-tenant on GPU 2 went unnamed in the rows of
-        # the pairs 0-2 and 1-2, whose rank 0 was on GPU 0 or 1).
-        return contention.union(self.group.gather_objects(contended))
-
-    def _step(self, stop: StopFlag, label: str) -> None:
-        # A Ctrl-C seen by any rank stops them all after the same case (``asked``: one that came during this
-        # agreement is not lost to its answer).
-        self.group.step(label)
-        stop.set = self.group.any(stop.asked)
-
-
-class Fleet(Ranks):
-    """``run --devices``: each rank measures its own device alone; the ranks go case by case in step, and rank 0
-    writes every rank's rows of a case once it is done everywhere."""
-
-    abandon = True
-
-    def _join(self, meta: dict[str, Any], base: dict[str, Any]) -> None:
-        _same_plan(self.p, self.group)
-        meta["fleet"] = self.group.gather_objects({"rank": self.group.rank, "pid": os.getpid(),
-                                                   **{k: base[k] for k in _WHO},
-                                                   "fingerprint": self.fingerprint.get("fingerprint")})
-
-    def _run_id(self, rd: RunDir | Unwritten) -> str | None:
-        return self.group.gather_objects(rd.run_id)[0]
-
-    def _run_case(self, suite: Suite, case: Case, cfg: engine.EngineConfig,
-                  interrupted: Callable[[], bool] | None) -> list[dict[str, Any]]:
-        # Each device measures alone: the group only ticks.
-        return run_case(suite, case, self.backend, self.base, cfg, self.sampler, tick=self.group.step,
-                        interrupted=interrupted, ctx=self.p.contexts.get(suite.name))
-
-    def _share(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return _everyones(self.group, rows)
-
-    def _seen(self, contended: str | None) -> str | None:
-        return contended  # each rank's rows are its own device's: another device's co-tenant is not in them
-
-
 # plan lays a run out (gpubench.run.plan), execute runs it: a command calls both from here.
-__all__ = ["Plan", "plan", "Outcome", "execute", "run_case", "Single", "Ranks", "Fleet"]
+__all__ = ["Plan", "plan", "Outcome", "execute", "run_case", "Runner", "RunHooks"]

@@ -29,7 +29,8 @@ from gpubench.machine import contention
 from gpubench.run import leave, prestart, per_process as processes, runner
 from gpubench.run.rows import mark_rows
 from gpubench.backends import open_backend
-from gpubench.registry import all_suites, select
+from gpubench.registry import all_suites
+from gpubench.run.plan import plan_for
 
 
 def main(argv: list[str]) -> int:
@@ -43,9 +44,8 @@ def main(argv: list[str]) -> int:
     spec = pickle.loads((work / "spec.pkl").read_bytes())
     os.environ["GPUBENCH_WORKER_INDEX"] = str(index)  # which process this is (the fake backend reads it)
     backend = open_backend(spec.backend, spec.device)
-    suites = select(spec.suites)
-    plan = runner.plan(suites, backend, quick=spec.quick, sizes=spec.sizes, dtypes=spec.dtypes, search=spec.search,
-                       options=spec.options)
+    plan = plan_for(spec.request, backend)
+    telemetry = spec.request.how.telemetry
     protocol.write(f"{processes.READY}\n")
     go = sys.stdin.readline()
     if not go.strip():
@@ -54,14 +54,14 @@ def main(argv: list[str]) -> int:
     own, wanted = {int(p) for p in job["own"]}, job["cases"]
     cases = [(s, c) for s in plan.suites for c in plan.cases[s.name] if c.id in set(wanted.get(s.name, ()))]
     reader = backend.telemetry()
-    sampler = reader if spec.telemetry else None
+    sampler = reader if telemetry else None
     # The device was busy with this run's own work a moment ago (the run's process, the worker before): that is
     # no co-tenant. It flagged all 24 of a quick night's per-process cases "GPU shared" in 1 of 3 nights on one
     # H100 (2026-11-26), with no process named, blinding the gate to them for that night and its window.
-    watch = contention.Watch(reader if spec.telemetry else None, own, busy_is_ours=True)
+    watch = contention.Watch(reader if telemetry else None, own, busy_is_ours=True)
     base = {"backend": backend.name, "device": backend.device_name(), "device_index": backend.device_index,
             "host": socket.gethostname()}
-    config = processes.scaled(spec.config, spec.processes)
+    config = processes.scaled(spec.config, spec.request.how.processes)
     rows = []
     try:
         for suite, case in cases:

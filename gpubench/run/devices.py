@@ -13,18 +13,14 @@ way are per-GPU figures under that load; run ``--device N`` one at a time for ea
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from gpubench.backends import backend_class, open_backend, resolve_name
-from gpubench.backends.base import Backend
 from gpubench.errors import UsageError
 from gpubench.ranks import apart
-from gpubench.ranks import spawn as spawner
-from gpubench.ranks.env import RankEnv, share_host_cores
-from gpubench.ranks.group import Group
-from gpubench.run.request import Placement, RunRequest
-from gpubench.results.rundir import ensure_writable
+from gpubench.ranks.env import RankEnv
+from gpubench.run.request import Placement
 from gpubench.suite import Suite
 
 
@@ -70,7 +66,8 @@ class _PlanProbe:
         return self._count
 
 
-def _check(where: Placement, suites: Sequence[Suite]) -> tuple[str, list[int]]:
+def check_devices(where: Placement, suites: Sequence[Suite]) -> tuple[str, list[int]]:
+    """The backend's name and the devices ``--devices`` names, checked."""
     if any(s.multiprocess for s in suites):
         raise UsageError("--devices runs single-GPU suites on each GPU; comm spreads over the GPUs itself "
                          "(use --nproc)")
@@ -82,22 +79,15 @@ def _check(where: Placement, suites: Sequence[Suite]) -> tuple[str, list[int]]:
     return name, parse_devices(where.devices or "", cls.device_count())
 
 
-def spawn(request: RunRequest, check: Callable[[Any, int], None]) -> int:
-    """No launcher started us: check the grid here (``check(device, world_size)``: the caller plans it on a
-    stand-in device), then start one process per listed device, each given the command line again."""
-    name, devices = _check(request.where, request.what.suites)
-    # Bad input fails here, once, before any process starts.
+def plan_probe(name: str, index: int) -> Any:
+    """Device ``index`` as far as a plan needs it: without a GPU context in the parent (the ranks make theirs)."""
     count = backend_class(name).device_count()
-    probe = _PlanProbe(name, devices[0], count) if name in ("cuda", "hip") else open_backend(name, devices[0])
-    check(probe, 1)
-    ensure_writable(request.how.out, request.how.cluster)
-    return spawner.run(list(request.argv[1:]), len(devices), request.where.timeout)
+    return _PlanProbe(name, index, count) if name in ("cuda", "hip") else open_backend(name, index)
 
 
-def join(request: RunRequest, renv: RankEnv) -> tuple[Backend, Group]:
-    """This process is one rank of a ``--devices`` run: its device and the group of all ranks."""
-    where = request.where
-    name, devices = _check(where, request.what.suites)
+def devices_of(where: Placement, suites: Sequence[Suite], renv: RankEnv) -> tuple[str, list[int]]:
+    """Under a launcher: the devices of this node, one per local rank, checked against the processes it started."""
+    name, devices = check_devices(where, suites)
     every = (where.devices or "").strip() == "all"
     if every and len(devices) == 1 < renv.local_world_size:
         devices = devices * renv.local_world_size  # one GPU bound to each task, or one for all (one_each tells)
@@ -112,12 +102,7 @@ def join(request: RunRequest, renv: RankEnv) -> tuple[Backend, Group]:
     if renv.local_rank >= len(devices):
         raise UsageError(f"local rank {renv.local_rank} has no device: this node has {len(devices)} "
                          "(start one process per device)")
-    share_host_cores(name, renv.local_world_size)
-    backend = open_backend(name, devices[renv.local_rank])
-    group = Group(renv, "gloo", where.timeout)  # the control plane only: the ranks exchange rows
-    apart.one_each(group, backend, alone=True, why=f"--devices measures each device on its own, under "
-                                                    f"{renv.launcher} one process per device")
-    return backend, group
+    return name, devices
 
 
-__all__ = ["parse_devices", "spawn", "join"]
+__all__ = ["parse_devices", "check_devices", "plan_probe", "devices_of"]

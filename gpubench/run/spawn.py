@@ -27,6 +27,7 @@ from pathlib import Path
 
 from gpubench.ranks.beats import laggards, machine, read_heartbeats
 from gpubench.child import Child, command
+from gpubench.run.request import RunRequest
 from gpubench.results.rundir import mark_ended, saved
 
 _POLL_S = 0.2
@@ -112,10 +113,13 @@ def _mark_ended(store, reason: str, status: str = "failed") -> Path | None:
     return run
 
 
-def run(argv: list[str], nproc: int, timeout_s: float) -> int:
-    """Run ``gpubench <argv>`` as ``nproc`` ranks on this machine, supervised; the exit code of the whole. (The
-    command line then leaves without tearing torch down: gpubench.cli.entry. A library call, a test's, returns.)"""
+def run(request: RunRequest, nproc: int) -> int:
+    """``request`` as ``nproc`` ranks on this machine, supervised (each rank is given its command line, as a
+    launcher's ranks are); the exit code of the whole. (The command line then leaves without tearing torch down:
+    gpubench.cli.entry. A library call, a test's, returns.)"""
     import torch.distributed as dist  # heavy: loaded only where ranks are started
+
+    argv, timeout_s = list(request.argv[1:]), request.where.timeout
 
     store = dist.TCPStore("127.0.0.1", 0, nproc, True, timeout=dt.timedelta(seconds=timeout_s),
                           wait_for_workers=False)
