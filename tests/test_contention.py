@@ -16,7 +16,7 @@ from test_telemetry import AmdDev, fake_amdsmi, fake_nvml, three_gpus
 
 from gpubench.machine import contention
 from gpubench import results
-from gpubench.run import runner
+from gpubench.run import layouts
 from gpubench.machine.procfs import started
 from gpubench.files import write_json
 from gpubench.machine.telemetry import open_telemetry
@@ -259,10 +259,9 @@ def test_a_collectives_row_names_a_co_tenant_on_any_ranks_device_a_fleets_row_it
         def gather_objects(self, obj):
             return [obj, "pid 4242 (python3)"]
 
-    ranks, fleet = object.__new__(runner.Ranks), object.__new__(runner.Fleet)
-    ranks.group = fleet.group = Group()
-    assert ranks._seen("") == "pid 4242 (python3)" and ranks._seen("pid 7 (a)") == "pid 7 (a), pid 4242 (python3)"
-    assert fleet._seen("") == ""  # a fleet's row is its own device's figure
+    ranks, fleet = layouts.Ranks(Group()), layouts.Devices(Group())
+    assert ranks.seen("") == "pid 4242 (python3)" and ranks.seen("pid 7 (a)") == "pid 7 (a), pid 4242 (python3)"
+    assert fleet.seen("") == ""  # a fleet's row is its own device's figure
     assert contention.union([None, None]) is None and contention.union(["", None]) == ""
     assert contention.union(["pid 1 (a)", "pid 2 (b), pid 1 (a)"]) == "pid 1 (a), pid 2 (b)"
 

@@ -3,10 +3,8 @@ agree still counts (CI saw a run of two ranks go on to its end after "stopping a
 
 import os
 import signal
-from types import SimpleNamespace
-
 from gpubench.run.interrupt import StopFlag
-from gpubench.run.runner import Ranks
+from gpubench.run.layouts import Ranks
 
 
 class _Group:
@@ -27,11 +25,11 @@ class _Group:
 
 def test_a_ctrl_c_during_the_ranks_agreement_stops_them_at_the_next_case():
     group = _Group()
-    ranks = SimpleNamespace(group=group)
+    ranks = Ranks(group)
     with StopFlag() as stop:
-        Ranks._step(ranks, stop, "case 1")
+        ranks.step(stop, "case 1")
         assert stop.asked and not stop.set  # the answer sent before the Ctrl-C: this case goes on, everywhere alike
-        Ranks._step(ranks, stop, "case 2")
+        ranks.step(stop, "case 2")
         assert stop.set  # the next agreement carries it
 
 
