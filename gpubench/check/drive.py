@@ -105,6 +105,12 @@ def _comm_sizes(plan: Plan) -> tuple[int, ...]:
     return (COMM_BYTES.get(plan.backend, SMALL_COMM_BYTES),)
 
 
+def suites_of(plan: Plan) -> list[Any]:
+    """The suites the plan's figures are measured by (importing them: torch)."""
+    names = checkset.selection(measured(plan), plan.backend)[0]
+    return select(",".join(names)) if names else []
+
+
 def _job(plan: Plan, step: Step, gpus: Sequence[int]) -> Callable[[int], dict[str, Any]]:
     """The job of ``step`` for the station of each GPU of ``gpus``: its kind, and the run it asks for."""
     suites, pattern = checkset.selection(list(step.figures), plan.backend)
@@ -314,5 +320,5 @@ def retry(plan: Plan, ev: Evidence) -> Evidence | None:
     return match[0] if match else None
 
 
-__all__ = ["Plan", "Child", "Step", "rounds", "measure", "measured", "session", "phases", "evidence", "retry",
-           "needs_more", "COMM_BYTES"]
+__all__ = ["Plan", "Child", "Step", "rounds", "measure", "measured", "suites_of", "session", "phases", "evidence",
+           "retry", "needs_more", "COMM_BYTES"]

@@ -76,8 +76,10 @@ def _measure(plan: drive.Plan, say) -> tuple[list[dict[str, Any]], dict, dict, f
         say(f"starting a measuring process on each of {len(plan.devices)} GPU(s)")
         t0 = time.monotonic()
         # The tables' reader (pandas, pyarrow) is imported while the stations start, which takes them longer (torch,
-        # the device): the check reads their tables at the end, and paid for that import after them.
+        # the device): the check reads their tables at the end, and paid for that import after them (in its first
+        # round, for the suites).
         from gpubench import results  # noqa: F401
+        drive.suites_of(plan)  # so are the suites that the requests it sends its stations hold (torch)
         pool.start()
         start_s = time.monotonic() - t0
         gpus = _identities(plan.devices, pool)

@@ -46,6 +46,7 @@ from gpubench.ranks import ending
 from gpubench.ranks.env import RankEnv, share_host_cores
 from gpubench.ranks.group import Group
 from gpubench.ranks.store import FileRendezvous
+from gpubench.registry import all_suites
 from gpubench.run.layouts import Alone, Devices, Ranks
 from gpubench.run.plan import plan_for
 from gpubench.run.request import loads
@@ -96,6 +97,7 @@ class Station:
         self.group: Group | None = None
         self.comm_backend: Backend | None = None
         self.runs = 0  # jobs run: after the first, a GPU busy as a run starts is this station's last one finishing
+        all_suites()  # every request it is given holds suites: their imports (torch) are start-up's, not a run's
         if stations > 1:  # it will join groups: torch.distributed's import (seconds on a busy host) is start-up's
             import torch.distributed  # noqa: F401
 
