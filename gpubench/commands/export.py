@@ -17,8 +17,8 @@ def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", metavar="RUN", help="a run directory or .parquet table; for history-csv and history-json a "
                                               "directory of runs (results/<cluster>)")
     p.add_argument("--format", default=OWN, metavar="FORMAT",
-                   help=f"output format: {OWN} (default), {', '.join(history.FORMATS)} (a directory of runs), or "
-                        "one a suite exports (tunableop and triton-configs: an autotune-kernels run)")
+                   help=f"output format: {OWN} (default), {', '.join(history.OUTPUTS.others())} (a directory of runs), "
+                        "or one a suite exports (tunableop and triton-configs: an autotune-kernels run)")
     p.add_argument("--out", required=True, metavar="FILE", help="file to write")
     history.add_options(p)
 
@@ -29,7 +29,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     from gpubench.results.export import export
 
     outputs.file(args.out)  # a folder, a missing or read-only place: one line, before anything is read
-    if args.format in history.FORMATS:
+    if args.format in history.OUTPUTS.others():
         return history.export(args.run, args.format, args.out, args)
     history.refuse_options(args)
     if args.format != OWN:
@@ -51,7 +51,7 @@ def _suite_format(args: argparse.Namespace) -> int:
     declared = ways("exporters")
     if args.format not in declared:
         raise UsageError(f"unknown --format {args.format!r}: choose from "
-                         f"{', '.join([OWN, *history.FORMATS, *sorted(declared)])}")
+                         f"{', '.join([OWN, *history.OUTPUTS.others(), *sorted(declared)])}")
     suite, exporter = way("exporters", args.format)
     df = results.load(args.run)
     if "suite" not in df.columns or not (df["suite"] == suite.name).any():
