@@ -13,18 +13,22 @@ import pkgutil
 import sys
 import warnings
 from collections.abc import Iterable, Mapping
-from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpubench.errors import UsageError
-from gpubench.suite import Suite
+
+if TYPE_CHECKING:
+    from gpubench.suite import Suite
 
 ENTRY_POINT_GROUP = "gpubench.suites"
 
 
 def _suites_in(module) -> list[type[Suite]]:
+    # The suite contract is imported where suites are looked for: a --help that lists formats has no use for it.
+    from gpubench.suite import Suite
+
     return [
         obj
         for _, obj in inspect.getmembers(module, inspect.isclass)
@@ -51,7 +55,16 @@ def builtin_suites() -> dict[str, type[Suite]]:
     return found
 
 
+def entry_points(group: str) -> Any:
+    """importlib.metadata's, imported when suites are looked for (email, zipfile and csv come with it)."""
+    from importlib.metadata import entry_points as installed
+
+    return installed(group=group)
+
+
 def plugin_suites() -> dict[str, type[Suite]]:
+    from gpubench.suite import Suite
+
     found: dict[str, type[Suite]] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
