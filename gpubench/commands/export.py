@@ -19,8 +19,9 @@ OWN = Formats("gpubench.results.exports")
 
 
 def add(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", metavar="RUN", help="a run directory or .parquet table; for history-csv and history-json a "
-                                              "directory of runs (results/<cluster>)")
+    p.add_argument("run", metavar="RUN", help=f"a run directory or .parquet table; for "
+                                              f"{' and '.join(history.OUTPUTS.others())} a directory of runs "
+                                              "(results/<cluster>)")
     p.add_argument("--format", default=OWN.default, metavar="FORMAT",
                    help=f"output format: {', '.join([f'{OWN.default} (default)', *OWN.others()])}, "
                         f"{', '.join(history.OUTPUTS.others())} (a directory of runs), or one a suite exports "

@@ -87,8 +87,8 @@ def _notes(console: Any, doc: dict[str, Any]) -> None:
 def refuse_options(args: argparse.Namespace) -> None:
     """History options given to an export of another format."""
     if _given(args):
-        raise UsageError(f"{' '.join(_given(args))} choose(s) the nights of a history: give --format history-csv "
-                         "or history-json and a directory of runs")
+        raise UsageError(f"{' '.join(_given(args))} choose(s) the nights of a history: give --format "
+                         f"{' or '.join(OUTPUTS.others())} and a directory of runs")
 
 
 def export(directory: str, fmt: str, out: str, args: argparse.Namespace) -> int:
