@@ -91,7 +91,7 @@ def test_a_slow_gpu_and_bad_facts_are_named_and_the_others_pass(four):
 
 def test_the_json_validates_against_its_schema(four):
     jsonschema = pytest.importorskip("jsonschema")
-    from gpubench.check.formats import load_schema
+    from gpubench.check.outputs.json_ import load_schema
 
     tmp, _ = four
     doc = json.loads((tmp / "v.json").read_text())

@@ -1,4 +1,4 @@
-"""gpubench check's outputs (gpubench/check/formats.py): the terminal view, JSON against its schema, JUnit,
+"""gpubench check's outputs (gpubench/check/outputs/): the terminal view, JSON against its schema, JUnit,
 the Prometheus textfile and write(), on node verdicts built here by hand."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from junitparser import Failure, JUnitXml, Skipped
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
-from gpubench.check import formats
+from gpubench.check import outputs
+from gpubench.check.outputs import common, json_, junit, prometheus, table
 from gpubench.check.model import NodeVerdict, Verdict
 from gpubench.errors import UsageError
 
@@ -54,7 +55,7 @@ def make_node(vs: list[Verdict] | None = None, strict: bool = False, host: str =
 
 def render(node: NodeVerdict, width: int) -> str:
     console = Console(record=True, width=width, force_terminal=True, color_system="standard", file=io.StringIO())
-    formats.terminal(node, console)
+    console.print(table.check(node))
     return console.export_text()
 
 
@@ -65,7 +66,7 @@ def target_lines(text: str) -> list[str]:
 
 
 def validator() -> Draft202012Validator:
-    schema = formats.load_schema()
+    schema = json_.load_schema()
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema)
 
@@ -73,7 +74,7 @@ def validator() -> Draft202012Validator:
 # --- JSON ----------------------------------------------------------------------------------------------------
 
 def test_json_validates_against_its_schema_with_nan_as_null():
-    text = formats.to_json(make_node())
+    text = json_.check(make_node())
     assert "NaN" not in text and "Infinity" not in text
     doc = json.loads(text)
     validator().validate(doc)
@@ -88,18 +89,18 @@ def test_json_validates_against_its_schema_with_nan_as_null():
 
 def test_json_of_a_node_with_no_verdict_or_every_one_skipped_validates():
     for vs in ([], [Verdict("hbm", "gpu0", "SKIP", "no GPU", gpu=0)]):
-        doc = json.loads(formats.to_json(make_node(vs)))
+        doc = json.loads(json_.check(make_node(vs)))
         validator().validate(doc)
         assert doc["state"] == "SKIP"
 
 
 def test_schema_names_exactly_the_fields_the_model_writes():
     # A field added to the model without the schema (or the other way round) fails here, not in a user's tool.
-    schema = formats.load_schema()
+    schema = json_.load_schema()
     assert set(schema["required"]) == set(schema["properties"]) == set(make_node().as_dict())
     verdict = schema["$defs"]["verdict"]
     assert set(verdict["required"]) == set(verdict["properties"]) == {f.name for f in dataclasses.fields(Verdict)}
-    assert formats.SCHEMA_PATH.name == "schema.json" and formats.SCHEMA_PATH.is_file()
+    assert json_.SCHEMA_PATH.name == "schema.json" and json_.SCHEMA_PATH.is_file()
 
 
 @pytest.mark.parametrize("spoil", [
@@ -119,7 +120,7 @@ def test_schema_names_exactly_the_fields_the_model_writes():
     lambda d: d.update(simulated="yes"),
 ])
 def test_schema_rejects_a_document_that_breaks_it(spoil):
-    doc = json.loads(formats.to_json(make_node()))
+    doc = json.loads(json_.check(make_node()))
     spoil(doc)
     assert list(validator().iter_errors(doc))
 
@@ -128,7 +129,7 @@ def test_schema_rejects_a_document_that_breaks_it(spoil):
 
 @pytest.mark.parametrize("strict, failures", [(False, 2), (True, 4)])
 def test_junit_counts_fail_skip_and_warn_by_strict(strict, failures):
-    text = formats.to_junit(make_node(strict=strict))
+    text = junit.check(make_node(strict=strict))
     xml = JUnitXml.fromstring(text)
     suites = list(xml) if isinstance(xml, JUnitXml) else [xml]
     assert len(suites) == 1
@@ -153,7 +154,7 @@ def test_junit_counts_fail_skip_and_warn_by_strict(strict, failures):
 
 
 def test_junit_properties_carry_the_evidence_where_present():
-    root = ET.fromstring(formats.to_junit(make_node()))
+    root = ET.fromstring(junit.check(make_node()))
     suite = root.find("testsuite")
     assert suite is not None and suite.get("failures") == "2" and suite.get("skipped") == "1"
     props = {p.get("name"): p.get("value") for p in suite.find("properties")}
@@ -172,7 +173,7 @@ def test_junit_properties_carry_the_evidence_where_present():
 
 def test_junit_holds_text_xml_cannot():
     vs = [Verdict("ecc", "gpu0", "FAIL", "driver said \x07<bad> & \"worse\"", gpu=0)]
-    root = ET.fromstring(formats.to_junit(make_node(vs)))
+    root = ET.fromstring(junit.check(make_node(vs)))
     assert root.find("testsuite/testcase/failure").get("message") == 'driver said ?<bad> & "worse"'
 
 
@@ -180,7 +181,7 @@ def test_junit_holds_text_xml_cannot():
 
 def scrape(node: NodeVerdict, tmp_path) -> dict[str, list]:
     path = tmp_path / "gpubench.prom"
-    formats.to_prometheus(node, str(path))
+    prometheus.write(node, str(path))
     families = {f.name: f.samples for f in text_string_to_metric_families(path.read_text())}
     for samples in families.values():
         assert all(math.isfinite(s.value) for s in samples)  # no NaN sample, ever
@@ -235,7 +236,7 @@ def test_prometheus_keeps_one_series_per_label_set_the_worst(tmp_path):
 def test_prometheus_without_the_client_is_a_usage_error(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "prometheus_client", None)  # import fails as if not installed
     with pytest.raises(UsageError, match="pip install prometheus-client"):
-        formats.to_prometheus(make_node(), str(tmp_path / "x.prom"))
+        prometheus.write(make_node(), str(tmp_path / "x.prom"))
 
 
 # --- terminal ------------------------------------------------------------------------------------------------
@@ -280,7 +281,7 @@ def test_terminal_when_every_check_passed():
 
 
 def test_confidence_text():
-    assert [formats.confidence_text(c) for c in (None, math.nan, 1.0, 0.996, 0.29, 0.5)] == \
+    assert [common.confidence_text(c) for c in (None, math.nan, 1.0, 0.996, 0.29, 0.5)] == \
         ["—", "—", "100 %", "99 %", "29 %", "50 %"]
 
 
@@ -289,8 +290,8 @@ def test_confidence_text():
 def test_write_json_and_junit_to_files(tmp_path):
     node = make_node()
     console = Console(record=True, width=100)
-    formats.write(node, "json", str(tmp_path / "v.json"), console)
-    formats.write(node, "junit", str(tmp_path / "v.xml"), console)
+    outputs.write(node, "json", str(tmp_path / "v.json"), console)
+    outputs.write(node, "junit", str(tmp_path / "v.xml"), console)
     validator().validate(json.loads((tmp_path / "v.json").read_text()))
     assert ET.parse(tmp_path / "v.xml").getroot().find("testsuite").get("tests") == "8"
     assert console.export_text() == ""  # a file written says nothing on the console
@@ -300,24 +301,24 @@ def test_write_json_and_junit_to_files(tmp_path):
 @pytest.mark.parametrize("out", [None, "-"])
 def test_write_json_and_junit_to_stdout(capsys, out):
     node = make_node()
-    formats.write(node, "json", out, Console(record=True))
+    outputs.write(node, "json", out, Console(record=True))
     assert json.loads(capsys.readouterr().out)["host"] == "node-a"
-    formats.write(node, "junit", out, Console(record=True))
+    outputs.write(node, "junit", out, Console(record=True))
     assert ET.fromstring(capsys.readouterr().out).get("failures") == "2"
 
 
 def test_write_table_to_console_and_to_file(tmp_path):
     console = Console(record=True, width=100)
-    formats.write(make_node(), "table", None, console)
+    outputs.write(make_node(), "table", None, console)
     assert console.export_text().startswith("node node-a: FAIL")
-    formats.write(make_node(), "table", str(tmp_path / "v.txt"), console)
+    outputs.write(make_node(), "table", str(tmp_path / "v.txt"), console)
     text = (tmp_path / "v.txt").read_text()
     assert text.startswith("node node-a: FAIL") and "\x1b" not in text
 
 
 def test_write_prometheus(tmp_path):
     path = tmp_path / "gpubench.prom"
-    formats.write(make_node(), "prometheus", str(path), Console(record=True))
+    outputs.write(make_node(), "prometheus", str(path), Console(record=True))
     names = {f.name for f in text_string_to_metric_families(path.read_text())}
     assert "gpubench_check_node_status" in names
     assert [p.name for p in tmp_path.iterdir()] == ["gpubench.prom"]
@@ -326,15 +327,54 @@ def test_write_prometheus(tmp_path):
 @pytest.mark.parametrize("out", [None, "-", "metrics.txt"])
 def test_write_prometheus_needs_a_prom_path(tmp_path, out):
     with pytest.raises(UsageError, match=r"--report PATH\.prom") as e:
-        formats.write(make_node(), "prometheus", out if out in (None, "-") else str(tmp_path / out),
+        outputs.write(make_node(), "prometheus", out if out in (None, "-") else str(tmp_path / out),
                       Console(record=True))
     assert "\n" not in str(e.value)
 
 
 def test_write_refuses_an_unknown_format_and_a_missing_folder(tmp_path):
     with pytest.raises(UsageError, match="table, json, junit, prometheus"):
-        formats.write(make_node(), "yaml", None, Console(record=True))
+        outputs.write(make_node(), "yaml", None, Console(record=True))
     with pytest.raises(UsageError, match="does not exist"):
-        formats.write(make_node(), "json", str(tmp_path / "nowhere" / "v.json"), Console(record=True))
+        outputs.write(make_node(), "json", str(tmp_path / "nowhere" / "v.json"), Console(record=True))
     with pytest.raises(UsageError, match="does not exist"):
-        formats.write(make_node(), "prometheus", str(tmp_path / "nowhere" / "v.prom"), Console(record=True))
+        outputs.write(make_node(), "prometheus", str(tmp_path / "nowhere" / "v.prom"), Console(record=True))
+
+
+# --- a new format --------------------------------------------------------------------------------------------
+
+NEW_FORMAT = '''
+def check(node):
+    return f"host: {node.host}\\nstate: {node.state}\\n"
+'''
+NEW_FILE_FORMAT = '''
+SUFFIXES = (".tsv",)
+FILE_ONLY = "--format tsv is a file: add --report PATH.tsv"
+
+
+def check(node):
+    return "host\\tstate\\n"
+'''
+
+
+def test_a_new_format_is_one_file(tmp_path, monkeypatch, capsys):
+    from gpubench.cli import build_parser
+
+    folder = tmp_path / "formats"
+    folder.mkdir()
+    (folder / "yaml.py").write_text(NEW_FORMAT)
+    (folder / "tsv.py").write_text(NEW_FILE_FORMAT)
+    monkeypatch.setattr(outputs, "__path__", [*outputs.__path__, str(folder)])
+    for name in ("yaml", "tsv"):
+        monkeypatch.delitem(sys.modules, f"gpubench.check.outputs.{name}", raising=False)
+    try:
+        assert build_parser("check").parse_args(["check", "--format", "yaml"]).format == "yaml"
+        outputs.write(make_node(), "yaml", None, Console(record=True))
+        assert capsys.readouterr().out == "host: node-a\nstate: FAIL\n"
+        with pytest.raises(UsageError, match="add --report PATH.tsv"):
+            outputs.check_report("tsv", None)
+        outputs.write(make_node(), "tsv", str(tmp_path / "v.tsv"), Console(record=True))
+        assert (tmp_path / "v.tsv").read_text() == "host\tstate\n"
+    finally:
+        for name in ("yaml", "tsv"):
+            sys.modules.pop(f"gpubench.check.outputs.{name}", None)

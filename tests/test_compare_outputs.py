@@ -66,6 +66,14 @@ def test_a_new_format_is_one_file(capsys, base, tmp_path, monkeypatch):
         sys.modules.pop("gpubench.compare.outputs.yaml", None)
 
 
+def test_what_the_formats_share_is_no_format(capsys, base, tmp_path):
+    assert outputs.names() == ["terminal", "json", "junit", "markdown", "sensitivity"]
+    code, _, err = cli(capsys, "compare", base, base, "--format", "common")
+    assert code == 2 and "invalid choice: 'common'" in one_line_error(err)
+    code, _, err = cli(capsys, "compare", base, base, "--out", tmp_path / "figures.txt")
+    assert code == 2 and "pass --format markdown|junit|json|sensitivity, or name" in one_line_error(err)
+
+
 def test_an_unknown_format_exits_2(capsys, base):
     code, _, err = cli(capsys, "compare", base, base, "--format", "yaml")
     assert code == 2 and "invalid choice: 'yaml'" in one_line_error(err)

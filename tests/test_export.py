@@ -9,7 +9,7 @@ import pytest
 from pytest_benchmark.storage.file import FileStorage
 from test_compare_helpers import base_run, cli, copy_run, one_line_error
 
-from gpubench.results import export
+from gpubench.results.exports import pytest_benchmark as export
 from gpubench import results
 
 

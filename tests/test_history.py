@@ -11,6 +11,7 @@ import io
 import json
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -246,6 +247,32 @@ def test_read_columns_reads_few_columns_checks_versions_and_fills_what_a_table_l
     assert isinstance(t, pa.Table)
 
 
+NEW_FORMAT = '''
+def history(doc):
+    return "".join(f"{f['suite']}\\t{f['case']}\\t{f['metric']}\\n" for f in doc["figures"])
+'''
+
+
+def test_a_new_history_format_is_one_file_that_export_writes(small, tmp_path, monkeypatch):
+    from gpubench.report.history import outputs
+
+    folder = tmp_path / "formats"
+    folder.mkdir()
+    (folder / "history_tsv.py").write_text(NEW_FORMAT)
+    monkeypatch.setattr(outputs, "__path__", [*outputs.__path__, str(folder)])
+    monkeypatch.delitem(sys.modules, "gpubench.report.history.outputs.history_tsv", raising=False)
+    try:
+        code, log = quiet("export", small.directory, "--format", "history-tsv", "--out", tmp_path / "h.tsv",
+                          "--last", "3")
+        assert code == 0, log
+        assert "24 figure(s) over 3 night(s) written to " in log
+        assert len((tmp_path / "h.tsv").read_text().splitlines()) == 24
+        code, log = quiet("export", small.directory, "--format", "page", "--out", tmp_path / "p.html")
+        assert code == 2 and "unknown --format 'page'" in log  # the page is a folder's: gpubench report DIR
+    finally:
+        sys.modules.pop("gpubench.report.history.outputs.history_tsv", None)
+
+
 def test_export_gives_the_series_the_page_draws(small, small_page, tmp_path):
     code, log = quiet("export", small.directory, "--format", "history-json", "--out", tmp_path / "h.json")
     assert code == 0, log
@@ -263,7 +290,7 @@ def test_export_gives_the_series_the_page_draws(small, small_page, tmp_path):
 
 def test_many_nights_are_aggregated_and_the_page_says_so(small, tmp_path):
     from gpubench.report import history
-    from gpubench.report.history import page
+    from gpubench.report.history.outputs import page
 
     doc = history.build(small.directory, history.Ask(), max_points=24 * 40 // 4)
     assert doc["aggregated"]["nights_per_point"] == 4 and len(doc["nights"]) == 10
@@ -274,7 +301,7 @@ def test_many_nights_are_aggregated_and_the_page_says_so(small, tmp_path):
             n = doc["nights"][m["night"]]
             assert any((r, tuple(f[k] for k in KEY)) in recorded_worse(small.directory)
                        for r in small.run_ids if n["run_id"] <= r <= n["last_run_id"])
-    assert "Aggregated: each point is 4 consecutive nights" in page.html(doc)
+    assert "Aggregated: each point is 4 consecutive nights" in page.history(doc)
 
 
 def test_nights_judged_by_the_real_gate(tmp_path_factory, tmp_path, capsys):

@@ -14,7 +14,7 @@ from typing import Any
 
 from gpubench.backends import backend_class, resolve_name
 from gpubench.check import checkset, drive, envelope, facts, node_history as history, visible
-from gpubench.check.formats import to_json
+from gpubench.check.outputs import json_
 from gpubench.check.judge import SHARED_NOTE, Judge, pids_in
 from gpubench.check.model import FORMAT, FORMAT_VERSION, HISTORY, OUT, SIMULATED, NodeVerdict, Verdict
 from gpubench.check.stations import Pool
@@ -196,7 +196,7 @@ def _keep(node: NodeVerdict, plan: drive.Plan) -> None:
     home = next((c.run_dir for c in plan.children if c.what in ("devices", "single") and c.run_dir), None) or \
         next((c.run_dir for c in plan.children if c.run_dir), None)
     if home:
-        write_text(Path(home) / VERDICT_FILE, to_json(node))
+        write_text(Path(home) / VERDICT_FILE, json_.check(node))
 
 
 def fleet_peers(root: Path, model: str | None, host: str) -> dict[str, list[float]]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+# The formats' names load nothing heavy (read from their sources): --help lists them.
+from gpubench.check import outputs
 from gpubench.check.model import HISTORY, OUT
 from gpubench.commands import EXIT_FAILED, EXIT_OK, add_device_args, default_cluster
 from gpubench.errors import UsageError
@@ -39,16 +41,17 @@ def add(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true", help="WARN fails too (exit 1)")
     p.add_argument("--no-retry", action="store_true",
                    help="a figure that would FAIL is not measured again in a fresh process before it does")
-    p.add_argument("--format", default="table", choices=("table", "json", "junit", "prometheus"),
-                   help="what to print (default: table); json/junit/prometheus go to --report FILE or stdout")
+    p.add_argument("--format", default=outputs.DEFAULT, choices=outputs.names(),
+                   help=f"what to print (default: {outputs.DEFAULT}); {'/'.join(outputs.others())} go to --report "
+                        "FILE or stdout")
     p.add_argument("--report", default=None, metavar="FILE",
                    help="write the --format output here (a .prom file for prometheus: node-exporter's textfile)")
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
     # The check's modules read tables (pandas) and draw them (rich): loaded when the command runs, not for --help
-    from gpubench.results import destination as outputs
-    from gpubench.check import formats, gather
+    from gpubench.results import destination
+    from gpubench.check import gather
     from gpubench.check.node import Request, run
     from gpubench.console import out_console
 
@@ -56,19 +59,17 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         if not args.fleet:
             raise UsageError("--gather reads the verdicts under --fleet DIR: give the folder of the nodes' check runs")
         return gather.main(args.fleet, args.format, args.report, args.strict, args.expect_nodes, args.srun_exit)
-    if args.format == "prometheus" and not (args.report or "").endswith(".prom"):
-        raise UsageError("--format prometheus writes a node-exporter textfile: add --report PATH.prom (in "
-                         "node-exporter's --collector.textfile.directory)")
+    outputs.check_report(args.format, args.report)
     if args.report and args.report != "-":
-        outputs.file(args.report, "--report")  # a report that cannot be written says so before a GPU is touched
+        destination.file(args.report, "--report")  # a report that cannot be written says so before a GPU is touched
     if args.device != 0 and args.devices == "all":
         args.devices = str(args.device)  # --device N: that GPU alone
     req = Request(backend=args.backend, devices=args.devices, out=args.out, cluster=args.cluster or default_cluster(),
                   expect=args.expect, fleet=args.fleet, strict=args.strict, retry=not args.no_retry, checks=args.checks)
     node = run(req, argv)
     console = out_console()
-    formats.write(node, args.format, args.report, console)
-    if args.format != "table" and args.report and args.report != "-":
+    outputs.write(node, args.format, args.report, console)
+    if not outputs.is_console(args.format) and args.report and args.report != "-":
         # the machine format went to a file: people still get the one line
         console.print(node.headline(), markup=False, highlight=False, soft_wrap=True)
     return EXIT_FAILED if node.exit_code() else EXIT_OK

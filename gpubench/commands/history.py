@@ -1,5 +1,6 @@
 """The nightly history on the command line: ``gpubench report DIR`` (the page) and ``gpubench export DIR --format
-history-csv|history-json`` (its data) share these options and their checks. Not a subcommand of its own.
+history-csv|history-json`` (its data: the formats of gpubench.report.history.outputs) share these options and their
+checks. Not a subcommand of its own.
 
 The library (gpubench.report.history, pandas and pyarrow with it) is imported where the work starts, so that
 ``--help`` stays quick.
@@ -8,13 +9,15 @@ The library (gpubench.report.history, pandas and pyarrow with it) is imported wh
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from gpubench.errors import UsageError
+from gpubench.registry import Formats
 
-FORMATS = ("history-csv", "history-json")
+# The history's formats (the page, and the files export writes), read from their sources: importing the report
+# loads pandas, and --help lists them.
+OUTPUTS = Formats("gpubench.report.history.outputs")
 _OPTIONS = ("since", "last", "filter", "baseline_window")
 
 
@@ -84,23 +87,21 @@ def _notes(console: Any, doc: dict[str, Any]) -> None:
 def refuse_options(args: argparse.Namespace) -> None:
     """History options given to an export of another format."""
     if _given(args):
-        raise UsageError(f"{' '.join(_given(args))} choose(s) the nights of a history: give --format history-csv "
-                         "or history-json and a directory of runs")
+        raise UsageError(f"{' '.join(_given(args))} choose(s) the nights of a history: give --format "
+                         f"{' or '.join(OUTPUTS.others())} and a directory of runs")
 
 
 def export(directory: str, fmt: str, out: str, args: argparse.Namespace) -> int:
     """``gpubench export DIR --format history-csv|history-json``: the series the page draws, as data."""
-    from gpubench.results import destination as outputs
+    from gpubench.results import destination
     from gpubench.console import out_console
     from gpubench.report import history
-    from gpubench.report.history import document
 
     if not history.is_directory_of_runs(Path(directory)):
         raise UsageError(f"{directory} is not a directory of runs: --format {fmt} takes one such as "
                          "results/<cluster> (the folder holding the run directories)")
     doc = history.build(directory, _ask(args))
-    text = document.to_csv(doc) if fmt == "history-csv" else json.dumps(doc, ensure_ascii=False) + "\n"
-    outputs.write_text(out, text)
+    destination.write_text(out, OUTPUTS.get(fmt).history(doc))
     nights = sum(n.get("nights", 1) for n in doc["nights"])
     console = out_console()
     console.print(f"{len(doc['figures'])} figure(s) over {nights} night(s) written to {out} as {fmt}"
@@ -109,4 +110,4 @@ def export(directory: str, fmt: str, out: str, args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["FORMATS", "add_options", "is_history", "report", "refuse_options", "export"]
+__all__ = ["OUTPUTS", "add_options", "is_history", "report", "refuse_options", "export"]

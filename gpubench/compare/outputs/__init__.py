@@ -1,5 +1,5 @@
-"""compare's output formats: one module each in this package, named for the format (``json_`` for json: a
-trailing ``_`` keeps a module from shadowing one of Python's). A new format is one file here, and its test.
+"""compare's output formats: one module each in this package, named for the format (a registry of
+gpubench.registry.Formats, whose docstring says how they are found). A new format is one file here, and its test.
 
 A format module defines
 - ``compare(report, all_rows) -> str`` (or a rich renderable where ``CONSOLE`` is true: the terminal's);
@@ -9,58 +9,23 @@ A format module defines
 - ``CONSOLE = True`` for a format printed on the terminal and never written to a file (the default, terminal);
 - ``ORDER``: where messages list it among the formats written to files.
 
-The names are read from the package without importing the modules, so that ``gpubench compare --help`` lists them
-without loading what they import.
+:mod:`.common` is no format: it holds what every format shows (a row's cells, the listing, JSON values, Markdown
+tables, JUnit XML).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from types import ModuleType
 
 from gpubench.errors import UsageError
+from gpubench.registry import Formats
 
 DEFAULT = "terminal"
+SHARED = ("common",)
 
-
-def _modules() -> dict[str, str]:
-    """{format: its module's name}."""
-    return {m.name.rstrip("_"): m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")}
-
-
-def names() -> list[str]:
-    """Every format, the default first, then by name."""
-    return sorted(_modules(), key=lambda n: (n != DEFAULT, n))
-
-
-def get(name: str) -> ModuleType:
-    modules = _modules()
-    if name not in modules:
-        raise UsageError(f"no output format {name!r}: choose {', '.join(names())}")
-    return importlib.import_module(f"{__name__}.{modules[name]}")
-
-
-def for_suffix(suffix: str) -> str | None:
-    """The format an ``--out`` file's suffix names, or None."""
-    for name in names():
-        if suffix.lower() in getattr(get(name), "SUFFIXES", ()):
-            return name
-    return None
-
-
-def files() -> list[str]:
-    """The formats written to files, in their ORDER."""
-    return sorted((n for n in names() if not is_console(n)), key=lambda n: (getattr(get(n), "ORDER", 99), n))
-
-
-def suffixes() -> list[str]:
-    """Each file format's first suffix, in ORDER."""
-    return [get(n).SUFFIXES[0] for n in files() if getattr(get(n), "SUFFIXES", ())]
-
-
-def is_console(name: str) -> bool:
-    return bool(getattr(get(name), "CONSOLE", False))
+_FORMATS = Formats(__name__)
+names, get, for_suffix, files, suffixes, is_console = (_FORMATS.names, _FORMATS.get, _FORMATS.for_suffix,
+                                                         _FORMATS.files, _FORMATS.suffixes, _FORMATS.is_console)
 
 
 def fleet(name: str) -> ModuleType:
@@ -72,4 +37,4 @@ def fleet(name: str) -> ModuleType:
     return module
 
 
-__all__ = ["DEFAULT", "names", "get", "for_suffix", "files", "suffixes", "is_console", "fleet"]
+__all__ = ["DEFAULT", "SHARED", "names", "get", "for_suffix", "files", "suffixes", "is_console", "fleet"]

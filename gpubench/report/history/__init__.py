@@ -6,7 +6,8 @@ samples, the band of the baseline window the gate judged each night against, the
 changed) and the nights measured on a shared GPU or a busy host (hollow); worst recent change first, a filter
 box, each figure's table on click. The same series are data: ``gpubench export DIR --format history-json`` (the
 document the page embeds) or ``history-csv``. Modules: :mod:`.nights` reads the directory, :mod:`.series` and
-:mod:`.gate` make each figure's series and marks, :mod:`.document` the data, :mod:`.page` the HTML.
+:mod:`.gate` make each figure's series and marks, :mod:`.document` the data, :mod:`.outputs` the page and the
+data's files, one module per format.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpubench.results import destination as outputs
+from gpubench.results import destination
 from gpubench.compare.load import DEFAULT_WINDOW
 from gpubench.errors import UsageError
-from gpubench.report.history import document, nights, page, series
+from gpubench.report.history import document, nights, series
 from gpubench.report.history.nights import is_directory_of_runs
+from gpubench.report.history.outputs import page
 
 PAGE = page.PAGE
 
@@ -56,8 +58,8 @@ def write(directory: str | os.PathLike, out: str | os.PathLike, ask: Ask = Ask()
     """Write the page of ``directory`` as ``out/index.html``; (its path, its document). Nothing is created
     before the document is made, so a directory that cannot be drawn leaves no folder behind."""
     doc = build(directory, ask)
-    folder = outputs.folder(out)
-    return outputs.write_text(folder / PAGE, page.html(doc)), doc
+    folder = destination.folder(out)
+    return destination.write_text(folder / PAGE, page.history(doc)), doc
 
 
 __all__ = ["Ask", "build", "write", "is_directory_of_runs", "PAGE"]

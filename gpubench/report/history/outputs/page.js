@@ -1,4 +1,4 @@
-// The history page's drawing (gpubench/report/history/page.py writes the page around it): every figure's small
+// The history page's drawing (page.py beside it writes the page around it): every figure's small
 // multiple, drawn from the document embedded in the page, its table on click, the filter box and the download
 // link. Nothing is fetched: the page is one file.
 (function () {

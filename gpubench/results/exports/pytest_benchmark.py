@@ -1,4 +1,4 @@
-"""``gpubench export RUN --format pytest-benchmark``: a run's time figures as a pytest-benchmark JSON file,
+"""pytest-benchmark (``gpubench export RUN``, the default): a run's time figures as a pytest-benchmark JSON file,
 which ``pytest-benchmark compare`` and its storage read like one of their own saved runs.
 
 Only time metrics (units s, ms, us, ns) are exported: pytest-benchmark holds seconds per round and derives
@@ -23,7 +23,6 @@ from typing import Any
 import pandas as pd
 
 from gpubench import DISTRIBUTION, results
-from gpubench.results import destination as outputs
 from gpubench.errors import UsageError
 from gpubench.suite import TIME_SCALE
 
@@ -124,18 +123,20 @@ def to_pytest_benchmark(df: pd.DataFrame, meta: dict[str, Any]) -> dict[str, Any
     }
 
 
-def export(run: str | os.PathLike, out: str | os.PathLike) -> tuple[int, int]:
-    """Write ``run``'s time figures to ``out``; (benchmarks written, rows left out)."""
+def export(run: str | os.PathLike, out: str | os.PathLike) -> tuple[str, str]:
+    """``run``'s time figures as pytest-benchmark JSON, and the line saying what was written to ``out``."""
     df = results.load(run)
     meta = df.attrs.get("run") or {}
     if not meta and Path(run).is_file() and (Path(run).parent / results.RUN_FILE).is_file():
         meta = results.read_run_meta(Path(run).parent)
     doc = to_pytest_benchmark(df, meta)
-    if not doc["benchmarks"]:
+    written, left = len(doc["benchmarks"]), len(df) - len(doc["benchmarks"])
+    if not written:
         raise UsageError(f"{run} has no ok time figure (unit s, ms, us or ns) to export: pytest-benchmark holds "
                          "times only; export a run of a suite with a time metric (elementwise, launch)")
-    outputs.write_text(outputs.file(out), json.dumps(doc, indent=4) + "\n")
-    return len(doc["benchmarks"]), len(df) - len(doc["benchmarks"])
+    return json.dumps(doc, indent=4) + "\n", (f"{written} time figure(s) written to {out} as pytest-benchmark JSON"
+                                             + (f"; {left} row(s) left out (not ok, or not a time metric)" if left
+                                                else ""))
 
 
 __all__ = ["export", "to_pytest_benchmark", "benchmark_stats", "PYTEST_BENCHMARK_VERSION"]

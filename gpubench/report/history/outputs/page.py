@@ -1,5 +1,6 @@
-"""The history page: one HTML file holding its data (the document of gpubench.report.history.document, as JSON),
-its style and the script that draws every figure from that data (page.js, page.css beside this module). Nothing
+"""The history page (``gpubench report DIR``, ``gpubench compare --history``): one HTML file holding its data (the
+document of gpubench.report.history.document, as JSON), its style and the script that draws every figure from that
+data (page.js, page.css beside this module). Nothing
 is fetched, so the file alone is the page: attach it to a CI job, mail it, open it offline.
 
 What is written here, in HTML, is what a reader needs before the drawing: which nights and figures the page holds,
@@ -143,7 +144,7 @@ def _head(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def html(doc: dict[str, Any]) -> str:
+def history(doc: dict[str, Any]) -> str:
     """The page of ``doc``."""
     data = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>gpubench history: '
@@ -157,4 +158,4 @@ def html(doc: dict[str, Any]) -> str:
             f"<script>{_asset('page.js')}</script>\n</body></html>\n")
 
 
-__all__ = ["html", "PAGE", "day", "worse_text"]
+__all__ = ["history", "PAGE", "day", "worse_text"]
