@@ -170,9 +170,9 @@ class RunProgress:
         if self._progress is not None:
             self._progress.console.print(line, markup=False, highlight=False)
         else:
-            # One write, the newline in it: print() writes the line and its end apart, and a rank's closing line
-            # (gpubench.ranks.ending, written from its signal thread) landed between them, in the middle of a line
-            # where nothing that looks for "gpubench: error:" at a line's start finds it (mpirun in CI, 2026-11-27).
+            # One write, the newline in it: a rank's closing line (gpubench.ranks.ending, from its signal thread) landed
+            # between print()'s line and its end, where no search for "gpubench: error:" at a line's start finds it
+            # (docs/measurements.md, 'Faults').
             sys.stderr.write(line + "\n")
             sys.stderr.flush()
 

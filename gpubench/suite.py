@@ -19,20 +19,9 @@ from gpubench.errors import UsageError
 from gpubench.options import Option, Options
 
 # --- the other ways into and out of a suite's table ---------------------------------------------------------
-#
-# The other ways into and out of a suite's table than gpubench's own case loop, each a small object a suite
-# declares (``Suite.driver``, ``Suite.engines``, ``Suite.importers``, ``Suite.exporters``) and a command finds by
-# name in the suites' declarations (gpubench.declared.way, which imports the declaring suite alone): the command that
-# reaches one never asks which suite it belongs to.
-#
-# - An :class:`Engine` runs a suite's grid another way and writes the suite's own table: ``gpubench run --engine
-#   NAME`` (comm: the nccl-tests binaries), or, as a suite's ``driver``, always in place of the case loop
-#   (autotune: a child comm run per NCCL configuration).
-# - An :class:`Importer` turns another tool's logs into a run of the suite's table (``gpubench import TOOL``).
-# - An :class:`Exporter` writes a run's rows in another tool's format (``gpubench export --format NAME``).
-#
-# A new one is one file beside its suite (its function) and a line in the suite's class; tests/test_ways.py holds
-# each built-in one to be reachable by its name.
+# Besides the case loop: an Engine (``run --engine NAME``, or a suite's ``driver``), an Importer (``gpubench import``)
+# and an Exporter (``export --format``), each declared by a suite and found by name (gpubench.declared.way), never by
+# suite (docs/writing-a-suite.md; tests/test_ways.py holds each built-in one reachable).
 
 
 @dataclass(frozen=True)
@@ -175,24 +164,18 @@ class Method:
     # (--quick or not): a suite whose cases are many and short asks for fewer samples and a shorter warm-up
     # (comm: nccl-tests' per-size iteration count, the stop rule extending only noisy rows).
     sampling: Mapping[str, Any] | None = None
-    # The least warm-up this workload needs, in seconds, in every mode (it lengthens the engine's max_warmup_s
-    # where it is longer). Per-call times agree within milliseconds, but a power-hungry kernel (a large GEMM)
-    # pulls the SM clock down under the power limit only after a few hundred ms: without this its figure
-    # would be the boost clock's.
+    # The least warm-up this workload needs, in seconds, in every mode (it lengthens the engine's max_warmup_s): a
+    # large GEMM pulls the SM clock down under the power limit only after a few hundred ms, reading the boost's before.
     min_warmup_s: float = 0.0
     # The shortest sample this workload wants, over the engine's own (a collective's samples must be long enough
     # that the ranks' few-µs start skew vanishes in them).
     min_sample_s: float = 0.0
-    # The period of the power control loop this workload runs into, in seconds (0: none). Under a power limit
-    # the clock, and so the rate, swings with that period (H100, 2026-11-23: ~1 s; medians of per-call times
-    # over 2 s windows moved 1.6 % (SD), means over whole 1 s windows 0.2 %). Once warm, each sample is then a
-    # batch lasting a whole period, and three of them suffice for the stop rule.
+    # The period of the power control loop this workload runs into, in seconds (0: none): the clock, and so the rate,
+    # swings with it (docs/measurements.md, 'gemm'). Once warm, each sample is a batch of whole periods; three suffice.
     period_s: float = 0.0
-    # Take the host's pace (gpubench.machine.host_pace) before each batch of a device-timed workload too, where the device's time
-    # is the host's: an eager chain the GPU waits on the host to issue. Host-timed batches always carry it. The pace
-    # moves within a process (one H200, 2026-11-29: an eager chain's process medians followed the pace taken during
-    # another case of the same process at correlation 0.33, a graph launch's its own pace at 0.95), so it is taken
-    # at the batch, not borrowed from a neighbour.
+    # Take the host's pace (gpubench.machine.host_pace) before each batch of a device-timed workload whose time is the
+    # host's (an eager chain); host-timed batches always carry it. The pace moves within a process, so it is taken at
+    # the batch (results/reference/h200/chain-pace-20261129/).
     paced: bool = False
     # A context-manager factory the runner enters around the measurement (not the preparation), e.g. to bind
     # the host thread to the GPU's NUMA node while pageable copies are timed; it is exited even on failure.
@@ -270,10 +253,8 @@ class GridContext:
     world_size: int = 1
     # Lines a suite has to say about its grid (it shrank to fit memory): the run prints them and keeps them.
     notes: list[str] = field(default_factory=list, compare=False, hash=False)
-    # What the suite learns during this run, for this run (what it was asked is ``options``), so that a suite
-    # object holds no run state: comm keeps here the seeds its ranks draw inputs from in step, whether the
-    # run's first case has warmed the device up, and what its notes are made from. Mutable; one per suite and
-    # run (not copied by ``dataclasses.replace``: a context made from another starts empty).
+    # What the suite learns during this run (comm: its ranks' seeds, whether the device is warm, its notes), so that a
+    # suite object holds no run state. Mutable, one per suite and run; ``dataclasses.replace`` starts it empty.
     state: dict[str, Any] = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
 
     def __post_init__(self):

@@ -161,10 +161,8 @@ class FakeBackend(Backend):
             self._duration = _scaled(self._duration, float(slow[str(device_index)]))
         levels = [x for x in os.environ.get("GPUBENCH_FAKE_PROCESS_LEVELS", "").split(",") if x.strip()]
         if levels:
-            # GPUBENCH_FAKE_PROCESS_LEVELS=F0,F1,...: process k of a run (0 the run's own, k its worker k:
-            # gpubench.run.per_process) takes Fk times as long for every call, as processes whose host buffers landed
-            # elsewhere do. For tests of figures measured in several processes (a word that is no number makes
-            # that process fail as it starts).
+            # GPUBENCH_FAKE_PROCESS_LEVELS=F0,F1,...: process k of a run (gpubench.run.per_process) takes Fk times as
+            # long per call, as a process whose host buffers landed elsewhere; a word that is no number fails it.
             k = int(os.environ.get("GPUBENCH_WORKER_INDEX", "0"))
             self._duration = _scaled(self._duration, float(levels[k % len(levels)]))
         # GPUBENCH_FAKE_HOST_PACE=H0,H1,...: process k's host runs Hk times slower than a host at pace 1: its pace

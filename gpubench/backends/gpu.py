@@ -62,9 +62,8 @@ class TorchGraphs:
         return g.replay
 
     def stream(self):
-        # Replays run on a non-blocking stream of their own, as nccl-tests launches: the same graph of 20 1 MiB
-        # all_reduces on 2×H200 took 18.4 µs per call on the legacy default stream, 13.1 on its own
-        # (2026-11-21, docs/measurements.md).
+        # Replays run on a non-blocking stream of their own, as nccl-tests launches: the legacy default stream
+        # made each call slower (docs/measurements.md, 'comm').
         return torch.cuda.stream(torch.cuda.Stream())
 
 

@@ -10,9 +10,8 @@ for a time) by a margin of several times the figures' own spread, never less tha
 
 where ``spread`` is the robust relative standard deviation of those figures. The fixed fractions are wider for a
 figure the host sets (host-timed launches, copies to host memory: gpubench.results.host_set), whose level moves from one
-process to the next (a pinned D2H read 46.1 GB/s in one process against 55.2 in five others, one H100,
-2026-11-25). For comparison, DCGM's floors are 0.75 × a measured reference and Azure's 0.93–0.96 × a typical
-figure (docs/check.md).
+process to the next (docs/measurements.md, 'check'). For comparison, DCGM's floors are 0.75 × a measured reference
+and Azure's 0.93–0.96 × a typical figure (docs/check.md).
 
 A figure the host times moves with the host's pace (gpubench.machine.host_pace). Where the runs' figures and paces draw a line
 (gpubench.timing.pace_line), the figures are moved along it to the runs' median pace first, the entry keeps the line, and a
@@ -43,16 +42,14 @@ from gpubench.errors import UsageError
 from gpubench.results.host_set import set_by_host
 
 EXPECT_DIR = Path(__file__).resolve().parent.parent / "expect"
-# Envelope file versions: 1 (2026-11-25) first; 2 (2026-11-26) host_class (the CPU models the figures the host sets
-# were measured on) and an entry's gpus (a node total's GPU count). A version 1 file reads as one with neither.
-# 3 (2026-11-28): a host-timed figure's line on the host's pace (pace, pace_slope, pace_lo, pace_hi), where its runs
-# drew one; its typical, warn_at and fail_at are then at that pace. A version 2 file reads as one without lines.
+# Envelope file versions: 1 first; 2 host_class (the CPU models the host-set figures were measured on) and an entry's
+# gpus (a node total's GPU count); 3 a host-timed figure's line on the host's pace (pace, pace_slope, pace_lo, pace_hi),
+# its thresholds then at that pace. An older file reads as one without what came later.
 FORMAT, VERSION = "gpubench-expect", 3
 WARN_MARGIN, FAIL_MARGIN = 0.05, 0.10
 HOST_WARN_MARGIN, HOST_FAIL_MARGIN = 0.10, 0.25
-# Spec fallback: (warn, fail) as fractions of the roof. Measured on H100 and H200 (docs/measurements.md): triad
-# 0.91 of spec memory bandwidth; bf16 GEMM at 4096³ 0.68 of the dense tensor peak, fp8 0.59; pinned copies 0.87 of
-# a Gen5 x16 link's nominal rate.
+# Spec fallback: (warn, fail) as fractions of the roof, below what healthy H100s and H200s read of it
+# (docs/measurements.md, 'check').
 SPEC_FRACTIONS = {"memory": (0.85, 0.80), "tensor": (0.55, 0.50), "host link": (0.75, 0.70)}
 # PCIe: GT/s per lane by generation, and the line code's efficiency (8b/10b to Gen2, 128b/130b from Gen3).
 _PCIE_GT = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
@@ -77,10 +74,9 @@ class Entry:
     gpus: int | None = None  # a node total of a figure the host sets: how many GPUs it was measured on
     source: str = ""  # where this entry comes from, where not from the file's source (a node's own history)
     hosts: tuple[str, ...] = ()  # the host classes its figures were measured on (the file's host_class)
-    # A host-timed figure moves with the host's pace (gpubench.machine.host_pace: on the lent H200 hosts, 2026-11-28, one host
-    # read the check's launch at 7.5 µs and 9.8 µs in two processes, its pace probe with it). Where the runs an entry
-    # was made from drew a line of the figure on the pace (gpubench.timing.pace_line), the entry holds it, and its
-    # thresholds are at ``pace`` (µs): a check moves its figure along the line to that pace before judging it.
+    # A host-timed figure moves with the host's pace (docs/measurements.md, 'check'): where the entry's runs drew a
+    # line of it on the pace (gpubench.timing.pace_line), its thresholds are at ``pace`` (µs), where a check moves its
+    # figure first.
     pace: float | None = None
     pace_slope: float | None = None
     pace_lo: float | None = None  # the slowest and fastest paces of those runs: the line is not followed beyond

@@ -88,7 +88,7 @@ def _outliers(doc: dict[str, Any], pool: Pool) -> list[dict[str, Any]]:
         if v.get("kind") != "performance" or not isinstance(value, (int, float)) or not math.isfinite(value):
             continue
         if v.get("host_set"):  # the host's, not the GPU's: held to its envelope alone, as on the node (check.judge)
-            continue  # (2 nodes of 2 H100s, 2026-11-27: an idle node's host-timed launch read 33 % above the other's)
+            continue  # (an idle node's host-timed launch read far above another's: docs/measurements.md, 'Faults')
         figure = pool.get((model, v["check"]))
         fleet = figure.median_without(doc["host"]) if figure is not None else None
         if fleet is None:
@@ -171,7 +171,7 @@ def _expected(nodes: list[dict[str, Any]], names: list[str], expect: str, root: 
 def _collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for the gather. The verdicts read are a million small dicts and lists,
     alive until the gather ends and free of cycles, and every few hundred new objects the collector walked them
-    again: without it, the parse of 1,000 nodes' verdicts takes 0.43 s of CPU instead of 0.61."""
+    again (what that cost: docs/measurements.md, 'Wall time')."""
     was = gc.isenabled()
     gc.disable()
     try:

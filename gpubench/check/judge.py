@@ -48,10 +48,8 @@ from gpubench.console import fmt_value as format_value
 from gpubench.console import unit_text
 
 PEER_WARN, PEER_FAIL = 0.05, 0.10
-# Figures the host sets (host-timed launches, copies to host memory: gpubench.results.host_set) are the host's, which every GPU
-# of a node shares: how they differ between its GPUs is how the processes landed, not how the GPUs differ (2 × H100,
-# 2026-11-25: the two GPUs' host-timed launch read 6 % apart in two of three idle checks, 28 % on another machine).
-# They are held to their envelope (or spec) only; their peers' median is kept as evidence.
+# Figures the host sets (gpubench.results.host_set) differ between a node's GPUs by where its processes landed, not by
+# the GPUs (docs/measurements.md, 'check'): held to their envelope (or spec) only, their peers' median kept as evidence.
 SHARED_NOTE = "measured while"
 BUSY_HOST = 0.5  # the share of the host's CPUs others used at which a host-set figure is not judged
 _RESAMPLES = 2000

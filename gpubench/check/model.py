@@ -16,17 +16,13 @@ STATES: tuple[State, ...] = ("FAIL", "WARN", "SKIP", "PASS")  # worst first
 _RANK = {s: i for i, s in enumerate(STATES)}
 
 # The version of the verdict's JSON (docs/schema.md, gpubench/check/schema.json). History:
-# 1 (2026-11-25): first version.
-# 2 (2026-11-26): h2d and d2h are measured one GPU at a time (h2d_all and d2h_all: every GPU at once, a node
-#    total); "simulated" (the fake backend's verdicts, and each of its verdicts); "host_class"; each GPU's
-#    "binding" (the CPUs its measuring process ran on); "phases" (what was measured, how long each took). A
-#    version 1 verdict reads the same but for those.
-# 3 (2026-11-27): each verdict's "host_set": why the host sets its figure (gpubench.results.host_set.set_by_host: host-timed,
-#    host-bound, pageable copy), null where it does not. Such a figure is held to its envelope only, never to its
-#    peers, on the node and across the fleet (--gather). A version 2 verdict reads as one with host_set null.
-# 4 (2026-11-28): a figure the host times, judged at its envelope's host pace (gpubench/check/envelope.py), has
-#    "value" at that pace, "measured" as measured and "host_pace" (µs) the pace it was measured at. A version 3
-#    verdict reads as one with both null: its value is as measured.
+# 1: first version.
+# 2: h2d and d2h one GPU at a time (h2d_all, d2h_all: every GPU at once, a node total); "simulated", "host_class",
+#    each GPU's "binding" and "phases". A version 1 verdict reads the same but for those.
+# 3: each verdict's "host_set" (gpubench.results.host_set.set_by_host), null where the host does not set the figure;
+#    such a figure is held to its envelope only. A version 2 verdict reads as one with host_set null.
+# 4: a figure judged at its envelope's host pace has "value" at that pace, "measured" as measured and "host_pace"
+#    (µs). A version 3 verdict reads as one with both null: its value is as measured.
 FORMAT = "gpubench-check"
 FORMAT_VERSION = 4
 # What every verdict of a check on made-up GPUs (the fake backend) says first, in every format.

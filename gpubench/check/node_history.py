@@ -142,9 +142,8 @@ def collect(found: list[tuple[Path, dict[str, Any]]], states: tuple[str, ...] | 
 def make(figures: Figures, source: str, match: str | None = None, meta: dict[str, Any] | None = None,
          keys: Iterable[str] | None = None, min_nodes: int = 1) -> envelope.Envelope:
     """An envelope of ``figures`` (one GPU model), of every key or those in ``keys``. A figure the host sets
-    measured on fewer than ``min_nodes`` nodes is left out (its level is that host's: 2 × H200, 2026-11-28, the
-    two GPUs' pinned h2d at once read 108.6 GB/s on one machine and 91.2-91.7 on another), and the envelope's
-    ``left_out`` says so."""
+    measured on fewer than ``min_nodes`` nodes is left out (its level is that host's: docs/measurements.md, 'check',
+    h2d_all), and the envelope's ``left_out`` says so."""
     if len(figures.models) != 1:
         raise UsageError(f"the runs are of {len(figures.models)} GPU models "
                          f"({', '.join(sorted(figures.models)) or 'none named'}): make one envelope per model")

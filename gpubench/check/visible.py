@@ -2,7 +2,7 @@
 
 The check's parent only starts its stations and reads facts; each station imports torch itself, all at once. Asking
 torch for the device count first made every check wait for one more torch import before its stations started
-(1.5-2 s of a one-GPU check of about 20 s on an H100). Where NVML cannot settle the count (no NVIDIA driver or
+(docs/measurements.md, 'check'). Where NVML cannot settle the count (no NVIDIA driver or
 nvidia-ml-py, a ROCm host, CUDA_VISIBLE_DEVICES naming UUIDs or MIG instances) the answer is None and torch is asked
 as before; a torch without CUDA is then refused by the stations, each in one line."""
 

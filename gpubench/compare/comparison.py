@@ -103,10 +103,8 @@ def build(baseline: str | os.PathLike, current: str | os.PathLike, *, window: in
     thresholds = thresholds or Thresholds()
     cur = resolve(current)
     want = set(zip(*(cur.raw[k].astype(str) for k in KEY))) if len(cur.raw) else set()
-    # From a directory of runs the baseline is, for each figure, the latest clean runs (DEFAULT_WINDOW unless
-    # --baseline-window) of the current run's system before the current one, so that `compare results/A
-    # results/A` compares the newest run with the ones before it: each a run of evidence on how far a figure
-    # moves between processes.
+    # From a directory of runs the baseline is, per figure, the latest clean runs of the current run's system before
+    # it (DEFAULT_WINDOW unless --baseline-window): `compare results/A results/A` judges the newest against the others.
     base = resolve(baseline, window=window, exclude=cur.run_ids, like=cross.system_of(cur), want=want, baseline=True)
     b_sys, c_sys = cross.system_of(base), cross.system_of(cur)
     diff = cross.differences(b_sys, c_sys)

@@ -9,9 +9,9 @@ where MAD is the median absolute deviation of the devices' figures (1.4826 · MA
 deviation of normal data, so k reads as "standard deviations"). A figure is flagged when it is beyond both
 |z| > k (default 3) and a practical floor: |figure / fleet median − 1| at least the figure's threshold (default
 5 %; per suite, metric and case from a thresholds file, gpubench.compare.thresholds). GPUs of one model differ by
-a few percent, and on a node whose GPUs read a tight spread a robust z alone flags them: on an idle 4 × H100
-node (2026-11-26) GPU 2 read bf16 GEMM 2.2-2.4 % below the others, robust z 3.2-4.6, in 2 runs of 3. DCGM's diag
-holds a GPU to a fraction of a reference and gpu-fryer to a 10 % band around its peers; the floor is that band.
+a few percent, and on a node whose GPUs read a tight spread a robust z alone flags them (docs/compare.md, 'Fleet
+view'). DCGM's diag holds a GPU to a fraction of a reference and gpu-fryer to a 10 % band around its peers; the floor
+is that band.
 The floor on the spread keeps a fleet of identical figures from a z of infinity. Both directions are flagged: a
 device far faster than its peers is as suspect as a slow one (a wrong measurement, another SKU); the
 ``direction`` column says which.

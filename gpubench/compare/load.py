@@ -14,9 +14,8 @@ A path is
 A side's rows are pooled into one row per figure by :mod:`gpubench.compare.pool` (``Side.pooled``): each run of
 a window stays one piece of evidence (``run_values``, or one value per process of a figure measured in several).
 ``history_values`` adds the run medians of older runs of the directory (up to :data:`SPREAD_HISTORY` runs in
-all): figures set by the host drift through quiet stretches longer than a window (a pageable 1 GiB copy on an
-H100 host, nothing changed: 115-155 ms over nine runs in seven minutes, 2026-11-25), so their spread is taken
-over the longer history as well.
+all): figures set by the host drift through quiet stretches longer than a window (docs/measurements.md, 'compare'),
+so their spread is taken over the longer history as well.
 """
 
 from __future__ import annotations

@@ -17,65 +17,30 @@ from gpubench.compare import sensitivity
 from gpubench.timing.stats import number, run_spread
 
 MIN_RUNS = 3  # baseline runs of a figure before its run-to-run spread is known at all
-# How many times the window's range of run medians a new run must lie from their median before it is more
-# than run-to-run noise: the 99th percentile of |new − median(window)| / range(window) for k runs drawn from
-# one distribution, simulated (400 000 draws each, normal and Student-t with 3 degrees of freedom; taken
-# between the two). A window of k runs then calls an unchanged figure WORSE about 0.5 % of the time.
-# From 10 values on (a figure measured in three processes a run: 15 in a window of 5, up to 60 in a history of
-# 20) the same simulation (200 000 draws each; 2026-11-28) gives 1.11-1.68 at 10, 1.00-1.48 at 12, 0.92-1.30
-# at 15, 0.81-1.13 at 20, 0.71-0.93 at 30, 0.64-0.78 at 45, 0.60-0.70 at 60: a range over many values already
-# holds nearly every draw, so 1.4 for them all held such figures to several times the noise. Between the
-# tabulated counts a count takes the factor of the next smaller one (the larger factor).
+# The simulated 99th percentile of |new − median| / range over k run medians (tests/test_compare_verdict.py;
+# docs/measurements.md, 'compare'): an unchanged figure is WORSE about 0.5 % of the time. A count between two takes
+# the smaller one's (larger) factor.
 _SPREAD_FACTOR = {3: 7.0, 4: 3.5, 5: 2.5, 6: 2.0, 7: 1.8, 8: 1.6, 9: 1.5, 10: 1.4, 12: 1.25, 15: 1.15, 20: 1.0,
                   30: 0.85, 45: 0.75, 60: 0.65}
-# A figure the host sets, measured in m processes a run (gpubench.run.per_process), is the median of the current run's m
-# processes, not one draw, and the window's values are its runs' processes: one value of the current run lies as far
-# from the window's median as a single draw would, the median of three much less. The factor for R window runs of m
-# processes each against a run of m: the same 99th percentile, simulated with each process's value the sum of its
-# run's share (the state of the host that the processes of one run share) and its own, the run's share a quarter of
-# the variance (200 000 draws each, normal and Student-t with 3 degrees of freedom; the larger of the two; 2026-11-29).
-# A quarter: after the host's pace (gpubench.compare.pace), the host-timed figures' processes of one run correlated
-# -0.39 to +0.41 (median 0.0, 9 in 10 below 0.28) over four series of 7-10 quick runs on H200s (2026-11-29). On six
-# such series' own runs (tests/gpu/pooled_aa.py: windows of 5 runs and a sixth drawn from each), these factors called
-# an unchanged host-timed figure WORSE in 0.35 % of 24 555 draws against 0.06 % with the single-draw factor, within
-# the 0.5 % the tables are built for; docs/compare.md. Only figures whose samples carry the host's pace take it:
-# copies to and from pinned or registered buffers have none, and a run's processes shared their level (correlation
-# up to 0.43 within a run over 12 H200 runs), and figures the GPU times draw a level per process
-# (results/reference/h200/gpu-state-20261129/), where a pooled factor called about 1 % of draws WORSE. Without the
-# pace (older tables, --no-host-pace) the host's state stays in the processes' levels, which a run's processes
-# share (raw correlation up to 0.61): the single-draw factor.
+# For R window runs of m processes against a run's median of m (gpubench.run.per_process): the same percentile, a run's
+# processes sharing a quarter of their variance. Only figures at the host's pace take it; the others share, or draw, a
+# level per process (docs/compare.md, 'The verdict'; docs/measurements.md, 'compare').
 POOLED_MOVES = ("host-timed", "host-bound")  # the figures whose samples carry the host's pace (gpubench.machine.host_pace)
 _POOLED_FACTOR = {
     2: {3: 1.96, 4: 1.49, 5: 1.29, 6: 1.15, 7: 1.02, 8: 0.96, 10: 0.87, 12: 0.79, 15: 0.72, 20: 0.63},
     3: {3: 1.20, 4: 0.97, 5: 0.84, 6: 0.77, 7: 0.71, 8: 0.66, 10: 0.59, 12: 0.55, 15: 0.50, 20: 0.47},
     4: {3: 0.93, 4: 0.78, 5: 0.69, 6: 0.63, 7: 0.57, 8: 0.55, 10: 0.50, 12: 0.46, 15: 0.43, 20: 0.40},
     5: {3: 0.81, 4: 0.69, 5: 0.61, 6: 0.56, 7: 0.52, 8: 0.49, 10: 0.45, 12: 0.43, 15: 0.40, 20: 0.38},
-    # 6 (`--processes 6`; the same simulation, 2026-11-29): a count above the table's takes its largest count's
+    # 6 (`--processes 6`): a count above the table's takes its largest count's
     6: {3: 0.72, 4: 0.62, 5: 0.55, 6: 0.50, 7: 0.47, 8: 0.45, 10: 0.41, 12: 0.39, 15: 0.37, 20: 0.35},
 }
 
-# A rule on the window's *run* medians, for a figure measured at the host's pace in this many processes a run or
-# more (gpubench.run.per_process): each run's median of all its processes is one draw, held to the range of the window's
-# run medians × the single-draw factor. The processes' range, which the pooled factor reads, is set by the window's
-# most distant process: on one H200 whose runs of 6 processes agreed to 2.4-9.9 % on every launch figure, the 30
-# process medians of a window spanned 22-76 % and compare called 10 of 21 host-set figures blind; this rule would
-# catch most launch figures at 5-12 % there, calling an unchanged figure WORSE in 0.27-0.31 % of draws on two series
-# of runs of 6 processes (tests/gpu/pooled_aa.py; results/reference/h200/processes-20261129/), but in 0.86 % of them
-# with 3 processes a run (0.18-1.76 % a series over nine), where the run median is one of three processes. As built
-# (with RUN_MEDIANS_HISTORY), compare's rule called an unchanged paced figure WORSE in 0.14 % and 0.08 % of 9,000
-# draws on two more machines' series of 14 and 15 runs of 6 (10 runs drawn as the directory, an 11th as tonight),
-# 0.02 % and 0.01 % with a 12th as the nightly's rerun WORSE too (results/reference/h200/run-medians-20261130/).
-# With the 10 runs as well, serving runs of 3 it would still call 0.88 % of draws WORSE (compare as built, which
-# leaves them out: 0.26 %), on the first 3 processes of 13 quick nights of 6 on a third machine (as built with all
-# 6: 0.14 %; results/reference/h200/nights6-20261201/).
+# The range of the window's *run* medians × the single-draw factor, for paced figures measured in this many processes a
+# run or more: the processes' range is set by the window's most distant process. Serving runs of 3, it called too many
+# unchanged figures WORSE (results/reference/h200/nights6-20261201/, processes-20261129/, run-medians-20261130/).
 RUN_MEDIANS_FROM = 6
-# ... and only where the directory holds this many run medians of the figure or more (the window's included): a
-# window of 5 runs whose medians happen to agree is no guard against the host's level drifting. Replayed in order
-# (each run against the 5 before it, the next run as its rerun), two H200 series of 14 and 15 runs of 6 processes
-# (2026-11-30) each had one figure WORSE against a window of its first runs: a graph launch +6.0 % (the next run
-# SAME) and a pageable 1 MiB h2d copy +7.1 % (+6.4 % in the next: a confirmed false alarm) where the window's 5 run
-# medians spread 2.1 and 1.5 %. From 10 run medians on (a nightly directory's 11th night) neither series had a
-# figure WORSE, and the rule still caught more (results/reference/h200/run-medians-20261130/).
+# ... and only where the directory holds this many run medians of the figure (the window's included): 5 that happen to
+# agree are no guard against the host's level drifting (false alarms: results/reference/h200/run-medians-20261130/).
 RUN_MEDIANS_HISTORY = 10
 
 

@@ -49,8 +49,8 @@ def sample_mde(baseline: Sequence[float], n_current: int, alpha: float) -> float
     by simulating the test on normal samples, the shift it needs (in standard deviations); for normal samples
     that shift makes one sample exceed another with probability Φ(shift / √2); the change that does so for these
     samples is that quantile of the differences between two of them. Read from the samples themselves, it holds
-    for any shape: a few slow samples, which inflate a standard deviation tenfold (a pinned 1 GiB h2d copy on two
-    H100s, 2026-11-25: 24.8 % against 1.1 % from 1.4826 × the median absolute deviation), barely move it."""
+    for any shape: a few slow samples, which inflate a standard deviation tenfold (docs/measurements.md, 'compare'),
+    barely move it."""
     x = [float(v) for v in baseline if math.isfinite(float(v))]
     if len(x) < 2 or n_current < 1:
         return math.nan

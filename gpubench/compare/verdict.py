@@ -121,10 +121,8 @@ def judge(
     n_base_run = len(baseline) if per_run_n is None else per_run_n
     if len(baseline) < 2 or len(current) < 2:
         out["basis"] = "threshold-only"
-    # Runs, not processes, decide whether there is evidence enough: one run's few processes can all land in
-    # one mode of a figure whose levels are two (an H100's event round trip, 2026-11-25: 19.6-19.9 µs in one
-    # run's three processes, 18.1-28.8 in the next run's). Once there are runs enough, every process of them is
-    # one more value of the spread.
+    # Runs, not processes, decide whether there is evidence enough: a run's few processes can all land in one mode
+    # of a figure of two levels (docs/measurements.md, 'compare'); past that, each process is one more value.
     n_runs = run_count if run_count is not None and 0 < run_count <= k else k
     pooled = max(1, current_processes) if moves in POOLED_MOVES else 1
     out["catches"], out["catches_limit"] = catches(

@@ -7,8 +7,8 @@ made once per program on the device: the copy engine fetches whole tiles into sh
 reads come back as zeros and out-of-bounds writes are dropped), and, where the configuration asks, the loop is
 warp specialised (producer warps load, consumer warpgroups multiply). This is the shape of the fastest public
 Triton GEMMs on Hopper. The descriptors are made on the device, not passed from the host: the launch then
-takes plain pointers, which Triton's launcher handles several times faster (on H100 host descriptors made
-the host, not the GPU, the limit for a 4096³ fp8 product, ~110 µs on the GPU).
+takes plain pointers, which Triton's launcher handles several times faster (host descriptors made the host, not
+the GPU, the limit of a 4096³ fp8 product: docs/measurements.md, 'gemm').
 
 ``tiled`` (everywhere else: older GPUs, ROCm, strides TMA cannot describe): each program computes one
 BLOCK_M × BLOCK_N tile of C with plain ``tl.load``/``tl.dot``, in the shape of Triton's matmul tutorial.

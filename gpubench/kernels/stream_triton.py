@@ -6,12 +6,10 @@ keeps every load independent and lets the compiler issue 16-byte vector accesses
 because arrays past 2**31 elements are in the grid. Half types compute in fp32 and round once on store,
 as torch does; fp64 stays fp64.
 
-Block shape (a sweep of shapes on H200 and H100, 2026-11-21; docs/measurements.md): one 16-byte access per
-thread per array was fastest on H100 and H200. Among such shapes 128 threads per program (2 KiB, the shape of PyTorch's
-own elementwise kernel) was best on H200 and within 0.3% of the best on H100, where 512 threads won by that
-much; letting triton.autotune choose per device measured worse on H100 (0.985-0.995 of torch), so the shape
-is fixed here and left to the tuning suite to sweep. Persistent grid-stride variants were ~5% slower and
-streaming cache hints changed nothing measurable.
+Block shape: one 16-byte access per thread per array, 128 threads a program (2 KiB, the shape of PyTorch's own
+elementwise kernel), fixed here: the best shape on H200 and H100 or next to it, where triton.autotune per device did
+worse and grid-stride loops and streaming cache hints gained nothing (docs/measurements.md, 'elementwise'). The
+tuning suite sweeps shapes.
 """
 
 from __future__ import annotations
@@ -22,12 +20,8 @@ import triton.language as tl
 
 VECTOR_BYTES = 16
 NUM_WARPS = 4  # 128 threads per program
-# fill writes only, so a program of one 16-byte store per thread is done as soon as its stores are issued: the
-# rate at which a multiprocessor starts programs, not memory, then sets the pace. On H200 (issue 29: 3291 GB/s
-# against torch's 4492 at --quick sizes, 2026-11-24) 2 KiB programs would need a new one every ~60 ns per
-# multiprocessor. Fill's programs write 8 KiB instead (two 16-byte stores per thread, 256 threads): H100,
-# 2026-11-25, 256 MiB (a probe of launch shapes; docs/measurements.md), 0.995x torch in fp32 and bf16, as
-# 2 KiB programs were.
+# fill only writes: a 2 KiB program is done once its stores are issued, and the rate at which a multiprocessor starts
+# programs, not memory, sets the pace. Fill's programs write 8 KiB (docs/measurements.md, 'elementwise').
 FILL_VECTOR_BYTES = 32
 FILL_WARPS = 8
 DOT_BLOCK = 8192

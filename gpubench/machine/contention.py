@@ -383,7 +383,7 @@ NAMED_SHARE = 0.1
 
 def host_line(host: dict[str, Any] | None) -> str | None:
     """``other processes used 95% of 16 CPUs (heaviest: pid 99 (stress) 180% CPU)`` for a loaded host; None
-    otherwise. Runs before 2026-11-25 recorded the load average instead of the share: ``load 7.9 of 16 CPUs``."""
+    otherwise. Older runs recorded the load average instead of the share: ``load 7.9 of 16 CPUs``."""
     if not host or not host.get("loaded"):
         return None
     heavy = _heaviest_text(host)
@@ -397,7 +397,7 @@ def host_line(host: dict[str, Any] | None) -> str | None:
 def _heaviest_text(host: dict[str, Any]) -> str:
     """`` (heaviest: pid 99 (stress) 180% CPU)`` where that process used a fair share of what the others used, else
     that none could be named (the load was in processes too short-lived for /proc to show at the end, in other
-    containers, or the hypervisor's). A run.json without ``heaviest_cpus`` (before 2026-11-26) has it in the text."""
+    containers, or the hypervisor's). An older run.json, without ``heaviest_cpus``, has it in the text."""
     if "heaviest" not in host:
         return ""  # an older run.json, which did not look
     name, used = host.get("heaviest"), host.get("heaviest_cpus")

@@ -22,7 +22,7 @@ _ENV_NAMES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
               "ROCR_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "OMP_NUM_THREADS")
 _ENV_PREFIXES = ("NCCL_", "RCCL_", "TORCH_NCCL_")
 # gpubench's own options that share the prefix: where the nccl-tests/rccl-tests binaries are, not a setting of
-# NCCL (runs before 2026-11-23 recorded them; compare leaves them out).
+# NCCL (older runs recorded them; compare leaves them out).
 NOT_SETTINGS = frozenset({"NCCL_TESTS_DIR", "RCCL_TESTS_DIR"})
 
 

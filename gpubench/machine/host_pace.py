@@ -1,14 +1,13 @@
 """The host's pace: how fast the host's CPU runs a fixed piece of work now, taken beside each sample the host times.
 
 Why: on the lent GPU hosts (KVM guests) the figures the host times move together with the host's own speed, by
-tens of percent, over seconds. On one H200, 2026-11-28 (seven processes of 12 s, blocks of a few ms each,
-`results/reference/h200/host-pace-20261128/`), a pure Python loop ran 1.8 times slower in some stretches than in
-others, and a kernel launch's host time, an event's round trip and a 1 MiB pageable copy followed it (the processes'
-medians 7.9-11.0 µs, 6.8-11.4 µs, 99-143 µs). Taking this probe beside a figure lets compare judge the figure at the
-baseline's pace (gpubench.compare.pace) instead of calling the host's slow minute a regression, or missing one.
+tens of percent, over seconds: a pure Python loop, a kernel launch's host time, an event's round trip and a pageable
+copy slowed down and sped up together (`results/reference/h200/host-pace-20261128/`). Taking this probe beside a
+figure lets compare judge the figure at the baseline's pace (gpubench.compare.pace) instead of calling the host's
+slow minute a regression, or missing one.
 
 The probe mixes what the host-set figures spend: a system call and a small native call from the interpreter,
-:data:`ROUNDS` times (about 50-100 µs on those hosts).
+:data:`ROUNDS` times (its cost: docs/method.md).
 """
 
 from __future__ import annotations

@@ -138,18 +138,9 @@ class Run:
 
 
 # --- names: names nccl-tests prints (binaries, data types, reduction ops) and which collective a table can belong to.
-#
-# Logs since 2.16.7 name the binary (``# Collective test starting: all_reduce_perf``) and ``-J`` JSON files carry
-# it in ``args``. Older logs do not: there the table's shape narrows it down (src/*.cu of each tag):
-#
-# - before 2.13 every binary printed its own header: ``redop`` only for the reducing ones and alltoall, ``root``
-#   only for the rooted ones, both for reduce;
-# - from 2.13 one header with both columns: ``redop`` is ``none`` for non-reducing collectives and ``root`` is
-#   ``-1`` for non-rooted ones;
-# - ``size`` is ``count × itemsize`` for all_reduce, broadcast, reduce and sendrecv, and ``count × itemsize ×
-#   ranks`` for all_gather, reduce_scatter, alltoall, gather, scatter and hypercube (``*GetCollByteCount``).
-#
-# What is left ambiguous (all_gather or alltoall, gather or scatter, ...) the user settles with ``--collective``.
+# Logs since 2.16.7 and -J files name the binary; an older table is narrowed down by its header's redop and root
+# columns (per tag: docs/nccl-tests.md) and its ``size``: count × itemsize, × ranks for all_gather, reduce_scatter,
+# alltoall, gather, scatter and hypercube (``*GetCollByteCount``). The user settles the rest with ``--collective``.
 
 
 # Binaries nccl-tests and rccl-tests build (src/Makefile), without the `_perf` suffix.
@@ -280,12 +271,8 @@ def hinted(text: str) -> set[str]:
     return found
 
 
-# --- printed numbers: numbers as nccl-tests prints them, with how much rounding each printed figure carries.
-#
-# Bandwidths and times are printed with ``%6.2f``/``%7.2f``-style formats, and since 2.17.3 with the first of
-# ``%.2f``, ``%.1f``, ``%.0f`` and ``%.1e`` that fits the column (so ``12439.2`` and ``1.2e+04`` occur). The
-# busbw check compares figures within their print rounding, so each number comes with half a unit in its last
-# printed digit.
+# --- printed numbers: numbers as nccl-tests prints them (``%6.2f``-style; since 2.17.3 the first of ``%.2f``, ``%.1f``,
+# ``%.0f`` and ``%.1e`` that fits), each with half a unit in its last digit, the rounding the busbw check allows.
 
 
 STAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")  # -S 1's timestamp column, two fields

@@ -2,7 +2,7 @@
 
 Launchers and log collectors put something before every line a job prints: Open MPI ``--tag-output``
 (``[1,0]<stdout>:``), ``srun --label`` (`` 0: ``), MPICH ``-prepend-rank`` (``[0] ``), SkyPilot over mpirun
-(``(head, rank=0, pid=3808) [1,0]<stdout>:``), Kubernetes (``2024-05-01T12:00:00.123456789Z ``), ``pdsh``
+(``(head, rank=0, pid=3808) [1,0]<stdout>:``), Kubernetes (an RFC 3339 time: ``…T12:00:00.123456789Z ``), ``pdsh``
 (``node07: ``), a README that indents the log. The launchers known by name are stripped as before; any other
 prefix is learnt from the lines that carry one of nccl-tests' own anchors (``# nThread``, ``#  Rank``, the table
 header, the footer) after something else: that something, with its digits and spaces generalised, is a prefix

@@ -114,10 +114,9 @@ def _on_signal(signum: int) -> NoReturn:
     status, reason = "interrupted", f"stopped by {name}"
     if group is not None:
         reason = f"rank {group.rank} {reason}"
-        # A peer already lost: the launcher's signal only followed (mpirun and torchrun end the others when one
-        # rank dies), and the run ended for the peer's reason. One short store call before the record: a
-        # launcher's SIGKILL follows its SIGTERM soon (Open MPI 4.1: odls_base_sigkill_timeout, 1 s), and a
-        # run this rank closed after its last beat stayed "running" where the SIGKILL came first (CI, 2026-11-27).
+        # A peer already lost: the launcher's signal only followed (mpirun and torchrun end the others when one rank
+        # dies). One short store call before the record: Open MPI's SIGKILL follows its SIGTERM within a second, and a
+        # run closed later stayed "running" (docs/measurements.md, 'Faults').
         words, lost_status, lost = group.account(wait=False, deadline_s=_SIGNAL_STORE_S)
         if lost or group.trouble:
             status, reason = lost_status, f"{group.trouble or 'a peer was lost'}: {words}; then {reason}"

@@ -163,8 +163,8 @@ def quiet_torch_logs(env: dict[str, str] | None = None) -> None:
 
 def share_host_cores(backend: str, local_world_size: int) -> None:
     """On backends that compute on the host's cores (cpu, fake), give each of this node's ranks its share of them:
-    ranks that each spread over all of them spin against each other in torch's thread pools (2 ranks on 2 cores: a
-    1 MiB fake copy took 27 s instead of 1.6). GPU backends keep torch's default."""
+    ranks that each spread over all of them spin against each other in torch's thread pools (docs/measurements.md,
+    'Wall time'). GPU backends keep torch's default."""
     if backend not in ("cpu", "fake"):
         return
     import os

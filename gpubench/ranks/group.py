@@ -38,15 +38,12 @@ _LOCAL_STORE_GONE_S = 3.0
 # A heartbeat read or write: a live store answers in milliseconds; this is a store whose host is stopped or gone.
 _DEADLINE_S = 5.0
 _GLOO_BACKSTOP_S = 600.0
-# The ranks a launcher starts together come up apart (torch's import alone takes seconds, more on a busy host):
-# for this long after a rank starts, a peer that has not started yet is still coming, and the rank waits for the
-# store's host to come up, whatever --timeout says. Six 2-rank runs started at once on the 2-core CI VM, beside
-# other work, had a rank reach rank 0's store 8 s before rank 0 had made it, and --timeout 8 ended it "never
-# started" (2026-11-29). A rank lost once the group is up is named after --timeout, as before.
+# The ranks a launcher starts together come up apart (torch's import alone takes seconds, more on a busy host): for
+# this long after a rank starts, a peer not started yet, the store's host too, is still coming whatever --timeout says
+# (docs/measurements.md, 'Faults'). A rank lost once the group is up is named after --timeout.
 _START_GRACE_S = 60.0
-# But a rank ready to meet waits for the store itself no longer than --timeout and this (a wrong address, a rank 0 that
-# never came): a misconfigured rendezvous is said within --timeout + 15 s, not after a minute or two. Counted from its
-# imports' end, not its start: 16 ranks importing torch at once on 2 busy cores each took longer than --timeout 8.
+# But a rank ready to meet waits for the store itself no longer than --timeout and this (a wrong address, a rank 0
+# that never came: said in seconds, not minutes), counted from its imports' end, which on busy cores outlast --timeout.
 _CONNECT_SLACK_S = 5.0
 _HANDSHAKE_S = 5.0  # a store that listens answers torch's client within this, unless its host is starved
 _POLITE = ("SIGTERM", "SIGHUP", "SIGINT")  # a rank that ended on one of these was stopped, not lost
@@ -118,9 +115,8 @@ class Group:
         self._store_host = store_host()
         parent = self._store_host in (SPAWNER, CHECK)
         self._store_grace_s = _LOCAL_STORE_GONE_S if parent else timeout_s
-        # gpubench's spawner (or the check) is this rank's parent: its end is seen at once, as a new parent (the
-        # store's clients only notice after their connection retries, 5 s, and the grace: a killed spawner's ranks
-        # ran on 9-11 s).
+        # gpubench's spawner (or the check) is this rank's parent: its end is seen at once, as a new parent; the
+        # store's clients notice only after their retries and the grace (docs/measurements.md, 'Faults').
         self._spawner = os.getppid() if parent else None
         # Until then a peer may still be starting (a loaded host starts ranks seconds apart): see _START_GRACE_S.
         self._starting_until = time.time() + max(timeout_s, _START_GRACE_S)
@@ -136,10 +132,8 @@ class Group:
         self._thread.start()
         ending.follow(group=self)
         timeout = dt.timedelta(seconds=timeout_s)
-        # gloo's collectives wait on: a --devices rank that finished its case first waits in the gather for a
-        # peer still measuring (on a loaded host, longer than --timeout), and gloo's own timeout ended the run
-        # there. The watchdog decides instead (nobody moved for the timeout, or a peer fell silent); this is
-        # its backstop. NCCL's timeout stays --timeout (its own watchdog aborts the communicator).
+        # gloo's collectives wait on (a --devices rank done first waits for a peer still measuring, which gloo's own
+        # timeout ended): the watchdog decides, this is its backstop. NCCL's stays --timeout (its watchdog aborts).
         gloo_timeout = dt.timedelta(seconds=max(10 * timeout_s, _GLOO_BACKSTOP_S))
         kwargs = {}
         if data_backend == "nccl" and device is not None:
@@ -153,15 +147,13 @@ class Group:
                         else dist.new_group(backend="gloo", timeout=gloo_timeout))
         self.step("ready")
         if self.rank != 0:
-            # Rank 0 hosts the store under srun, mpirun and a bare launch: who it is, read here, on the client that
-            # has just served init, so that a rank 0 lost a moment later is named with its pid and host (on the
-            # thread alone, 2 ranks under mpirun on a loaded VM lost rank 0 one case in, before the thread had
-            # read it: CI of d1d08b0). Should rank 0 stop right now, the watchdog ends this rank as in a collective.
+            # Rank 0 hosts the store under srun, mpirun and a bare launch: who it is, read on the client that has just
+            # served init, names a rank 0 lost a moment later by pid and host (the thread alone read it too late:
+            # docs/measurements.md, 'Faults'). Should rank 0 stop now, the watchdog ends this rank as in a collective.
             self._roster.update({0: json.loads(self.store.get(beats.key(0)))})
-        # Every rank has beaten: who each is, on a thread and a store client of its own (the watchdog's beats
-        # must not wait behind a slow answer). The client connects here, while the store surely answers: a thread
-        # connecting later can outlive the group, and a client still connecting to a store that is being replaced
-        # froze the station hosting it for 4-6 s a pair round (8 fake GPUs: docs/check.md).
+        # Every rank has beaten: who each is, on a thread and store client of its own (beats must not wait behind a slow
+        # answer), the client connected now, while the store surely answers: one connecting to a store being
+        # replaced froze its station (docs/measurements.md, 'Faults').
         self._roster_thread = threading.Thread(target=self._know_everyone,
                                                args=(self._rdv.client(max(timeout_s, 60.0)),),
                                                name="gpubench-roster", daemon=True)
@@ -186,7 +178,7 @@ class Group:
     def _client(self, master: bool, end: float) -> Any:
         """Something listens at the store's address (:meth:`reach`); then torch's client, whose handshake with a
         store that listens takes milliseconds: given a few seconds at a time, so that what answers but is no store
-        is said then, not at the deadline past torch's retries (24 s for --timeout 8 on the loaded VM)."""
+        is said then, not at the deadline past torch's retries (docs/measurements.md, 'Faults')."""
         while True:
             self._rdv.reach(end - time.monotonic(), master=master)
             try:
@@ -212,8 +204,8 @@ class Group:
 
     def _first_beat(self, until: float) -> None:
         """The first beat, tried again until ``until``: while the ranks come up, the store's host is busy starting
-        too, and a first beat bounded by the watchdog's deadline alone went unanswered and ended a rank of a CI run
-        (mpirun, six 2-rank runs started at once on 2 cores, 2026-11-29)."""
+        too, and a first beat bounded by the watchdog's deadline alone went unanswered and ended a rank in CI
+        (docs/measurements.md, 'Faults')."""
         while True:
             try:
                 self._beat()
@@ -257,10 +249,10 @@ class Group:
 
     def _know_everyone(self, client: Any) -> None:
         """Who every rank is (pid, host), read once all have joined, while the store surely answers: a rank lost
-        later is named by it even if the store no longer answers. Its reads have no deadline: under one, 16 ranks
-        starting on 2 busy cores never learnt rank 0's pid (CI 2026-11-26) and named the stopped rank 0 by number
-        alone. A read fails, or blocks for good, only where the store's host is gone or stopped, when there is
-        nothing more to learn."""
+        later is named by it even if the store no longer answers. Its reads have no deadline: under one, ranks
+        starting on busy cores never learnt rank 0's pid and named a stopped rank 0 by number alone
+        (docs/measurements.md, 'Faults'). A read fails, or blocks for good, only where the store's host is gone or
+        stopped: nothing more to learn."""
         while len(self._roster) < self.world_size and not self._stop.is_set():
             try:
                 self._roster.update(beats.read(client, self.world_size))
@@ -292,9 +284,8 @@ class Group:
         if lost:
             return False  # a rank that never started, ended or fell silent: nobody will come
         if starting and any(b.get("where") in _SETUP for r, b in seen.items() if r != self.rank):
-            # A peer still setting up (not lost: it runs): its progress counts from the group's first step, and
-            # its last move was before it waited for the store. Two ranks under SLURM's variables on the loaded
-            # CI VM ended in setup, one calling the other, whose process ran, silent (CI of 711c2dc).
+            # A peer still setting up (not lost: it runs): its progress counts from the group's first step, before it
+            # waited for the store (two ranks in setup called each other silent: docs/measurements.md, 'Faults').
             return True
         now = time.time()
         return any(now - b.get("moved", 0.0) <= self.timeout_s for r, b in seen.items() if r != self.rank)
@@ -311,17 +302,15 @@ class Group:
             except Exception:  # noqa: BLE001
                 host_here = self._store_host_runs_here()
                 if host_here:
-                    # Its host runs, and here: the store was slow (its server thread starved on a busy host),
-                    # nobody is known lost. Under mpirun on the loaded CI VM a SIGTERMed rank 0, whose roster did
-                    # not hold itself yet, called itself lost (CI of f7d5487); under gpubench's spawner a SIGTERMed
-                    # rank 0 called the running spawner lost (CI of 7c8dfbf): each marked the run failed.
+                    # Its host runs, and here: the store was slow (its server thread starved on a busy host), nobody
+                    # is known lost (a SIGTERMed rank 0 that called itself or the spawner lost failed runs:
+                    # docs/measurements.md, 'Faults').
                     return (f"the rendezvous store {host_here} hosts at {self._address()} did not answer within "
                             f"{deadline_s or _DEADLINE_S:g} s (a busy host)"), "failed", False
                 host = self._store_host
                 words = beats.unreachable(self._roster, host, self._address(), deadline_s or _DEADLINE_S, self._here)
-                # Rank 0 hosts it here and runs: the store was slow (a loaded host), nobody is known lost. On a
-                # SIGTERM, with 0.4 s to read it beside a spinning core, a rank called rank 0 lost and marked the
-                # run failed, not interrupted (the fault matrix, 1 round of 6, 2026-11-29).
+                # Rank 0 hosts it here and runs: the store was slow (a loaded host), nobody is known lost (calling it
+                # lost on a SIGTERM failed a run that was interrupted: docs/measurements.md, 'Faults').
                 hosted = self._roster.get(0) if host == "rank 0" else None
                 slow = bool(hosted) and hosted.get("machine") == self._here and beats.local_state(hosted, self._here) is None
                 return words, "failed", not slow

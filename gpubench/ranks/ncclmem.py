@@ -3,8 +3,8 @@ nccl-tests does (it allocates with ``ncclMemAlloc`` whenever NCCL is 2.19 or new
 buffer with ``ncclCommRegister``), for the comm suite's buffers on GPUs (its default) and ``--register``.
 
 torch has a route of its own (``ProcessGroupNCCL.mem_allocator`` in a ``torch.cuda.MemPool``), but a build may
-lack it: torch 2.11.0+cu130 with NCCL 2.28.9 raised "NCCL mem allocator is not supported in this NCCL version"
-(H100, 2026-11-23). So the calls go through ctypes into the NCCL library torch has already loaded, the one its
+lack it (the one tried raised "NCCL mem allocator is not supported in this NCCL version": docs/measurements.md,
+'comm'). So the calls go through ctypes into the NCCL library torch has already loaded, the one its
 communicators live in: the same four C calls nccl-tests makes. A buffer is a uint8 tensor over its part of an
 allocation (``__cuda_array_interface__``, no copy), viewed as the case's dtype; the run's pool keeps what it allocated
 for the next case, never freeing it while the run lasts (why: above ``Pool``).
@@ -88,20 +88,13 @@ def tensor_at(address: int, nbytes: int, device: Any) -> Any:
     return torch.as_tensor(_View(), device=device)
 
 
-# ncclMemAlloc may allocate more than asked, "because of the buffer granularity requirements" of NCCL's
-# optimizations (its API documentation; NCCL 2.28 rounds up to cuMem's recommended granularity: 4 KiB took
-# 2 MiB on an H200), and a registered buffer is one more handle NCCL exchanges with its peers on first use. A
-# small case rotates up to 64 input sets: one allocation per buffer would hold 128 granules and registrations
-# for a few KiB. So buffers are carved from chunks of at least CHUNK_BYTES; a buffer of CHUNK_BYTES or more has a
-# chunk of its own and starts at its head, where nccl-tests' single buffer starts.
+# ncclMemAlloc rounds up to cuMem's granularity (megabytes for a few KiB: docs/measurements.md, 'comm') and each
+# registered buffer is one more handle NCCL exchanges: a small case's 64 input sets are carved from chunks of at least
+# CHUNK_BYTES; a buffer of CHUNK_BYTES or more has its own chunk and starts at its head, as nccl-tests' buffer does.
 #
-# The chunks are kept for the whole run and lent to one case after another, never freed before the run ends:
-# NCCL registers a buffer it sends from in a captured graph by itself (NCCL_GRAPH_REGISTER) and keeps that
-# registration in a cache keyed by address, with its peers' mappings of the memory behind it. A chunk freed at a
-# case's end came back from the next ncclMemAlloc at the same address, where the cache still pointed the peers at
-# the freed memory: on 2 × H100 (NCCL 2.28.9, 2026-11-26) all_gather, alltoall, sendrecv and broadcast of 16–64 MiB
-# then left the peers' part of the output unwritten (the check counted half the elements wrong). nccl-tests
-# allocates its buffers once, for the same reason or by luck.
+# The chunks are kept and lent case after case, never freed before the run ends: NCCL caches the registrations it
+# makes in a graph (NCCL_GRAPH_REGISTER) by address, and a chunk freed and returned at the same address left the
+# peers' part of outputs unwritten (wrong answers: docs/comm.md). nccl-tests allocates its buffers once.
 CHUNK_BYTES = 64 << 20
 _ALIGN = 4096  # where each buffer starts within a chunk
 

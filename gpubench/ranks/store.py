@@ -3,12 +3,11 @@ to it the watchdog can give up on (:class:`BoundedStore`).
 
 A TCPStore client's ``check``, ``get`` and ``multi_get`` (and the ping a new client sends) wait for the server's
 answer with no bound: while the process hosting the store is stopped (SIGSTOP, a hung or swapped-out host) they
-block whatever timeout the client was given, and every later call on the same client waits behind them (measured
-with torch 2.13: ``check`` and a new client still blocked after 20 s against a 3 s timeout; a ``set`` returns,
-it only sends). So each call runs on a daemon thread of its own, on a client no other call shares, and the caller
-waits for it until a deadline it owns: no answer by then is an answer (:class:`Unanswered`). The thread and its
-client are left behind, never used again; while such a call still hangs, the next one is refused at once
-rather than piling up threads.
+block whatever timeout the client was given, and every later call on the same client waits behind them
+(docs/measurements.md, 'Faults'; a ``set`` returns, it only sends). So each call runs on a daemon thread of its
+own, on a client no other call shares, and the caller waits for it until a deadline it owns: no answer by then is
+an answer (:class:`Unanswered`). The thread and its client are left behind, never used again; while such a call
+still hangs, the next one is refused at once rather than piling up threads.
 """
 
 from __future__ import annotations
@@ -108,8 +107,7 @@ def _local(address: str) -> bool:
 class FileRendezvous:
     """A store in a file, for ranks on one machine whose parent owns the file's folder (the check's stations). It
     opens no socket: torch's TCPStore looks up the name of every address it connects or accepts, and where the
-    resolver drops some of a burst of such lookups each costs its 5-s timeout (8 fake GPUs' pair rounds on the
-    2-core VM: 5-6 s instead of under 1)."""
+    resolver drops some of a burst of such lookups each costs its 5-s timeout (docs/check.md, 'How it runs')."""
 
     WORKERS = 1 << 30  # torch deletes the file once this many clients have closed: never; its folder's owner does
 

@@ -49,7 +49,7 @@ SPEC_SLACK = 1.005
 TENSOR, VECTOR, MEMORY = "tensor", "vector", "memory"
 ROOFS = (TENSOR, VECTOR, MEMORY)
 # A figure sets a roof only where its samples spread (CV) at most this: compare's default threshold, the least
-# change it calls a change. A bf16 dot at ±24 % on a busy 2-core VM once drew every panel's memory roof.
+# change it calls a change (a noisy one drew every panel's memory roof: docs/measurements.md, 'gemm').
 ROOF_SPREAD = 0.05
 # A chart's short word for a roof a noisy figure reads above (Level): the figures are said under it.
 _UNDER = "steady figures read under a noisy one"

@@ -70,7 +70,7 @@ def load_runs(paths: Sequence[str | os.PathLike]) -> list[Run]:
         df = results.load(path)
         meta = dict(df.attrs.get("run") or {})
         # The run's meta is the Run's own: on the table's attrs pandas deep-copies it with every slice and row the
-        # charts take (15 of 34 s of a report of 10 quick nights on the 2-core VM, profiled 2026-11-27).
+        # charts take (docs/measurements.md, 'Wall time').
         df.attrs = {}
         runs.append(Run(path, df, meta))
     _label(runs)

@@ -5,9 +5,8 @@ A GPU-timed figure of a kernel is the device's: two processes of one build measu
 are the host's instead. Host clocks time what the CPU spends, which moves with the host's state from one process
 to the next; so do figures the device waited on the host for (``host_bound``), copies staged by the host
 (pageable), and copies between the device and host buffers, whose rate follows where the process's buffers
-landed (pinned and registered: on one H100, 2026-11-25, a pinned 1 GiB D2H read 46.1 GB/s in one process
-against a median of 55.2 over the five runs before it, with nothing changed). Rows say which in columns the suites
-and the engine fill:
+landed (pinned and registered: docs/measurements.md, 'check'). Rows say which in columns the suites and the engine
+fill:
 ``timing_method`` (copy, launch and their derived rows), ``host_bound`` (the engine's) and copy's ``memory``.
 """
 

@@ -221,7 +221,7 @@ def mark_ended(path: str | os.PathLike, status: str, reason: str, count: bool = 
     if meta.get("status") != "running":
         return False
     # Closed first, counted after: reading the tables back takes a while on a busy host, and a launcher's SIGKILL
-    # follows its SIGTERM within a second (Open MPI 4.1 under load: 0.8 s), which left runs "running" in CI.
+    # follows its SIGTERM within a second, which left runs "running" in CI (docs/measurements.md, 'Faults').
     meta.update(status=status, error=reason, end_time=utc_now())
     write_json(file, meta)
     if count:

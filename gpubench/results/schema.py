@@ -28,22 +28,22 @@ from gpubench.files import share
 
 SCHEMA_VERSION = 7
 # History of SCHEMA_VERSION (bump it for any change a reader could notice; add an upgrade step below):
-#   1 — gpubench 0.1.0 (2026-11): first version. Long format, one row per (case, metric); columns in
+#   1 — gpubench 0.1.0: first version. Long format, one row per (case, metric); columns in
 #       COLUMNS below plus each suite's parameter columns; `value` is the median of `samples`; run.json
 #       beside the tables holds the fingerprint.
-#   2 — 2026-11-21: `gpu_uuid` and `pci_bus_id` after `device_index`, so that a run over many GPUs
+#   2 — `gpu_uuid` and `pci_bus_id` after `device_index`, so that a run over many GPUs
 #       (`run --devices`) names each one; older tables read them as missing.
-#   3 — 2026-11-23: `host_us` and `host_bound` after `sets`: the host's time to issue one call, and whether
+#   3 — `host_us` and `host_bound` after `sets`: the host's time to issue one call, and whether
 #       the device waited for it (the figure is the host's issue rate); older tables read them as unknown.
-#   4 — 2026-11-25: `contended` after `throttle`: other processes seen on the device around the case ("pid
+#   4 — `contended` after `throttle`: other processes seen on the device around the case ("pid
 #       4321 (python3)"; "" none, None unknown); older tables read it as unknown.
-#   5 — 2026-11-25: `processes` and `sample_process` after `samples` (a figure whose level is set per process is
+#   5 — `processes` and `sample_process` after `samples` (a figure whose level is set per process is
 #       measured in several processes; each sample's process), and `host_load` after `contended` (CPUs other
 #       processes used while the case ran). Older tables were measured in one process (`processes` 1, no
 #       labels) and read `host_load` as unknown.
-#   6 — 2026-11-27: `case_s` after `stop`: the seconds the case took, its inputs, warm-up, samples and check, summed
+#   6 — `case_s` after `stop`: the seconds the case took, its inputs, warm-up, samples and check, summed
 #       over the processes that measured it (what the figure cost the run); older tables read it as unknown.
-#   7 — 2026-11-28: `host_pace` after `sample_process`: for samples the host times, the host's pace taken before each
+#   7 — `host_pace` after `sample_process`: for samples the host times, the host's pace taken before each
 #       (µs for gpubench.machine.host_pace's fixed work), so compare can judge them at the baseline's pace; older tables read
 #       it as empty (not taken).
 
@@ -256,8 +256,7 @@ def _read_whole(path: Path) -> pa.Table:
     version's footer with another's pages, a torn read. One handle keeps the version it opened, whole, even
     after a newer one replaced its name. Arrow's own handle, not a Python file object: Arrow reads from its IO
     threads, and a Python object read from there needs the GIL, which at interpreter exit aborted a process
-    ("terminate called without an active exception", apache/arrow#34314): `gpubench export` on a 2-core VM
-    beside two CPU hogs (2026-11-25) aborted in 39 of 400 tries through a Python file object, 0 of 800 here.
+    ("terminate called without an active exception", apache/arrow#34314; how often: docs/measurements.md, 'Faults').
     """
     with pa.OSFile(str(path), "rb") as f:
         return pq.read_table(f)

@@ -24,16 +24,15 @@ from typing import Any
 from gpubench.backends.base import Backend, Hold, Timer
 from gpubench.suite import Method, Skip, Workload
 
-# Host-bound samples. Each sample times the host issuing its first HOST_PROBE_CALLS calls (few enough that the
-# launch queue, ~a thousand entries, cannot fill and block the host: then issuing would look slow because the
-# device is). One eager all_reduce through torch.distributed costs the host 14-35 µs (H100 hosts,
-# docs/measurements.md), so on 2 × H200 an eager 1 MiB collective is timed at that rate.
+# Host-bound samples: each times the host issuing its first HOST_PROBE_CALLS calls, few enough that the launch queue
+# (~a thousand entries) cannot fill and block the host. An eager collective through torch.distributed costs the host
+# tens of µs (docs/measurements.md, 'comm'), so a small one is timed at that rate.
 HOST_PROBE_CALLS = 16
 
 MAX_HOLD_TRIES = 8
-# Flushed samples: the host takes ~40 µs (H100 machines, Python) to queue a flush, two events and a call, so a
-# hold allows 0.1 ms per sample (doubled whenever it ran out); a batch keeps the GPU loaded for 0.1 s, at most
-# 64 samples (each ~4 launches: CUDA blocks at ~1000 pending, which a hold would turn into a stall).
+# Flushed samples: the host takes tens of µs to queue a flush, two events and a call (docs/measurements.md, 'launch'),
+# so a hold allows 0.1 ms a sample (doubled when it ran out); a batch keeps the GPU loaded 0.1 s, at most 64 samples
+# (each ~4 launches: CUDA blocks at ~1000 pending, which a hold would turn into a stall).
 FLUSH_HOLD_S = 1e-4
 FLUSH_BATCH_S = 0.1
 FLUSH_MAX_BATCH = 64

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Callable, Iterator
 if TYPE_CHECKING:
     import torch
 
-# Elements per piece: 64 MiB of fp32, 0.1-0.2 s to draw on a loaded 2-core VM; on a GPU the pieces
-# are queued like one fill and cost a few launches more.
+# Elements per piece: 64 MiB of fp32, a fraction of a second to draw on a loaded host (docs/measurements.md,
+# 'Wall time'); on a GPU the pieces are queued like one fill and cost a few launches more.
 PIECE = 1 << 24
 
 _stop_check: ContextVar[Callable[[], None] | None] = ContextVar("gpubench_fill_stop_check", default=None)

@@ -79,9 +79,9 @@ def calls_for(spec: Graph, per_call_s: float) -> int:
     return max(1, min(spec.calls, math.ceil(spec.span_s / per_call_s)))
 
 
-# Calls timed on the host to choose the calls per replay, the quickest counting. One call's time can hold a rank
-# arriving late or a hiccup: a 1 MiB reduce timed at over a millisecond got a graph of one call, whose replays
-# each paid a graph launch and read 66.6 GB/s where graphs of 20 read 92.9-93.7 (4 x H100, 2026-11-27).
+# Calls timed on the host to choose the calls per replay, the quickest counting: one call can hold a late rank or a
+# hiccup, and a graph of one call, each replay paying a graph launch, read low
+# (results/reference/h100x4/comm-bus-calls-20261127/).
 TIMED_CALLS = 3
 
 

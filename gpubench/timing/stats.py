@@ -21,7 +21,7 @@ def summarize(samples: Sequence[float]) -> dict[str, float]:
     CV is stdev / |mean|: the relative spread the stop rule and the ``noisy`` flag use. With fewer than two
     samples stdev, IQR and CV are NaN (unknown, not zero: one sample says nothing about spread).
     """
-    if len(samples) == 1:  # a figure another tool printed: numpy took ~90x as long (85 us against 1, loaded VM)
+    if len(samples) == 1:  # a figure another tool printed: numpy is far slower for one value (docs/measurements.md)
         v = float(next(iter(samples)))  # a Series indexes by label: its first value, whatever its index
         return {"median": v, "mean": v, "min": v, "max": v, "stdev": math.nan, "iqr": math.nan, "cv": math.nan, "n": 1}
     x = np.asarray(samples, dtype=float)
@@ -70,10 +70,8 @@ def cv(samples: Sequence[float]) -> float:
 
 
 # --- evidence for compare: the rank test, the spread between runs, and samples of derived figures ----------
-#
-# compare (gpubench.compare.verdict) asks two questions of a figure: do the samples of two runs differ
-# (the rank test), and is that difference larger than the figure's level moves between processes anyway (the
-# spread of run medians)? Both are scipy's; only the choices live here.
+# compare (gpubench.compare.verdict) asks whether two runs' samples differ (the rank test) and by more than the figure
+# moves between processes anyway (the spread of run medians). Both are scipy's; only the choices live here.
 
 
 def mann_whitney(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
