@@ -21,6 +21,7 @@ from gpubench.backends.base import Backend
 from gpubench.kernels.launch_configs import PERSISTENT, TORCH, gemm_kernel_config, parse
 from gpubench.suites import elementwise as E
 from gpubench.suites import gemm as G
+from gpubench.suites.gemm import correctness as gemm_check
 from gpubench.suites.autotune import charts as charts_autotune
 from gpubench.suites.elementwise import array_sizes
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Derived, GridContext, Skip, Suite
@@ -130,7 +131,7 @@ class AutotuneKernels(Suite):
         def run(x):
             return kt.matmul(x.a, x.b, x.c, scale_a=x.scale_a, scale_b=x.scale_b, config=cfg)
 
-        return dataclasses.replace(w, run=run, check=G._checker(case["dtype"], m, k),
+        return dataclasses.replace(w, run=run, check=gemm_check.checker(case["dtype"], m, k),
                                    extra={**w.extra, "impl_config": kt.describe(cfg)})
 
     def _triad(self, case: Case, backend: Backend):
