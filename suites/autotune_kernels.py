@@ -32,9 +32,8 @@ GEMM_DTYPE = "bf16"  # the tiled variant's sweep
 GEMM_DTYPES = ("bf16", "fp8")  # the persistent variant's
 GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16, 8192, 8192))
 GEMM_QUICK = ((4096, 4096, 4096),)
-# The persistent variant's launch shapes: (BLOCK_M, BLOCK_N, num_stages, num_warps, split epilogue). H100,
-# 2026-11-25 (a probe of the launch shapes, docs/measurements.md): 128×256 tiles with 8 warps led in bf16 and
-# fp8 at 4096³ and 8192³; 256×128 and 128×128 trailed by 2-7 %. Each runs with and without warp specialisation.
+# The persistent variant's launch shapes (BLOCK_M, BLOCK_N, num_stages, num_warps, split epilogue), the leaders of a
+# probe (docs/measurements.md, gemm); each runs with and without warp specialisation.
 PERSISTENT_SHAPES = ((128, 256, 3, 8, 0), (128, 256, 4, 8, 1), (256, 128, 3, 8, 0), (128, 128, 4, 4, 0))
 PERSISTENT_QUICK = ((128, 256, 3, 8, 0), (128, 256, 4, 8, 1))
 TRIAD_DTYPES = ("fp32", "bf16")

@@ -363,23 +363,20 @@ class Comm(Suite):
         token = torch.ones(1, dtype=torch.float32, device=device)
 
         def line_up() -> None:
-            # A one-element all_reduce on the timed stream: every rank's batch starts when the slowest rank
-            # has arrived, instead of its first call absorbing the ranks' skew (the control plane's agreement
-            # before each batch leaves the ranks tens of µs apart).
+            # A one-element all_reduce on the timed stream: each batch starts when the slowest rank arrives, not
+            # with its first call absorbing the ranks' skew (tens of µs after the control plane's agreement).
             dist.all_reduce(token, group=group)
 
         def derive(per_call_s: float) -> dict[str, float]:
             algbw = nbytes / per_call_s / 1e9
             return {"algbw": algbw, "busbw": algbw * factor}
 
-        # Graphs where the backend can capture (nccl-tests -G), timed eager where it cannot or the capture fails
-        # (the engine's graph mode, docs/method.md): a replay calls the collective again on its own output,
-        # which gives the same result out of place, for broadcast and for all_gather; elsewhere the check
-        # refills the set and makes one call outside the graph.
+        # Graphs where the backend can capture (nccl-tests -G), else eager (docs/method.md). A replay repeats the call
+        # on its own output: the same result out of place, for broadcast and all_gather; elsewhere the check refills.
         graphed = sampling.graph(lay.fill, reread=not inplace or coll.name in ("broadcast", "all_gather"))
         method = Method(
-            # CPUs (gloo): one buffer set, as nccl-tests keeps one; rotating sets past an L3 meant the host
-            # generating up to 64 sets per case (4 of a 1 MiB all_reduce's 9 s under gloo, 2 ranks).
+            # CPUs (gloo): one buffer set, as nccl-tests keeps one; rotating sets past an L3 cost the host more time
+            # making them than timing (docs/measurements.md, comm).
             cache="warm" if backend.name == "cpu" else "rotate", sampling=sampling.case_sampling(state, ctx.quick),
             min_sample_s=sampling.MIN_SAMPLE_S, before_batch=line_up, graph=graphed if graph else None,
             # NCCL's buffers are lent to the case: back to the run's pool when its measurement ends.

@@ -10,24 +10,17 @@ from gpubench.suite import Graph
 
 # Samples last at least this long: what is left of the ranks' start skew is then a small part of each.
 MIN_SAMPLE_S = 0.02
-# Calls per captured graph: nccl-tests -G captures its -n iterations (default 20) in one graph. The length
-# matters: on 2×H200 a 1 MiB all_reduce took 14.0 µs per call in graphs of 4, 17.8 in graphs of 20 and 27.0 in
-# graphs of 64 (2026-11-21, docs/measurements.md; 11.8-12.0 at any length with NCCL_GRAPH_MIXING_SUPPORT=0). A call
-# of a millisecond or more, where launch cost no longer matters, gets a shorter graph (a graph of 20 calls of
-# 10 ms, 4 GiB on 2×H200, would make each sample last 0.2 s): enough calls to last _GRAPH_SPAN_S. The line is
-# far from the small sizes on purpose: the eager call that estimates a call's time is host-timed (tens of µs
-# of sync around it), and a 1 KiB case got 16-20 calls from a finer rule (one H100, 2026-11-25). The rows say
-# how many (graph_calls).
+# Calls per captured graph, as nccl-tests -G captures its -n 20: a call's time grows with the graph's length
+# (docs/measurements.md, comm, "graph length"). The rows say how many (graph_calls).
 _GRAPH_CALLS = 20
+# From a call this long, launch cost no longer matters and 20 calls would stretch a sample: enough to last
+# _GRAPH_SPAN_S. Far above the small sizes, whose host-timed estimate is tens of µs off (same place).
 _LONG_CALL_S = 1e-3
 _GRAPH_SPAN_S = 4e-3
 # Samples of a graph's replays: the ranks' streams are lined up before each batch, so a few ms suffice.
 GRAPH_SAMPLE_S = 5e-3
-# How a case after the run's first is sampled (EngineConfig fields): a batch or two of warm-up, as nccl-tests'
-# -w (the device is warm from the cases before), and a few samples, as its -n, extended up to the budget only
-# while their spread stays above the target. The run's first case warms up as the engine does (clocks ramp),
-# then samples the same way. On one H100 (2026-11-25) 12 all_gather cases took 1.5 s this way, graphs by
-# default, where the engine's own sampling took 28.1 s eager and 10.4 s with --graph (docs/comm.md).
+# After the run's first case (EngineConfig fields): a batch or two of warm-up and a few samples, as nccl-tests' -w
+# and -n, extended only while their spread stays high: a sweep costs what nccl-tests' does (docs/comm.md).
 SAMPLING = {"min_samples": 5, "budget_s": 0.2, "min_warmup_s": 0.0, "max_warmup_s": 0.05, "settle_window": 2,
             "settle_tol": 0.05}
 QUICK_SAMPLING = dict(SAMPLING, budget_s=0.1, max_warmup_s=0.02)

@@ -65,16 +65,12 @@ from gpubench.suite import THROUGHPUT, TIME, Case, Derived, GridContext, Method,
 
 PCT_PEAK = Metric("pct_peak", "%", "higher")
 GPU_BACKENDS = ("cuda", "hip")
-# H200, 2026-11-21: 8192³ bf16 read 788-805 TF/s at 1980 MHz when every 2-call batch sat behind a 5 ms hold
-# (the GPU idled a good part of the time), while a hand loop under continuous load ran at 1500-1545 MHz
-# (663-686 TF/s): the power limit takes hold over about a second of continuous load. So GEMMs warm up at least
-# this long on GPUs, and only small ones are held.
+# The power limit takes hold over about a second of continuous load (held batches read boost-clock rates:
+# docs/measurements.md, gemm): GEMMs warm up at least this long on GPUs, and only small ones are held.
 GPU_MIN_WARMUP_S = 1.5
 HOLD_MAX_FLOPS = 2 * 2048**3  # ~17 GFLOP: tens of µs at Hopper rates, where launch gaps would show
-# Under the power limit the clock swings with the power controller's period: H100, 2026-11-23
-# (a hand trace, 2026-11-23), bf16 8192³ back to back dipped from 718 to ~570-620 TF/s about once a second;
-# the mean rate over whole 1 s windows moved 0.2 % (SD) where medians of per-call times over 2 s windows moved
-# 1.6 %. Large GEMMs are therefore timed in samples of whole periods (Workload.period_s).
+# Under the power limit the clock swings with the power controller's period, about a second: large GEMMs are
+# timed in samples of whole periods (Workload.period_s), which average the swings out (docs/measurements.md, gemm).
 GPU_POWER_PERIOD_S = 1.0
 
 
@@ -101,11 +97,8 @@ def _memory_need(footprint: int, cache_bytes: int, m: int, n: int, k: int, fp8: 
 
 class Gemm(Suite):
     name = "gemm"
-    # 1: first release. 2 (2026-11-23): search samples queued in batches behind a stream hold (their figures no
-    # longer include the host's time to issue the product: up to 35 % on small shapes); fp8's fast accumulation as
-    # its own impl. The rest of the grid is measured as in 1, but compare matches versions whole. 3 (2026-11-25): the
-    # Triton impl runs the persistent-TMA kernel on Hopper with the exported launch configurations (impl_config
-    # names variant and configuration); torch and cupy rows are measured as in 2.
+    # 2: search samples queued behind a stream hold, fp8's fast accumulation its own impl; 3: the Triton impl runs
+    # the persistent-TMA kernel with the exported configurations (impl_config). compare matches versions whole.
     version = 3
     backends = frozenset({"cuda", "hip", "cpu", "fake"})
     metrics = (THROUGHPUT, TIME, PCT_PEAK)
@@ -175,17 +168,15 @@ class Gemm(Suite):
             # NaN where the peak is unknown: the engine needs the metric on every row of the case.
             return {PCT_PEAK.name: 100.0 * work / seconds / 1e12 / peak[0] if peak else math.nan}
 
-        # The search asks mamf-finder's question its way: one product per sample, timed alone with events,
-        # the cache flushed before each (mamf-finder zeroes a 256 MiB buffer before every call). The rest of
-        # the grid runs products back to back under continuous load, as training does.
+        # The search times mamf-finder's way: one product per sample, the cache flushed before each (it zeroes 256 MiB);
+        # the rest of the grid runs products back to back under continuous load, as training does.
         search = on_gpu and case["shape"] == "search"
         extra["method"] = "flush, one call per sample, queued in batches" if search else "back to back"
         extra["roof"] = self.roof(case.as_dict())
         # Only large GEMMs meet the power limit: a small one runs held, idling before every batch.
         large = on_gpu and work > HOLD_MAX_FLOPS
-        # A search warms the GPU up once per dtype, as mamf-finder does (30 s once, then 50 calls per shape):
-        # its shapes follow each other with no idle time, so the power limit that the first shape's warm-up
-        # settled still holds for the next.
+        # A search warms up once per dtype, as mamf-finder does (30 s once, then 50 calls per shape): its shapes follow
+        # each other with no idle time, so the power limit the first shape's warm-up settled still holds.
         warm = large and not (search and dtype in self._searched)
         if search and large:
             self._searched.add(dtype)
@@ -240,11 +231,8 @@ def _geomean(values: np.ndarray) -> float:
 def _method(on_gpu: bool, search: bool, large: bool, warm: bool) -> Method:
     return Method(
         cache="flush" if search else "rotate",
-        # Only small GEMMs need the hold: a large one outlasts its own enqueue, so the queue stays full anyway, and
-        # the hold's idle gap before every batch would keep the GPU under its power limit. Search samples are held
-        # too: a batch of them (flush, product, flush, product, ...) is queued before the GPU reaches it. Read one
-        # at a time, on H100 (2026-11-23) the same small shapes read up to 35 % slower on one machine than on
-        # another at the same 1965 MHz clock: the host's time to issue the product was timed as the product's.
+        # Small GEMMs and search samples run held, a batch queued before the GPU reaches it: else the host's time to
+        # issue a product is timed as the product's (docs/measurements.md, gemm). A large one keeps the queue full.
         hold=on_gpu and (search or not large) and hasattr(torch.cuda, "_sleep"),
         min_warmup_s=GPU_MIN_WARMUP_S if warm else 0.0,
         period_s=GPU_POWER_PERIOD_S if large and not search else 0.0,

@@ -19,28 +19,25 @@ class DType:
 
 
 DTYPES = {
-    # Two fp64 products of the same operands differ by their summation order alone (H100: 1.5e-15 at 2048³,
-    # 4.3e-15 at 16384³).
+    # Two fp64 products of the same operands differ by their summation order alone (docs/measurements.md, gemm).
     "fp64": DType(torch.float64, torch.float64, rounding_tol=1e-12, acc_roundoff=2.0**-53),
     # Output rounding is 2**-24 (6e-8); the floor leaves room for a BLAS's blocked summation. TF32 gives
     # ~3e-4 and fails.
     "fp32": DType(torch.float32, torch.float32, "highest", rounding_tol=1e-5),
-    # TF32 keeps 10 mantissa bits of each operand: measured on H100 at 2048³, 2.6e-4 through cuBLAS (rounds to
-    # nearest) and 6.9e-4 through Triton (whose conversion truncates: a bias, so it does not shrink with K).
+    # TF32 keeps 10 mantissa bits of each operand; Triton's conversion truncates, a bias that does not shrink with K
+    # (cuBLAS rounds to nearest; the errors: docs/measurements.md, gemm).
     "tf32": DType(torch.float32, torch.float32, "high", rounding_tol=2e-3),
     # fp16 output rounding: 2**-11 = 4.9e-4 at most, ~3e-4 RMS; reduced-precision split-K reductions (torch's
     # default) add a few roundings. 5e-3 is ten unit roundoffs.
     "fp16": DType(torch.float16, torch.float16, rounding_tol=5e-3),
     # bf16 output rounding: 2**-8 = 3.9e-3 at most, ~2e-3 RMS.
     "bf16": DType(torch.bfloat16, torch.bfloat16, rounding_tol=1e-2),
-    # The reference uses the quantised fp8 operands, so only accumulation and the bf16 output rounding remain.
-    # Hopper's fp8 tensor cores accumulate in fewer bits than fp32 unless the kernel promotes partial sums to
-    # fp32 (cuBLAS does: 1.7e-3 flat on H100; Triton's kernel measured 2.0e-3 at K=4096, 4.5e-3 at K=28672).
+    # The reference takes the quantised operands: only accumulation and bf16 output rounding remain, and Hopper's fp8
+    # tensor cores keep fewer bits than fp32 unless the kernel promotes (cuBLAS does; docs/measurements.md, gemm).
     "fp8": DType(None, torch.bfloat16, rounding_tol=1e-2, acc_roundoff=2.0**-16),
 }
-# fast accumulation sums in the tensor cores' own accumulator: about 14 bits kept on Hopper, as the DeepSeek-V3
-# report (arXiv:2412.19437, section 3.3.2) measured on H800. H100, 2026-11-23 (search, 125 shapes): 1.72e-3 at
-# K=1024 growing to 3.36e-3 at K=16384, against the default mode's flat 1.66e-3 (bound here: 1.4e-2 / 2.6e-2).
+# Fast accumulation sums in the tensor cores' own accumulator, about 14 bits on Hopper (the DeepSeek-V3 report,
+# arXiv:2412.19437, section 3.3.2); its error grows with K where the default's stays flat (docs/measurements.md, gemm).
 FAST_ACCUM_ROUNDOFF = 2.0**-14
 
 
@@ -50,7 +47,7 @@ def tolerance(dtype: str, k: int, fast_accum: bool = False) -> float:
     Rounding of the output (and of TF32 operands) is a fixed floor per dtype; summing K terms adds a random
     walk of roundings in the accumulator (unit roundoff u: fp64's for fp64, fp32's for the rest, fewer bits for
     fp8, see DTYPES), about 0.7·u·sqrt(K) relative to C for random operands, allowed 2·u·sqrt(K) here (fp32 at
-    K=16384: 1.5e-5 on top of its 1e-5 floor; measured on H100: 2.3e-6).
+    K=16384: 1.5e-5 on top of its 1e-5 floor; the errors measured: docs/measurements.md, gemm).
     """
     spec = DTYPES[dtype]
     roundoff = FAST_ACCUM_ROUNDOFF if fast_accum else spec.acc_roundoff

@@ -8,12 +8,9 @@ from gpubench.suite import Case, GridContext
 from gpubench.suites.gemm.dtypes import DTYPES
 
 LAYOUTS = ("NN", "NT")
-# fp8 has two accumulation modes in cuBLASLt, and fp8 training uses both: by default the kernel promotes the
-# tensor cores' partial sums to fp32 every few steps (what mamf-finder times, and what backward passes use);
-# with fast accumulation it keeps them in the tensor cores' shorter accumulator, which is faster (forward
-# passes in Transformer Engine and torchao run this way). Both are measured, under separate impl names, so
-# that neither passes for the other. fp8 in layout NT only, as _scaled_mm wants.
-FAST_ACCUM = "torch_fast_accum"
+# fp8 training uses both of cuBLASLt's accumulation modes: partial sums promoted to fp32 (the default, what mamf-finder
+# times, backward passes) and the tensor cores' shorter one (faster: forward passes in Transformer Engine, torchao).
+FAST_ACCUM = "torch_fast_accum"  # an impl of its own, so that neither mode passes for the other; layout NT only
 IMPLS = ("torch", FAST_ACCUM, "triton", "cupy")
 
 # Shapes. Square sides and the search sweep are powers of two or multiples of 1024/2048 as mamf-finder
@@ -61,8 +58,8 @@ def _families(ctx: GridContext, on_gpu: bool):
             ("skinny", [(m, CPU_SKINNY_NK, CPU_SKINNY_NK) for m in skinny], ("NT",), ("fp32", "fp64"), IMPLS),
         ]
     if ctx.quick:
-        # A smoke run under 30 s on an H100: each large product takes ~5 s (warm-up past the power limit, three
-        # 1 s samples); Triton once (its autotune compiles eight kernels per dtype).
+        # A smoke run under 30 s (docs/measurements.md, "Wall time"): each large product takes ~5 s (warm-up past the
+        # power limit, three 1 s samples); Triton once (its autotune compiles eight kernels per dtype).
         return [
             ("square", [(4096, 4096, 4096)], ("NT",), MODEL_DTYPES, ("torch",)),
             ("square", [(4096, 4096, 4096)], ("NT",), ("bf16",), ("triton",)),
