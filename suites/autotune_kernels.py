@@ -21,6 +21,7 @@ from gpubench.backends.base import Backend
 from gpubench.kernels.launch_configs import PERSISTENT, TORCH, gemm_kernel_config, parse
 from gpubench.suites import elementwise as E
 from gpubench.suites import gemm as G
+from gpubench.suites.gemm import correctness as gemm_check
 from gpubench.suites.autotune import charts as charts_autotune
 from gpubench.suites.elementwise import array_sizes
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Derived, GridContext, Skip, Suite
@@ -31,9 +32,8 @@ GEMM_DTYPE = "bf16"  # the tiled variant's sweep
 GEMM_DTYPES = ("bf16", "fp8")  # the persistent variant's
 GEMM_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16, 8192, 8192))
 GEMM_QUICK = ((4096, 4096, 4096),)
-# The persistent variant's launch shapes: (BLOCK_M, BLOCK_N, num_stages, num_warps, split epilogue). H100,
-# 2026-11-25 (a probe of the launch shapes, docs/measurements.md): 128×256 tiles with 8 warps led in bf16 and
-# fp8 at 4096³ and 8192³; 256×128 and 128×128 trailed by 2-7 %. Each runs with and without warp specialisation.
+# The persistent variant's launch shapes (BLOCK_M, BLOCK_N, num_stages, num_warps, split epilogue), the leaders of a
+# probe (docs/measurements.md, gemm); each runs with and without warp specialisation.
 PERSISTENT_SHAPES = ((128, 256, 3, 8, 0), (128, 256, 4, 8, 1), (256, 128, 3, 8, 0), (128, 128, 4, 4, 0))
 PERSISTENT_QUICK = ((128, 256, 3, 8, 0), (128, 256, 4, 8, 1))
 TRIAD_DTYPES = ("fp32", "bf16")
@@ -130,7 +130,7 @@ class AutotuneKernels(Suite):
         def run(x):
             return kt.matmul(x.a, x.b, x.c, scale_a=x.scale_a, scale_b=x.scale_b, config=cfg)
 
-        return dataclasses.replace(w, run=run, check=G._checker(case["dtype"], m, k),
+        return dataclasses.replace(w, run=run, check=gemm_check.checker(case["dtype"], m, k),
                                    extra={**w.extra, "impl_config": kt.describe(cfg)})
 
     def _triad(self, case: Case, backend: Backend):

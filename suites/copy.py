@@ -51,10 +51,8 @@ from gpubench.units import format_bytes
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 SIZES = (4 * KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB, 256 * MiB, GiB)
 QUICK_SIZES = (MiB, GiB)
-# --quick copies pageable memory at 256 MiB where the others take a GiB. A pageable copy goes through the driver's
-# staging buffers, and its rate is flat from 16 MiB (one H200, 2026-11-21: h2d 10.6-11.9 GB/s, d2h 17.9-19.7 from
-# 16 MiB to 1 GiB); at a GiB its two cases took 8.5 s of a quick run's 20 s of copies on one H100 (three processes,
-# 2026-11-27), for figures a nightly gate cannot judge anyway (they move 35-300 % between nights: docs/compare.md).
+# --quick copies pageable memory at 256 MiB, not a GiB: through the driver's staging buffers its rate is flat from
+# 16 MiB, and a GiB cost much of a quick run for figures a nightly gate cannot judge (docs/measurements.md, copy).
 QUICK_PAGEABLE = {GiB: 256 * MiB}
 HOST_MEMORY = ("pinned", "pageable", "registered")
 _SAMPLE = 4096  # positions compared per destination
@@ -299,8 +297,7 @@ class _HostPool:
 
     Making a GiB of pinned or registered host memory, or touching a GiB of pageable memory for the first time,
     takes longer than timing copies of it, and a case at 1 MiB takes 64 rotating sets: fresh buffers per case
-    were much of a quick copy run's time (one H100, 2026-11-27, one process: torch.empty, cudaHostRegister and
-    emptying torch's host cache took 4.4 s of the cases' 12 s; and these cases are measured in three
+    were much of a quick copy run's time (docs/measurements.md, copy; and these cases are measured in three
     processes). A set being made takes buffers that no live set has, so two sets alive at once never share
     one, and a set the engine has let go (the check's, before the rotating sets) gives its buffers to the next;
     the next case of the same kind and size takes the same buffers again, and the first case of another kind
@@ -354,9 +351,8 @@ class _HostPool:
         elif memory == "pinned":
             self.held.append(torch.empty(size, dtype=torch.uint8, pin_memory=True))
         elif memory == "registered":
-            # One registration for up to 64 MiB of small buffers: cudaHostRegister costs about 11 ms a call
-            # whatever the size (one H100, 2026-11-27: 134 calls, 1.5 s), and a buffer inside a locked range
-            # is as locked as one that is the whole range.
+            # One registration for up to 64 MiB of small buffers: a cudaHostRegister call costs ~11 ms whatever the
+            # size (docs/measurements.md, copy), and a buffer inside a locked range is as locked as the whole range.
             count = max(1, min(64, _REGISTER_CHUNK // size))
             chunk = _Registered(count * size)
             self.chunks.append(chunk)

@@ -60,12 +60,8 @@ OPS = {
     "fill": Op((), "a", 0),
 }
 
-# The arithmetic-intensity sweep (mixbench/ERT style): c = f^k(a) with f(x) = A·x + B, one read, one write
-# and k multiply-adds (2k flops) per element, in the array's own dtype; k from 0 (a copy) to a few hundred
-# traces the memory roof, the knee and the vector-arithmetic roof. A = B = 0.5 keep values bounded and are
-# exact in every dtype; f is contractive, so past k ≈ 30 every element lands on 1.0 whatever its input and
-# the check then confirms that each element was written with the right value, not that each step ran — the
-# timing still does all k steps, since A and B are runtime arguments the compiler cannot fold.
+# The intensity sweep (mixbench/ERT): c = f^k(a), f(x) = 0.5·x + 0.5 (exact, bounded), 2k flops an element, k from 0
+# (a copy) to hundreds; past k ≈ 30 all is 1.0, so the check sees the writes, runtime A, B keep every step timed.
 FMA_STEPS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 FMA_STEPS_QUICK = (0, 16, 128)
 FMA_DTYPES = ("fp32", "bf16", "fp16")
@@ -155,11 +151,8 @@ def _reference(op: str, x: dict[str, torch.Tensor]) -> torch.Tensor:
     return torch.full_like(x["a"], SCALAR, dtype=torch.float64)
 
 
-# The check never makes full-size fp64 copies (they were 2-4× the case's own buffers): the error against the
-# fp64 reference is taken over a strided sample of about CHECK_SAMPLE elements, and every element's finiteness
-# over the whole output in its own dtype (an element left unwritten is NaN poison). The stride is odd, so the
-# sample visits every position within any power-of-two block of a kernel's tiling. dot's one number needs every
-# product: its reference is summed in fp64 a chunk at a time. Scratch stays under CHECK_SCRATCH.
+# No full-size fp64 copies (2-4× a case's buffers): the error over an odd-strided sample (every position of a
+# power-of-two tile), finiteness over the whole output; dot's reference summed in fp64 by chunks, under CHECK_SCRATCH.
 CHECK_CHUNK = 1 << 22
 CHECK_SAMPLE = 1 << 18
 CHECK_SCRATCH = 2 * 8 * CHECK_CHUNK + 6 * 8 * CHECK_SAMPLE
@@ -329,9 +322,8 @@ class Elementwise(Suite):
             extra={"elements": n, "impl_config": config, "fma_steps": _fma_steps(op) if op in FMA_OPS else 0,
                    # The roof a figure is held against (gpubench check's spec fallback)
                    "roof": self.roof(case.as_dict())},
-            # On GPUs, samples of 20 ms: H100, 2026-11-23, ten --quick runs (five 1 ms samples each) read the
-            # same Triton kernel up to 3-5 % apart now and then, each run's own samples within 1 %: a few ms
-            # can fall inside a slow spell that a run's next cases do not see.
+            # On GPUs, samples of 20 ms: a few ms can fall inside a slow spell that a run's next cases do not see
+            # (docs/measurements.md, elementwise).
             method=Method(min_sample_s=GPU_MIN_SAMPLE_S if backend.name in ("cuda", "hip") else 0.0),
         )
 

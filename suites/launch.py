@@ -101,19 +101,14 @@ def _check(per_call: int):
     return check
 
 
-# One graph per node count per process, shared by graph_replay, graph_launch and chain_graph and kept alive.
-# Why: a graph's per-node GPU cost depends on how many graph nodes the process instantiated before it. On an
-# H100 (2026-11-21, a probe, each scenario in a fresh process) a 1000-node graph of x.add_(1) replayed at
-# 0.98-0.99 us/node when it was the process's first or came after ~100 nodes of other graphs, and at 1.16-1.17 after ~2000
-# nodes (kept or freed); an H200 showed 0.84 vs 1.02-1.10. Capturing once per node count, largest first,
-# measures the state a training process with a few graphs is in, which is what a hand probe measures too.
+# One graph per node count per process, shared by graph_replay, graph_launch and chain_graph and kept alive: a graph's
+# per-node cost depends on the graph nodes the process made before it (docs/measurements.md, launch).
 _GRAPHS: dict[tuple[str, str, int], Counter] = {}
 
 
 def _graph_counter(api: str, fn, nodes: int, device: str) -> Counter:
-    # The larger graphs of the grid are captured first, whatever the process measures: a run filtered to one
-    # node count (--filter nodes=1), or a worker process measuring one case, is then in the state the whole
-    # sweep's process is in when it reaches that case (the cases run largest first), not in a first graph's.
+    # The grid's larger graphs first, whatever the process measures: a run filtered to one node count, or a worker
+    # measuring one case, is then in the state the whole sweep's process is in at that case (largest first).
     for n in sorted({g for g in GRAPH_NODES if g > nodes} | {nodes}, reverse=True):
         key = (device, api, n)
         if key not in _GRAPHS:
@@ -226,16 +221,8 @@ class Launch(Suite):
         )
 
     def per_process(self, case: Case) -> bool:
-        # What the CPU spends, and the eager chain, whose device waits on the host issuing it (host-bound on one H100,
-        # results/reference/h100/quick-20261125). And the GPU gap: timed on the GPU, but each process draws a level
-        # of its own (within a process 0.6 %, across 15 processes 15 %, results/reference/h200/gpu-state-20261129/),
-        # so a window of one process a run can hold one level only and call another WORSE (one H200, 2026-11-29: 9 of
-        # 12 runs after the first 4, results/reference/h200/aa-series-20261129/).
-        # The one-node graph replay moves so too, and a worker is in this process's state when it measures it
-        # (_graph_counter captures the larger graphs first). In three processes (one H200, 2026-11-29, 7 runs each
-        # way alternated, results/reference/h200/per-process-20261129/) its window of 5 runs catches a 16 %
-        # change where one process a run left it blind, for 0.35 s more a quick run. The larger replays are tight
-        # between runs (1000 nodes: 0.03 %) and stay in one process.
+        # Figures each process draws a level of (the host's, the host-bound eager chain, the GPU gaps, the one-node
+        # replay): a run of one process is one draw (results/reference/h200/gpu-state-20261129/, per-process-20261129/).
         return case["measure"] in (*_HOST_TIMED, "chain_eager", "gpu_gap") or (
             case["measure"] == "graph_replay" and case["nodes"] == 1)
 

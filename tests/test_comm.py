@@ -18,7 +18,7 @@ import torch
 from nccl_stand_in import write_stand_in
 
 from gpubench import results
-from gpubench.suites import comm as comm_suite
+from gpubench.suites.comm import caveats
 from gpubench.suites.comm import table as commtable
 from gpubench.ranks.env import detect, standalone
 from gpubench.errors import UsageError
@@ -106,7 +106,8 @@ def _simulate(name, inputs, op):
 @pytest.mark.parametrize("name", commtable.COLLECTIVES)
 @pytest.mark.parametrize("op", ["sum", "prod", "max", "avg"])
 def test_each_collectives_expected_output_is_what_the_collective_computes(name, op):
-    from gpubench.suites.comm import COLLECTIVES, _values
+    from gpubench.suites.comm.buffers import _values
+    from gpubench.suites.comm.collectives import COLLECTIVES
 
     coll = COLLECTIVES[name]
     if op != "sum" and not coll.reduces:
@@ -129,7 +130,7 @@ def test_each_collectives_expected_output_is_what_the_collective_computes(name, 
 
 
 def test_values_of_any_slice_match_the_whole():
-    from gpubench.suites.comm import _values
+    from gpubench.suites.comm.buffers import _values
 
     whole = _values(torch, 5, 2, 0, 1000, 1000, torch.float32, "cpu")
     assert torch.equal(_values(torch, 5, 2, 123, 456, 1000, torch.float32, "cpu"), whole[123:579])
@@ -251,8 +252,8 @@ def test_sendrecv_rows_in_graphs_say_why_they_read_under_nccl_tests_and_only_the
         df = results.load(_only_run(tmp_path / (graphs or "eager")))
         busbw = df[df.metric == "busbw"]
         notes = {int(r.bytes): r.message for r in busbw.itertuples()}
-        own = {n for n, m in notes.items() if comm_suite.P2P_NOTE in m}
-        layout = {n for n, m in notes.items() if comm_suite.P2P_LAYOUT_NOTE in m}
+        own = {n for n, m in notes.items() if caveats.P2P_NOTE in m}
+        layout = {n for n, m in notes.items() if caveats.P2P_LAYOUT_NOTE in m}
         assert (own, layout) == (({1 << 20}, {16 << 20}) if graphs else (set(), set())), (graphs, notes)
         assert set(busbw.status) == {"ok"} and sorted(busbw.bytes) == [1 << 20, 16 << 20]
     # The sizes a run on the fake backend makes slowly (64 MiB and more: a minute on the CI VM), at the rule itself.
@@ -264,16 +265,16 @@ def test_sendrecv_rows_in_graphs_say_why_they_read_under_nccl_tests_and_only_the
         def graphs(self):
             return self._graphs
 
-    said = {n: comm_suite._graph_note("sendrecv", n << 20, True, Capturing(object())) for n in (8, 16, 64, 128)}
-    assert said == {8: comm_suite.P2P_NOTE, 16: comm_suite.P2P_LAYOUT_NOTE, 64: comm_suite.P2P_LAYOUT_NOTE, 128: ""}
-    assert comm_suite._graph_note("sendrecv", 32 << 20, True, Capturing(None)) == ""  # the capture failed: eager
-    assert comm_suite._graph_note("sendrecv", 32 << 20, False, Capturing(object())) == ""
-    assert comm_suite._graph_note("alltoall", 32 << 20, True, Capturing(object())) == ""
+    said = {n: caveats.graph_note("sendrecv", n << 20, True, Capturing(object())) for n in (8, 16, 64, 128)}
+    assert said == {8: caveats.P2P_NOTE, 16: caveats.P2P_LAYOUT_NOTE, 64: caveats.P2P_LAYOUT_NOTE, 128: ""}
+    assert caveats.graph_note("sendrecv", 32 << 20, True, Capturing(None)) == ""  # the capture failed: eager
+    assert caveats.graph_note("sendrecv", 32 << 20, False, Capturing(object())) == ""
+    assert caveats.graph_note("alltoall", 32 << 20, True, Capturing(object())) == ""
     # alltoall from 64 MiB: one run's figure is one draw of several speeds (4 x H200 and 4 x H100, 2026-11-27/28).
-    assert comm_suite._graph_note("alltoall", 64 << 20, True, Capturing(object())) == comm_suite.ALLTOALL_RUNS_NOTE
-    assert comm_suite._graph_note("alltoall", 1 << 30, True, Capturing(object())) == comm_suite.ALLTOALL_RUNS_NOTE
-    assert comm_suite._graph_note("alltoall", 64 << 20, False, Capturing(object())) == ""
-    assert comm_suite._graph_note("all_gather", 1 << 30, True, Capturing(object())) == ""
+    assert caveats.graph_note("alltoall", 64 << 20, True, Capturing(object())) == caveats.ALLTOALL_RUNS_NOTE
+    assert caveats.graph_note("alltoall", 1 << 30, True, Capturing(object())) == caveats.ALLTOALL_RUNS_NOTE
+    assert caveats.graph_note("alltoall", 64 << 20, False, Capturing(object())) == ""
+    assert caveats.graph_note("all_gather", 1 << 30, True, Capturing(object())) == ""
 
 
 def test_a_world_of_one_says_so_in_one_line_and_runs_what_has_meaning(tmp_path):

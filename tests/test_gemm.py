@@ -22,6 +22,7 @@ from gpubench.backends.fake import FakeBackend
 from gpubench.errors import UsageError
 from gpubench.run.rows import derived_rows
 from gpubench.suite import Case, GridContext, Skip
+from gpubench.suites.gemm import correctness, dtypes, impls
 from gpubench.units import format_bytes
 
 G = importlib.import_module("gpubench.suites.gemm")
@@ -157,15 +158,16 @@ def test_layouts_store_b_as_named(layout):
 
 
 def test_tolerances_grow_with_k_and_follow_precision():
-    assert G.tolerance("fp64", 16384) < 1e-11
-    assert 1e-5 < G.tolerance("fp32", 16384) < 3e-5 and G.tolerance("fp32", 64) < 1.1e-5
-    assert G.tolerance("fp32", 20480) > G.tolerance("fp32", 1024)
-    assert G.tolerance("fp32", 16384) < G.tolerance("tf32", 1) <= G.tolerance("fp16", 1) <= G.tolerance("bf16", 1)
+    assert dtypes.tolerance("fp64", 16384) < 1e-11
+    assert 1e-5 < dtypes.tolerance("fp32", 16384) < 3e-5 and dtypes.tolerance("fp32", 64) < 1.1e-5
+    assert dtypes.tolerance("fp32", 20480) > dtypes.tolerance("fp32", 1024)
+    tol = dtypes.tolerance
+    assert tol("fp32", 16384) < tol("tf32", 1) <= tol("fp16", 1) <= tol("bf16", 1)
     # both judge a bf16 output; fp8 also allows for the tensor cores' shorter accumulator
-    assert G.tolerance("bf16", 8192) < G.tolerance("fp8", 8192) < 2 * G.tolerance("bf16", 8192)
+    assert dtypes.tolerance("bf16", 8192) < dtypes.tolerance("fp8", 8192) < 2 * dtypes.tolerance("bf16", 8192)
     # fast accumulation keeps ~14 bits: its allowance grows with K four times as fast as fp8's default mode
-    fast = [G.tolerance("fp8", k, fast_accum=True) - G.DTYPES["fp8"].rounding_tol for k in (1024, 16384)]
-    slow = [G.tolerance("fp8", k) - G.DTYPES["fp8"].rounding_tol for k in (1024, 16384)]
+    fast = [dtypes.tolerance("fp8", k, fast_accum=True) - G.DTYPES["fp8"].rounding_tol for k in (1024, 16384)]
+    slow = [dtypes.tolerance("fp8", k) - G.DTYPES["fp8"].rounding_tol for k in (1024, 16384)]
     assert fast == pytest.approx([4 * x for x in slow]) and fast[1] == pytest.approx(4 * fast[0])
 
 
@@ -189,7 +191,7 @@ def test_tf32_rounding_fails_fp32_and_passes_tf32():
     w = G.Gemm().prepare(case(dtype="fp32", m=128, n=128, k=512), CpuBackend())
     x = w.make_inputs()
     x.c.copy_(_tf32(x.a) @ _tf32(x.b))
-    fp32, tf32 = G._checker("fp32", 128, 512)(x, x.c), G._checker("tf32", 128, 512)(x, x.c)
+    fp32, tf32 = correctness.checker("fp32", 128, 512)(x, x.c), correctness.checker("tf32", 128, 512)(x, x.c)
     assert not fp32.ok and 1e-4 < fp32.error < 1e-3
     assert tf32.ok and tf32.error == fp32.error
 
@@ -198,8 +200,8 @@ def test_bf16_output_rounding_passes_bf16_and_fails_fp32():
     w = G.Gemm().prepare(case(dtype="fp32", m=128, n=128, k=256), CpuBackend())
     x = w.make_inputs()
     x.c.copy_((x.a @ x.b).bfloat16().float())
-    assert G._checker("bf16", 128, 256)(x, x.c).ok
-    assert not G._checker("fp32", 128, 256)(x, x.c).ok
+    assert correctness.checker("bf16", 128, 256)(x, x.c).ok
+    assert not correctness.checker("fp32", 128, 256)(x, x.c).ok
 
 
 def test_an_unwritten_element_fails_the_check():
@@ -213,10 +215,11 @@ def test_an_unwritten_element_fails_the_check():
 
 def test_a_wrong_tile_anywhere_is_seen_by_the_row_sample():
     m = 4096
-    rows = G._sample_rows(m)
-    assert len(rows) == G.SAMPLE_ROWS == len(set(rows.tolist()))
-    assert ((rows // (m // G.SAMPLE_ROWS)) == torch.arange(G.SAMPLE_ROWS)).all()  # one row in every band
-    assert G._sample_rows(100).tolist() == list(range(100))
+    rows = correctness._sample_rows(m)
+    assert len(rows) == correctness.SAMPLE_ROWS == len(set(rows.tolist()))
+    bands = correctness.SAMPLE_ROWS
+    assert ((rows // (m // bands)) == torch.arange(bands)).all()  # one row in every band
+    assert correctness._sample_rows(100).tolist() == list(range(100))
     w = G.Gemm().prepare(case(dtype="fp32", m=m, n=32, k=32), CpuBackend())
     for start in (0, 1024, m - 128):  # one 128-row tile off by 1%: seen wherever it is
         x = w.make_inputs()
@@ -233,7 +236,7 @@ def test_a_noisy_implementation_is_recorded_invalid_not_fast(monkeypatch):
 
         return run
 
-    monkeypatch.setattr(G, "_torch_run", noisy)
+    monkeypatch.setattr(impls, "torch_run", noisy)
     suite, be = G.Gemm(), FakeBackend()
     rows = runner.run_case(suite, case(dtype="fp32", m=128, n=128, k=128), be, {}, SMALL, None)
     assert {r["status"] for r in rows} == {"invalid"}
@@ -244,14 +247,14 @@ def test_a_noisy_implementation_is_recorded_invalid_not_fast(monkeypatch):
 def test_tf32_precision_is_set_for_the_call_only():
     seen = []
     before = torch.get_float32_matmul_precision()
-    G._fp32_precision("high", lambda x: seen.append(torch.get_float32_matmul_precision()))(None)
+    impls._fp32_precision("high", lambda x: seen.append(torch.get_float32_matmul_precision()))(None)
     assert seen == ["high"] and torch.get_float32_matmul_precision() == before
 
     def boom(x):
         raise RuntimeError("x")
 
     with pytest.raises(RuntimeError):
-        G._fp32_precision("high", boom)(None)
+        impls._fp32_precision("high", boom)(None)
     assert torch.get_float32_matmul_precision() == before
 
 
@@ -270,14 +273,14 @@ def test_cpu_skips_with_the_reason(dtype, impl):
 def test_unsupported_combinations_skip_with_the_reason():
     be = FakeBackend()
     with pytest.raises(Skip, match="column-major"):
-        G._torch_run("fp8", "NN", be, 64, torch.float8_e4m3fn)
+        impls.torch_run("fp8", "NN", be, 64, torch.float8_e4m3fn)
     with pytest.raises(Skip, match="fast accumulation is an fp8 mode"):
-        G._torch_run("bf16", "NT", be, 64, torch.float8_e4m3fn, fast_accum=True)
+        impls.torch_run("bf16", "NT", be, 64, torch.float8_e4m3fn, fast_accum=True)
     with pytest.raises(Skip, match="no fp64 path"):
-        G._triton_run("fp64", be)
+        impls.triton_run("fp64", be)
     for dtype in ("bf16", "fp8"):
         with pytest.raises(Skip, match=f"cupy has no {dtype}"):
-            G._cupy_run(dtype, be)
+            impls.cupy_run(dtype, be)
 
 
 def test_a_shape_that_does_not_fit_is_skipped_with_its_real_need():
@@ -467,19 +470,19 @@ def _interpret_main() -> int:
     def operands(dtype, layout, m, n, kk):
         fp8 = dtype == "fp8"
         operand = torch.float8_e4m3fn if fp8 else G.DTYPES[dtype].operand
-        a = G._uniform((m, kk), operand, "cpu", fp8)
-        b = G._uniform((n, kk) if layout == "NT" else (kk, n), operand, "cpu", fp8)
+        a = impls._uniform((m, kk), operand, "cpu", fp8)
+        b = impls._uniform((n, kk) if layout == "NT" else (kk, n), operand, "cpu", fp8)
         b = b.t() if layout == "NT" else b
-        x = G.Operands(a, b, torch.full((m, n), math.nan, dtype=G.DTYPES[dtype].output))
+        x = impls.Operands(a, b, torch.full((m, n), math.nan, dtype=G.DTYPES[dtype].output))
         if fp8:
-            x.scale_a = torch.full((), G.FP8_SCALE)
-            x.scale_b = torch.full((), G.FP8_SCALE)
+            x.scale_a = torch.full((), impls.FP8_SCALE)
+            x.scale_b = torch.full((), impls.FP8_SCALE)
         return x
 
     def run(x, dtype, config):
         k.matmul(x.a, x.b, x.c, precision="tf32" if dtype == "tf32" else "ieee", scale_a=x.scale_a,
                  scale_b=x.scale_b, config=config)
-        return G._checker(dtype, x.a.shape[0], x.a.shape[1])(x, x.c)
+        return correctness.checker(dtype, x.a.shape[0], x.a.shape[1])(x, x.c)
 
     persistent_runs = 0
     for i, (dtype, layout, (m, n, kk)) in enumerate(INTERPRET_CASES):

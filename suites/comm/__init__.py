@@ -1,9 +1,10 @@
 """comm: collective bandwidth through torch.distributed (NCCL/RCCL on GPUs, gloo on CPUs), nccl-tests' way.
 
-Each collective is declared like a ``struct testColl`` of nccl-tests: how its buffers are sized from the byte
-count, how it is called, and what every rank must hold afterwards. The engine times it on every rank (events
-around back-to-back calls) with the ranks agreeing on each decision; a sample is the slowest rank's time.
-``suites/comm/table.py`` owns the table's conventions (bytes, count, algbw, busbw factors).
+Each collective is declared like a ``struct testColl`` of nccl-tests (``collectives.py``): how its buffers are
+sized from the byte count, how it is called, and what every rank must hold afterwards. The engine times it on every
+rank (events around back-to-back calls) with the ranks agreeing on each decision; a sample is the slowest rank's
+time. ``table.py`` owns the table's conventions (bytes, count, algbw, busbw factors), ``buffers.py`` a case's
+buffers and their check, ``sampling.py`` how a case is sampled, ``caveats.py`` what a row says of a known gap.
 
 Inputs are random integers from {-2, -1, 1, 2}, generated in chunks from (seed, rank, chunk) so that every
 rank can regenerate any rank's input: sums, products, minima and maxima of such values are exact in every
@@ -26,15 +27,17 @@ also registers them with the communicator (nccl-tests ``-R 1``).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpubench.timing import graphs
 from gpubench.backends.base import Backend
-from gpubench.suites.comm import sweep
+from gpubench.suites.comm import caveats, sampling, sweep
 from gpubench.suites.comm import charts as charts_comm
 from gpubench.suites.comm import table as commtable
+from gpubench.suites.comm.buffers import Buffers, Layout
+from gpubench.suites.comm.collectives import COLLECTIVES, Collective, itemsize
 from gpubench.suites.comm.importer import import_logs as read_logs
 from gpubench.suites.comm.table import busbw_factor, element_count
 from gpubench.units import parse_size
@@ -43,7 +46,7 @@ from gpubench.errors import UsageError
 from gpubench.machine.memory_budget import too_big
 from gpubench.nccltests.model import TOOLS, collective_of_binary
 from gpubench.options import Option, names
-from gpubench.suite import Case, Check, GridContext, Graph, Method, Skip, Suite, Workload
+from gpubench.suite import Case, Check, GridContext, Method, Skip, Suite, Workload
 from gpubench.suite import Engine, Importer
 
 # The dtypes and the GPU sweeps are the table's (table.py): nccl-tests runs use them too.
@@ -53,224 +56,10 @@ GPU_SIZES, GPU_QUICK = commtable.GPU_SIZES, commtable.GPU_QUICK
 # CPUs (gloo) stop earlier.
 CPU_SIZES = (1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
 CPU_QUICK = (1 << 10, 64 << 10, 1 << 20)
-# Samples last at least this long: what is left of the ranks' start skew is then a small part of each.
-MIN_SAMPLE_S = 0.02
-_CHUNK = 1 << 24  # elements generated per (seed, rank, chunk): bounds the memory of the check
-# Calls per captured graph: nccl-tests -G captures its -n iterations (default 20) in one graph. The length
-# matters: on 2×H200 a 1 MiB all_reduce took 14.0 µs per call in graphs of 4, 17.8 in graphs of 20 and 27.0 in
-# graphs of 64 (2026-11-21, docs/measurements.md; 11.8-12.0 at any length with NCCL_GRAPH_MIXING_SUPPORT=0). A call
-# of a millisecond or more, where launch cost no longer matters, gets a shorter graph (a graph of 20 calls of
-# 10 ms, 4 GiB on 2×H200, would make each sample last 0.2 s): enough calls to last _GRAPH_SPAN_S. The line is
-# far from the small sizes on purpose: the eager call that estimates a call's time is host-timed (tens of µs
-# of sync around it), and a 1 KiB case got 16-20 calls from a finer rule (one H100, 2026-11-25). The rows say
-# how many (graph_calls).
-_GRAPH_CALLS = 20
-# Below this, torch.distributed's captured point-to-point call reads under nccl-tests' sendrecv by a per-call cost
-# of its own (2 x H100 and 4 x H100, 2026-11-27: 0.88-0.92 at 1 MiB, 0.91-0.96 at 4 MiB, 0.93 at 8 MiB, 0.98-1.00 at
-# 16 MiB; docs/comm.md).
-P2P_OWN_COST_BELOW = 16 << 20
-P2P_NOTE = ("torch.distributed's batch_isend_irecv costs more per call than NCCL's own send/recv on the same "
-            "buffers below 16 MiB, in graphs too, so this reads under nccl-tests (docs/comm.md, sendrecv below "
-            "16 MiB): --engine nccl-tests gives NCCL's own figure")
-# From there up to this, captured sendrecv reads a few percent under nccl-tests' threads (4 x H100, 2026-11-28:
-# 0.95-0.97 at 16 MiB, 0.945-0.948 at 32, 0.97 at 64), and NCCL's own send/recv from one process per GPU reads what
-# torch's call reads (0.99-1.03 of it at 32 MiB, 1.00 at 64); each buffer in an allocation of its own changes
-# nothing (0.996-1.017). What is left is the layout: nccl-tests' threads share one process, torch a process per GPU.
-P2P_LAYOUT_UP_TO = 64 << 20
-P2P_LAYOUT_NOTE = ("NCCL's own send/recv from one process per GPU reads what torch.distributed reads here, a few "
-                   "percent under nccl-tests' threads of one process (docs/comm.md, sendrecv from 16 to 64 MiB): the "
-                   "process layout, not the call")
-# From here, alltoall in graphs reads one of several speeds per run, within a run to 1 %, between runs up to 11 %
-# apart, nccl-tests' alltoall_perf as much as this (4 x H200, 2026-11-28: 256 MiB 583.5-651.5 us against 593.4-658.7
-# over three rounds; 4 x H100, 2026-11-27: nccl-tests at 64 MiB 284.4-316.9 GB/s over five rounds). One run's figure
-# there is one draw: the row says so, and compare judges it over runs.
-ALLTOALL_RUNS_FROM = 64 << 20
-ALLTOALL_RUNS_NOTE = ("alltoall from 64 MiB reads one of several speeds per run, up to 11 % apart, in nccl-tests as "
-                      "here (docs/comm.md, alltoall from 64 MiB): judge it over several runs")
-_LONG_CALL_S = 1e-3
-_GRAPH_SPAN_S = 4e-3
-# Samples of a graph's replays: the ranks' streams are lined up before each batch, so a few ms suffice.
-GRAPH_SAMPLE_S = 5e-3
-# How a case after the run's first is sampled (EngineConfig fields): a batch or two of warm-up, as nccl-tests'
-# -w (the device is warm from the cases before), and a few samples, as its -n, extended up to the budget only
-# while their spread stays above the target. The run's first case warms up as the engine does (clocks ramp),
-# then samples the same way. On one H100 (2026-11-25) 12 all_gather cases took 1.5 s this way, graphs by
-# default, where the engine's own sampling took 28.1 s eager and 10.4 s with --graph (docs/comm.md).
-SAMPLING = {"min_samples": 5, "budget_s": 0.2, "min_warmup_s": 0.0, "max_warmup_s": 0.05, "settle_window": 2,
-            "settle_tol": 0.05}
-QUICK_SAMPLING = dict(SAMPLING, budget_s=0.1, max_warmup_s=0.02)
-_WARMUP = ("min_warmup_s", "max_warmup_s", "settle_window", "settle_tol")
 # What a world of one measures by default: the library's local copy (a collective of one rank moves no data
 # over a bus; in place it moves none at all).
 WORLD_OF_ONE = ("all_gather", (False,))
 _LIBRARY = {"cuda": "NCCL", "hip": "RCCL", "cpu": "gloo", "fake": "the fake device"}
-
-
-# --- the data: random, non-zero, reproducible on every rank -------------------------------------------------
-def _values(torch, seed: int, rank: int, start: int, length: int, total: int, dtype, device) -> Any:
-    """Elements [start, start+length) of ``rank``'s input of ``total`` elements for ``seed``: values in
-    {-2, -1, 1, 2}, generated in chunks whose size depends on ``total`` alone (so any slice is reproducible)."""
-    chunk = max(1, min(_CHUNK, total))
-    parts = []
-    first, last = start // chunk, (start + length - 1) // chunk if length else start // chunk - 1
-    for c in range(first, last + 1):
-        g = torch.Generator(device=device)
-        g.manual_seed((seed * 1_000_003 + rank) * 4099 + c)
-        lo, hi = c * chunk, (c + 1) * chunk
-        t = torch.randint(0, 4, (chunk,), generator=g, device=device, dtype=torch.int8)
-        t = t - 2 + (t >= 2).to(torch.int8)
-        parts.append(t[max(start, lo) - lo : min(start + length, hi) - lo])
-    out = torch.cat(parts) if parts else torch.empty(0, dtype=torch.int8, device=device)
-    return out.to(dtype)
-
-
-def _reduce(torch, op: str, tensors: list) -> Any:
-    acc = tensors[0].to(torch.float64)
-    for t in tensors[1:]:
-        t = t.to(torch.float64)
-        if op in ("sum", "avg"):
-            acc = acc + t
-        elif op == "prod":
-            acc = acc * t
-        elif op == "min":
-            acc = torch.minimum(acc, t)
-        elif op == "max":
-            acc = torch.maximum(acc, t)
-    return acc / len(tensors) if op == "avg" else acc
-
-
-@dataclass
-class Buffers:
-    seed: int
-    send: Any
-    recv: Any
-
-
-@dataclass(frozen=True)
-class Collective:
-    """One collective as nccl-tests' testColl declares it."""
-
-    name: str
-    placements: tuple[bool, ...]  # the `inplace` values torch.distributed's API offers
-    # (bytes, itemsize, world) -> (send elements, recv elements); in-place shares one buffer of the larger.
-    buffers: Callable[[int, int, int], tuple[int, int]]
-    # The call on (send, recv, op, group, rank, world).
-    call: Callable[..., None]
-    # The elements [start, start+length) every rank must hold in its output: (values, rank, world, op, count)
-    # -> tensor, or None where the output is undefined (reduce on a non-root rank).
-    expect: Callable[..., Any]
-
-    @property
-    def reduces(self) -> bool:
-        return self.name in commtable.REDUCING
-
-
-def _op(dist, op: str):
-    return {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
-            "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.AVG}[op]
-
-
-def _all_reduce(dist, send, recv, op, group, rank, world):
-    dist.all_reduce(recv, op=_op(dist, op), group=group)
-
-
-def _all_gather(dist, send, recv, op, group, rank, world):
-    # torch 2.13 renamed all_gather_into_tensor to all_gather_single (same call); older torch has the first.
-    (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(recv, send, group=group)
-
-
-def _reduce_scatter(dist, send, recv, op, group, rank, world):
-    (getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor)(recv, send, op=_op(dist, op),
-                                                                               group=group)
-
-
-def _alltoall(dist, send, recv, op, group, rank, world):
-    dist.all_to_all_single(recv, send, group=group)
-
-
-def _broadcast(dist, send, recv, op, group, rank, world):
-    dist.broadcast(recv, src=0, group=group)
-
-
-def _reduce_root(dist, send, recv, op, group, rank, world):
-    dist.reduce(recv, dst=0, op=_op(dist, op), group=group)
-
-
-def _sendrecv(dist, send, recv, op, group, rank, world):
-    ops = [dist.P2POp(dist.isend, send, (rank + 1) % world, group=group),
-           dist.P2POp(dist.irecv, recv, (rank - 1) % world, group=group)]
-    for work in dist.batch_isend_irecv(ops):
-        work.wait()
-
-
-def _same(n, size, world):
-    return n, n
-
-
-def _gathered(n, size, world):  # per-rank send, gathered recv
-    return n // world, n // world * world
-
-
-def _scattered(n, size, world):  # whole send, per-rank recv
-    return n // world * world, n // world
-
-
-def _blocks(n, size, world):
-    return n // world * world, n // world * world
-
-
-# expect(values, torch, rank, world, op, count, start, length): what [start, start+length) of the output holds.
-def _expect_all_reduce(values, torch, rank, world, op, count, start, length):
-    return _reduce(torch, op, [values(r, start, length) for r in range(world)])
-
-
-def _expect_all_gather(values, torch, rank, world, op, count, start, length):
-    parts = []
-    for r in range(world):  # the output is rank 0's input, then rank 1's...
-        lo, hi = max(start, r * count), min(start + length, (r + 1) * count)
-        if lo < hi:
-            parts.append(values(r, lo - r * count, hi - lo))
-    return torch.cat(parts).to(torch.float64)
-
-
-def _expect_reduce_scatter(values, torch, rank, world, op, count, start, length):
-    return _reduce(torch, op, [values(r, rank * count + start, length) for r in range(world)])
-
-
-def _expect_alltoall(values, torch, rank, world, op, count, start, length):
-    parts = []
-    for j in range(world):  # block j of my output is block `rank` of rank j's input
-        lo, hi = max(start, j * count), min(start + length, (j + 1) * count)
-        if lo < hi:
-            parts.append(values(j, rank * count + lo - j * count, hi - lo))
-    return torch.cat(parts).to(torch.float64)
-
-
-def _expect_broadcast(values, torch, rank, world, op, count, start, length):
-    return values(0, start, length).to(torch.float64)
-
-
-def _expect_reduce(values, torch, rank, world, op, count, start, length):
-    return _reduce(torch, op, [values(r, start, length) for r in range(world)]) if rank == 0 else None
-
-
-def _expect_sendrecv(values, torch, rank, world, op, count, start, length):
-    return values((rank - 1) % world, start, length).to(torch.float64)
-
-
-COLLECTIVES = {
-    c.name: c
-    for c in (
-        Collective("all_reduce", (True,), _same, _all_reduce, _expect_all_reduce),
-        Collective("all_gather", (False, True), _gathered, _all_gather, _expect_all_gather),
-        Collective("reduce_scatter", (False, True), _scattered, _reduce_scatter, _expect_reduce_scatter),
-        Collective("alltoall", (False,), _blocks, _alltoall, _expect_alltoall),
-        Collective("broadcast", (True,), _same, _broadcast, _expect_broadcast),
-        Collective("reduce", (True,), _same, _reduce_root, _expect_reduce),
-        Collective("sendrecv", (False,), _same, _sendrecv, _expect_sendrecv),
-    )
-}
-assert tuple(COLLECTIVES) == commtable.COLLECTIVES
 
 
 def _size_sweep(lo: int, hi: int, factor: int) -> list[int]:
@@ -390,82 +179,6 @@ class _Run:
 
 def _run(ctx: GridContext) -> _Run:
     return ctx.state.setdefault("comm", _Run())
-
-
-def _sampling(ctx: GridContext) -> dict[str, Any]:
-    """A case's changes to the engine's sampling: nccl-tests' short warm-up and few samples, but for the run's
-    first case, which warms the device up as the engine does (clocks ramp)."""
-    state, sampling = _run(ctx), dict(QUICK_SAMPLING if ctx.quick else SAMPLING)
-    if not state.warm:
-        sampling = {k: v for k, v in sampling.items() if k not in _WARMUP}
-    state.warm = True
-    return sampling
-
-
-@dataclass
-class _Layout:
-    """One case's buffers on this rank: how they are laid out, (re)filled and checked."""
-
-    torch: Any
-    coll: Collective
-    dtype: Any
-    device: Any
-    rank: int
-    world: int
-    send_n: int
-    recv_n: int
-    inplace: bool
-    op: str
-    count: int
-    pool: Any  # the run's ncclmem.Pool, or None: torch's caching allocator
-    seeds: Iterator[int]
-
-    def empty(self, n: int) -> Any:
-        if self.pool:
-            return self.pool.empty(n, self.dtype, self.device)
-        return self.torch.empty(n, dtype=self.dtype, device=self.device)
-
-    def fill(self, b: Buffers) -> Buffers:
-        """(Re)write ``b``'s input from its seed and poison the rest of the output: 7 is never an answer."""
-        if not self.inplace or self.coll.name == "all_gather":
-            b.recv.fill_(7)
-        b.send.copy_(_values(self.torch, b.seed, self.rank, 0, self.send_n, self.send_n, self.dtype, self.device))
-        return b
-
-    def buffers(self) -> Buffers:
-        send_n, recv_n, rank = self.send_n, self.recv_n, self.rank
-        if self.inplace:
-            whole = self.empty(max(send_n, recv_n))
-            # The input sits where NCCL expects it in place: this rank's block of a gathered output, or
-            # the whole of a scattered input whose result lands in this rank's block.
-            if self.coll.name == "all_gather":
-                send, recv = whole.narrow(0, rank * send_n, send_n), whole
-            elif self.coll.name == "reduce_scatter":
-                send, recv = whole, whole.narrow(0, rank * recv_n, recv_n)
-            else:
-                send = recv = whole
-        else:
-            send, recv = self.empty(send_n), self.empty(recv_n)
-        return self.fill(Buffers(next(self.seeds), send, recv))
-
-    def wrong(self, b: Buffers, out: Any) -> int:
-        """Elements of this rank's output ``out`` that differ from what the collective must leave there."""
-        torch = self.torch
-
-        def values(r, start, length):
-            return _values(torch, b.seed, r, start, length, self.send_n, self.dtype, self.device)
-
-        wrong = 0
-        n_out = out.numel()
-        for start in range(0, n_out, _CHUNK):
-            length = min(_CHUNK, n_out - start)
-            want = self.coll.expect(values, torch, self.rank, self.world, self.op, self.count, start, length)
-            if want is None:
-                continue
-            got = out.narrow(0, start, length).to(torch.float64)
-            tol = _tolerance(torch, self.dtype, self.op, want)
-            wrong += int(((got - want).abs() > tol).sum().item())
-        return wrong
 
 
 class Comm(Suite):
@@ -589,7 +302,7 @@ class Comm(Suite):
 
     def _bytes(self, coll: Collective, nbytes: int, dtype: str, world: int) -> int:
         """The bytes nccl-tests would print for a request of ``nbytes``: whole elements, whole per-rank blocks."""
-        size = _itemsize(dtype)
+        size = itemsize(dtype)
         send, recv = coll.buffers(max(1, nbytes // size), size, world)
         return max(send, recv) * size
 
@@ -608,7 +321,7 @@ class Comm(Suite):
         if coll.name == "sendrecv" and world < 2:
             raise Skip("sendrecv needs at least 2 ranks")
         dtype = getattr(torch, case["dtype"])
-        size = _itemsize(case["dtype"])
+        size = itemsize(case["dtype"])
         nbytes = int(case["bytes"])
         send_n, recv_n = coll.buffers(nbytes // size, size, world)
         if min(send_n, recv_n) == 0:
@@ -628,14 +341,15 @@ class Comm(Suite):
                 state.pool = ncclmem.Pool(ncclmem.library(), comm, backend.synchronize)
             pool = state.pool
 
-        lay = _Layout(torch, coll, dtype, device, rank, world, send_n, recv_n, inplace, op, count, pool, state.seeds)
+        lay = Layout(torch, coll, dtype, device, rank, world, send_n, recv_n, inplace, op, count, pool, state.seeds)
 
         def run_one(b: Buffers) -> Any:
             coll.call(dist, b.send, b.recv, op, group, rank, world)
             return b.recv
 
         extra = {"count": count, "world_size": world, "nnodes": ranks.renv.nnodes, "engine": "torch",
-                 "layout": commtable.layout_name(1, 1), "message": _graph_note(coll.name, nbytes, graph, backend),
+                 "layout": commtable.layout_name(1, 1),
+                 "message": caveats.graph_note(coll.name, nbytes, graph, backend),
                  "root": 0 if coll.name in commtable.ROOTED else -1, "valid": None, "wrong": None,
                  "graph": graph, "alloc": alloc, "register": register}
 
@@ -649,59 +363,27 @@ class Comm(Suite):
         token = torch.ones(1, dtype=torch.float32, device=device)
 
         def line_up() -> None:
-            # A one-element all_reduce on the timed stream: every rank's batch starts when the slowest rank
-            # has arrived, instead of its first call absorbing the ranks' skew (the control plane's agreement
-            # before each batch leaves the ranks tens of µs apart).
+            # A one-element all_reduce on the timed stream: each batch starts when the slowest rank arrives, not
+            # with its first call absorbing the ranks' skew (tens of µs after the control plane's agreement).
             dist.all_reduce(token, group=group)
 
         def derive(per_call_s: float) -> dict[str, float]:
             algbw = nbytes / per_call_s / 1e9
             return {"algbw": algbw, "busbw": algbw * factor}
 
-        # Graphs where the backend can capture (nccl-tests -G), timed eager where it cannot or the capture fails
-        # (the engine's graph mode, docs/method.md): a replay calls the collective again on its own output,
-        # which gives the same result out of place, for broadcast and for all_gather; elsewhere the check
-        # refills the set and makes one call outside the graph.
-        graphed = Graph(calls=_GRAPH_CALLS, long_call_s=_LONG_CALL_S, span_s=_GRAPH_SPAN_S, sample_s=GRAPH_SAMPLE_S,
-                        refill=lay.fill, reread=not inplace or coll.name in ("broadcast", "all_gather"))
+        # Graphs where the backend can capture (nccl-tests -G), else eager (docs/method.md). A replay repeats the call
+        # on its own output: the same result out of place, for broadcast and all_gather; elsewhere the check refills.
+        graphed = sampling.graph(lay.fill, reread=not inplace or coll.name in ("broadcast", "all_gather"))
         method = Method(
-            # CPUs (gloo): one buffer set, as nccl-tests keeps one; rotating sets past an L3 meant the host
-            # generating up to 64 sets per case (4 of a 1 MiB all_reduce's 9 s under gloo, 2 ranks).
-            cache="warm" if backend.name == "cpu" else "rotate", sampling=_sampling(ctx), min_sample_s=MIN_SAMPLE_S,
-            before_batch=line_up, graph=graphed if graph else None,
+            # CPUs (gloo): one buffer set, as nccl-tests keeps one; rotating sets past an L3 cost the host more time
+            # making them than timing (docs/measurements.md, comm).
+            cache="warm" if backend.name == "cpu" else "rotate", sampling=sampling.case_sampling(state, ctx.quick),
+            min_sample_s=sampling.MIN_SAMPLE_S, before_batch=line_up, graph=graphed if graph else None,
             # NCCL's buffers are lent to the case: back to the run's pool when its measurement ends.
             context=pool.lent if pool is not None else None)
         state.columns.append(extra)  # the notes count the cases whose capture failed
         return Workload(run=run_one, make_inputs=lay.buffers, bytes=nbytes, check=check, footprint=footprint,
                         derive=derive, extra=extra, method=method)
-
-
-def _graph_note(collective: str, nbytes: int, graph: bool, backend: Backend) -> str:
-    """What a row timed in a graph says of a cost torch.distributed adds (P2P_NOTE), of its one process per GPU
-    (P2P_LAYOUT_NOTE) or of a figure that moves between runs (ALLTOALL_RUNS_NOTE); a capture that fails says that
-    instead (gpubench.timing.graphs)."""
-    if not graph or backend.graphs() is None:
-        return ""
-    if collective == "alltoall":
-        return ALLTOALL_RUNS_NOTE if nbytes >= ALLTOALL_RUNS_FROM else ""
-    if collective != "sendrecv":
-        return ""
-    if nbytes < P2P_OWN_COST_BELOW:
-        return P2P_NOTE
-    return P2P_LAYOUT_NOTE if nbytes <= P2P_LAYOUT_UP_TO else ""
-
-
-def _itemsize(dtype: str) -> int:
-    return {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8, "int32": 4}[dtype]
-
-
-def _tolerance(torch, dtype, op: str, want) -> Any:
-    # Sums, products, minima and maxima of {-2,-1,1,2} are exact; avg divides, which rounds.
-    if op != "avg":
-        return 0.0
-    if not dtype.is_floating_point:
-        return 1.0
-    return torch.finfo(dtype).eps * want.abs().clamp(min=1.0) * 2
 
 
 __all__ = ["Comm", "COLLECTIVES", "DTYPES"]

@@ -193,21 +193,8 @@ def _notes(run: Run) -> list[str]:
 
 
 # --- convert: a parsed run → rows of gpubench's ``comm`` table (:func:`gpubench.suites.comm.table.imported_rows`).
-#
-# Figures are copied as printed, never recomputed. Each row is checked against nccl-tests' own arithmetic,
-# ``busbw = algbw × busbw_factor(collective, ranks)``, within the rounding of the two printed figures: a row that
-# fails means the world size or the collective is wrong, and the import stops rather than store mislabelled
-# figures. The one known exception: before 2020-06 (NVIDIA/nccl-tests ec1b5e2) all_gather and reduce_scatter
-# printed busbw = algbw (algbw then counted size × (n-1)/n); such rows are kept with a note in ``message``.
-#
-# Validation columns:
-# - ``#wrong`` (2.13+): the count of wrong elements → ``wrong``; ``valid`` = wrong == 0; ``N/A`` → None.
-# - ``error`` (before 2.13): the largest absolute deviation from the expected result, not a count. ``wrong`` is
-#   None; ``valid`` is whether the printed error is within the tool's own bound, DeltaMaxValue(type) × (ranks-1)
-#   (1e-2 for half/bfloat16, 1e-5 for float, 1e-12 for double, exact for integers); a NaN error or one rccl-tests
-#   marked with ``*`` is invalid. The printed error has one significant digit, so a row within a rounding step of
-#   the bound may be judged otherwise than the tool judged it; the footer's "Out of bounds values" count is in
-#   run.json for that case. ``check_error``/``check_tolerance`` hold the printed error and the bound.
+# Figures are copied as printed, each row checked against busbw = algbw × busbw_factor; the validation columns map
+# as docs/nccl-tests.md, "Column mapping" and "The old error column", says.
 
 
 # nccl-tests' DeltaMaxValue (src/common.cu before 2.13): the per-rank error bound by type; integers must match.
@@ -347,14 +334,8 @@ def _judge_error(rows: list[dict[str, Any]], row: Row, n: int, engine: str) -> N
                             f"{engine} marked the error {fmt_value(error)} as above its threshold")
 
 
-# --- identity: a fingerprint (the shape of :func:`gpubench.machine.fingerprint.collect`'s) built from what logs say of a
-# system.
-#
-# A log tells the GPU model, the ranks and their hosts, the tool and the NCCL/RCCL version; the rest of the
-# identity (CPU, OS, driver, torch) is unknown and left None, so that compare's cross-cluster logic sees two
-# imported systems apart by what is known. ``gpu_count`` is the GPUs of one node as the log shows them (the most
-# ranks on one host), the count a measured run records; a node whose other GPUs the log did not use looks
-# smaller than it is.
+# --- identity: a fingerprint (the shape of :func:`gpubench.machine.fingerprint.collect`'s) built from what logs say
+# of a system; what they cannot say is None (docs/nccl-tests.md, "Fingerprint").
 
 
 def _one(values: Sequence[str]) -> str | None:

@@ -1,5 +1,12 @@
 """``gpubench run --suite comm --engine nccl-tests``: the suite's sweep run by the nccl-tests (or rccl-tests)
-binaries (:mod:`gpubench.suites.comm.binaries` finds and runs them), their logs imported into the comm table."""
+binaries (:mod:`gpubench.suites.comm.binaries` finds and runs them), their logs imported into the comm table.
+
+One binary run per (collective, dtype, op), ``-n 20 -w 5 -c 1``, ``-G 10`` in graphs (not with --eager), ``-R 1`` with
+--register; each run's output and exact command are kept in the run directory. The ranks are laid out one per GPU as
+the torch engine lays out its own: one process of N threads (``-t N -g 1``), or N processes of one GPU under
+``--nccl-tests-launcher 'mpirun -np N'`` (an MPI build; every log's world size is checked against --nproc), or one
+thread driving every GPU (``-g N``) with ``--nccl-tests-layout one-thread``. gpubench itself is never under that
+launcher: started by one, it refuses (docs/comm.md, docs/nccl-tests.md)."""
 
 from __future__ import annotations
 
@@ -30,34 +37,13 @@ from gpubench.suites.comm.binaries import BinaryError, build_command, find_binar
 from gpubench.suites.comm.importer import import_logs, read
 from gpubench.suites.comm.table import COLLECTIVES, DTYPES, GPU_QUICK, GPU_SIZES, canonical_dtype
 
-# The same sweep as the native engine, run by the nccl-tests (or rccl-tests) binaries.
-#
-# One binary run per (collective, dtype, op), ``-n 20 -w 5 -c 1`` (nccl-tests' usual timing and its validation),
-# ``-G 10`` in graphs (the default; --eager leaves it out), ``-R 1`` with ``--register``. Each run's stdout, stderr
-# and exact command are kept in the run directory.
-#
-# The ranks are laid out as the torch engine lays out its own, one rank per GPU: one process whose N threads each
-# drive one GPU (``-t N -g 1``, the default layout "thread per GPU"), or under ``--nccl-tests-launcher 'mpirun -np
-# N'`` N processes of one GPU each ("process per GPU"; an MPI build, ``make MPI=1``). ``--nccl-tests-layout
-# one-thread`` asks for ``-g N`` instead, one thread driving every GPU: on 4 × H100 that read all_reduce at 1 MiB
-# 52.7–57.4 GB/s busbw against 92.4 for ``-t 4 -g 1 -G 10`` and the torch engine (2026-11-26, issue 45), its
-# thread issuing every GPU's call in turn. A build without MPI under a launcher would start N unrelated worlds of
-# one GPU, so every log's world size is checked against --nproc before it is imported. gpubench itself is never
-# under that launcher: started by one, it refuses, and the binaries' own output is for ``gpubench import``.
-
-
-ITERS, WARMUP = 20, 5
-# Graph launches per timing (-G): nccl-tests captures its -n iterations in one graph and launches it this many
-# times. One launch per timing (-G 1) left the launch's host cost in small sizes: 4 × H100, all_reduce 1 MiB read
-# 80.6–82.6 GB/s busbw with -t 4 -g 1 -G 1, 92.4–92.7 with -G 10, the torch engine's graphs 92.4–92.6 (2026-11-26).
+ITERS, WARMUP = 20, 5  # nccl-tests' usual -n and -w
+# Graph launches per timing (-G): one left the launch's host cost in small sizes (docs/comm.md; docs/measurements.md,
+# comm).
 GRAPH_LAUNCHES = 10
 LAYOUTS = ("threads", "one-thread")
-# nccl-tests warms up at every size of its sweep, smallest to largest, then times from the smallest: its first
-# sizes are timed right after its heaviest calls. On 4 × H100 (2026-11-27, issue 45; results/reference/h100x4/
-# sweep-max-20261127/) a sweep to 4 GiB read all_reduce at 2 MiB 104.5–104.7 GB/s busbw and reduce_scatter
-# 72.4–85.1, a sweep to 8 MiB 120.3–121.3 and 96.8–97.0 (one machine, the two alternated twice; the torch engine,
-# which warms each size up on its own, read 122.0 and 96.6 on two others); from 16 MiB the two engines agreed in
-# sweeps to 4 GiB. So a sweep that crosses this size runs as two binary runs: the sizes under it, then the rest.
+# nccl-tests warms up at every size of its sweep, then times from the smallest, right after its heaviest calls: a
+# sweep crossing this size runs as two binary runs (docs/comm.md; results/reference/h100x4/sweep-max-20261127/).
 SPLIT_BYTES = 16 << 20
 
 
@@ -234,7 +220,7 @@ def sweep(request: RunRequest) -> int:
     console = out_console()
     staging = Path(tempfile.mkdtemp(prefix="gpubench-nccl-tests-"))
     # The run directory is made by the import, after the binaries: its start is when they began, not when the
-    # import did (run.json read start == end for every such run, 4 x H200, 2026-11-28).
+    # import did (docs/measurements.md, comm).
     started = utc_now()
     try:
         logs, runs, failed, stopped = _binary_runs(plan, options, staging,
