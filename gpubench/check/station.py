@@ -195,7 +195,7 @@ def main(argv: list[str]) -> int:
         try:
             protocol.write(json.dumps({"event": event, **fields}) + "\n")
         except (BrokenPipeError, ValueError):  # its reader closed: the check ended before its parent poll saw it
-            # (a node's step killed under Slurm, 2026-11-27 on 4 x H100: each station printed a traceback here)
+            # (a node's step killed under Slurm: each station printed a traceback here; docs/measurements.md, Faults)
             ending.end("interrupted", GONE, 1)
 
     try:

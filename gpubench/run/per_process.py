@@ -177,13 +177,13 @@ def scaled(config: Any, processes: int) -> Any:
 
 # --- pinning: each measuring process on a core near its GPU --------------------------------------------------
 #
-# Host-timed launches moved 40-60 % between runs on one H100 and host<->device copies 18-30 % (2026-11-26,
-# issue 47): a process's level is set by where its threads and buffers landed. pyperf holds such figures to a
+# Host-timed launches and host<->device copies move tens of percent between runs of one GPU (docs/measurements.md,
+# launch): a process's level is set by where its threads and buffers landed. pyperf holds such figures to a
 # few percent by pinning its worker processes to CPUs and spreading samples over processes; here the measuring
 # processes run, while they measure the figures set per process, on CPUs of the GPU's own NUMA node (its host
 # buffers then land there too): ``node`` all of that node's CPUs this process may use, ``core`` one of them, the
 # same for every process (they measure one after the other), ``core:N`` CPU N, ``off`` wherever the OS puts them.
-# Which works is a measurement (tests/gpu/pinning.sh on one H100): GPUBENCH_PIN chooses, DEFAULT_PIN until then.
+# Which works is a measurement (tests/gpu/pinning.sh): GPUBENCH_PIN chooses, DEFAULT_PIN until then.
 PIN_ENV, DEFAULT_PIN = prestart.PIN_ENV, prestart.DEFAULT_PIN  # read there too, before numpy is imported
 PIN_MODES = ("off", "node", "core")
 
@@ -267,7 +267,7 @@ def unpin_threads(before: dict[int, set[int]]) -> None:
 # A process pinned to fewer CPUs than it has compute threads (torch's intra-op OpenMP pool, one per core) spins
 # them against each other: on the fake backend (CPU tensors) both workers pinned to one core of the 2-core VM
 # gave no answer in 180 s, stuck in a 64 KiB copy's warm-up, where with one compute thread they measured it
-# (2026-11-26). So a pinned process computes on no more threads than it has CPUs: workers are started so
+# (docs/measurements.md, Faults). So a pinned process computes on no more threads than it has CPUs: workers are started so
 # (OMP_NUM_THREADS), the run's own process caps torch's pool while it is pinned.
 def _threads_env(pinning: Pinning) -> dict[str, str] | None:
     if not pinning.cpus:

@@ -1,10 +1,9 @@
 """The run's worker processes (gpubench.run.per_process), started before the run imports anything heavy.
 
 A worker's start-up is its imports (torch, the suites), then a device context and its plan: the run measures
-nothing until its workers have started, since a context opening on the same GPU slows what it times (issue 47), and
-that wait cost a quick run 2.6-3.5 s on an H100 (2026-11-28). Started as ``gpubench run`` begins, before it imports
-the suites, the workers import alongside it, which took about 0.5 s off that wait (one H100, 2026-11-28,
-docs/measurements.md); they open no device until the run, once it has its plan, tells them to (``start``), so a run
+nothing until its workers have started, since a context opening on the same GPU slows what it times (issue 47),
+and that wait costs a quick run seconds. Started as ``gpubench run`` begins, before it imports the suites, the
+workers import alongside it, which shortens that wait (docs/measurements.md, Wall time); they open no device until the run, once it has its plan, tells them to (``start``), so a run
 that ends up with no case set per process (a filter) kills them before any touched the GPU.
 
 This module is light (no numpy, pandas or torch) so that it can run first. Early only for a GPU backend: on the

@@ -273,9 +273,7 @@ class Runner:
                     self.workers.start(spec(self.request, self.backend, self.config, self.per_process))
                     self.watch.add_own(self.workers.pids)
                     # Their start-up ends before any figure is measured, not only those set per process: a worker
-                    # opening its context and laying out its suites on the same GPU slowed samples of the first
-                    # suite by 17-23 % (one or two elementwise rows in 3 of 4 runs on an H100; 0 of 4 waiting, 0 of
-                    # 3 with --processes 1), for 2.6-3.5 s more a run (2026-11-28, docs/measurements.md).
+                    # opening its context on the same GPU slowed the first suite's samples (docs/method.md).
                     self.workers.wait_ready()
                 status = self._suites(stop)
                 if self.workers is not None and not stop.set:

@@ -56,8 +56,7 @@ def main(argv: list[str]) -> int:
     reader = backend.telemetry()
     sampler = reader if telemetry else None
     # The device was busy with this run's own work a moment ago (the run's process, the worker before): that is
-    # no co-tenant. It flagged all 24 of a quick night's per-process cases "GPU shared" in 1 of 3 nights on one
-    # H100 (2026-11-26), with no process named, blinding the gate to them for that night and its window.
+    # no co-tenant, and flagging it blinded the gate to a night's per-process cases (docs/measurements.md, compare).
     watch = contention.Watch(reader if telemetry else None, own, busy_is_ours=True)
     base = {"backend": backend.name, "device": backend.device_name(), "device_index": backend.device_index,
             "host": socket.gethostname()}
@@ -82,7 +81,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    # Out at once: the run waits for each worker to end before the next measures, and a worker's interpreter
-    # teardown with torch loaded took 0.8-0.9 s of that wait on the CPU VM (2026-11-27; 1.9 s for two workers of
-    # a quick night on an H100). Its rows are written and its "done" said by then.
+    # Out at once: the run waits for each worker to end before the next measures, and an interpreter's teardown
+    # with torch loaded is most of that wait (docs/measurements.md, Wall time). Its rows are written by then.
     leave.at_once(main(sys.argv[1:]))

@@ -77,7 +77,7 @@ def is_directory_of_runs(path: Path) -> bool:
 
 
 def parse_since(text: str) -> dt.datetime:
-    """``2026-11-20`` or an ISO 8601 time (UTC unless it says otherwise)."""
+    """``YYYY-MM-DD`` or an ISO 8601 time (UTC unless it says otherwise)."""
     try:
         when = dt.datetime.fromisoformat(re.sub(r"Z$", "+00:00", text.strip()))
     except ValueError as e:

@@ -25,7 +25,7 @@ def _asset(name: str) -> str:
 
 
 def day(run_id_or_time: str | None) -> str:
-    """2026-06-15 from a run_id (it begins with its UTC start) or an ISO time; the text itself otherwise."""
+    """YYYY-MM-DD from a run_id (it begins with its UTC start) or an ISO time; the text itself otherwise."""
     text = str(run_id_or_time or "")
     if len(text) >= 8 and text[:8].isdigit():
         return f"{text[:4]}-{text[4:6]}-{text[6:8]}"
