@@ -1,5 +1,7 @@
 """Errors that reach the user as one line and exit code 2, and any exception said in one line."""
 
+# Exit codes: 0 success; 1 a case failed or compare found a regression; 2 bad input; 130 interrupted.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 MAX_LINE = 500  # characters of an exception kept in a row's message or a process's last word
 
 

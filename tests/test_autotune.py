@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,6 @@ from gpubench import results
 from gpubench.suites.autotune import exports, knobs, winners
 from gpubench.suites.autotune.sweep import child_argv
 from gpubench.errors import UsageError
-from gpubench.child import command as module_command
 from gpubench.run.request import Conduct, Placement, RunRequest, Selection
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -199,9 +199,9 @@ def test_tuner_csv_leaves_ties_partial_configs_and_untunable_collectives_to_nccl
     assert exports.tuner_csv(w, 2, 16).splitlines()[-1] == f"reducescatter,0,{exports.MAX_BYTES},tree,ll128,8,2,16,-1,-1"
 
 
-def _request(quick: bool = False, **given) -> RunRequest:
+def _request(quick: bool = False, nproc: int | None = None, timeout: float = 60.0, **given) -> RunRequest:
     """A checked ``gpubench run`` as the CLI makes it: comm's options as argparse leaves them in ``given``."""
-    return RunRequest(what=Selection(given=given), where=Placement(backend="cpu"),
+    return RunRequest(what=Selection(given=given), where=Placement(backend="cpu", nproc=nproc, timeout=timeout),
                       how=Conduct(quick=quick, telemetry=False, cluster="c"))
 
 
@@ -210,11 +210,9 @@ def test_child_argv_passes_the_comm_options():
 
     # As argparse leaves them: sizes parsed to bytes, lists split, the timeout a float.
     given = dict(min_bytes=1024, max_bytes=None, step_factor=4, op=["sum", "max"], collectives=["all_reduce"],
-                 nproc=3, timeout=30.0, graph=False, engine="torch")
+                 graph=False, engine="torch", nproc=3, timeout=30.0)
     argv = child_argv(_request(quick=True, **given), Path("/o"), "comm", OPTIONS)
-    start = module_command("gpubench")  # no folder named gpubench where the sweep runs can shadow the package
-    assert argv[:len(start)] == start and argv[len(start):] == [
-        "run", "--suite", "comm", "--out", "/o", "--cluster", "c", "--backend", "cpu", "--min-bytes", "1024",
+    assert argv == ["gpubench", "run", "--suite", "comm", "--out", "/o", "--cluster", "c", "--backend", "cpu", "--min-bytes", "1024",
         "--step-factor", "4", "--op", "sum,max", "--collectives", "all_reduce", "--nproc", "3", "--timeout", "30.0",
         "--quick", "--no-telemetry"]
     # A sweep of NCCL knobs over registered NCCL buffers: every child run allocates and registers them.
@@ -226,6 +224,21 @@ def test_child_argv_passes_the_comm_options():
     every = {o.dest: (True if o.switch else ["x"] if o.dest in ("op", "collectives") else "v") for o in OPTIONS}
     assert {o.flag for o in OPTIONS} - {"--engine", "--nccl-tests-dir", "--nccl-tests-launcher"} <= set(
         child_argv(_request(**every), Path("/o"), "comm", OPTIONS))
+
+
+def test_a_trial_is_given_the_runs_request_itself_with_comm_in_its_place():
+    from gpubench.run.request import dumps, loads
+    from gpubench.suites.autotune.sweep import trial_request
+    from gpubench.suites.comm import Comm
+
+    request = _request(quick=True, nproc=3, timeout=30.0, min_bytes=1024, collectives=["all_reduce"], knob=["X=1"])
+    trial = loads(dumps(trial_request(request, Path("/o/01"), Comm())))
+    assert [s.name for s in trial.what.suites] == ["comm"] and trial.what.options["comm"]["min_bytes"] == 1024
+    assert trial.where == request.where and trial.how == replace(request.how, out="/o/01")
+    assert trial.what.given == request.what.given  # every option as the user gave it, autotune's own included
+    assert trial.argv == tuple(child_argv(request, Path("/o/01"), "comm", Comm.options))  # what its ranks re-read
+    with pytest.raises(UsageError, match="--step-factor 1"):  # comm's own checks, as its command line had them
+        trial_request(_request(step_factor=1), Path("/o"), Comm())
 
 
 def _gpubench(*args, timeout=600, env=None):
@@ -293,7 +306,7 @@ def test_a_sweep_recommends_no_knob_for_a_draw_of_the_noise(tmp_path):
 
 def test_a_config_nccl_rejects_is_an_error_row_and_the_sweep_goes_on(tmp_path, monkeypatch):
     from gpubench.suites.autotune import sweep
-    from gpubench.suites.autotune import COMM_OPTIONS, Autotune
+    from gpubench.suites.autotune import Autotune, Comm
 
     real = sweep.subprocess.run
 
@@ -306,11 +319,11 @@ def test_a_config_nccl_rejects_is_an_error_row_and_the_sweep_goes_on(tmp_path, m
     for k, v in FAKE.items():
         monkeypatch.setenv(k, v)
     request = RunRequest(
-        what=Selection(given=dict(min_bytes="1K", max_bytes="1K", step_factor=None, op=None, collectives="all_reduce",
-                                  nproc=None, timeout=60.0, graph=False, knob=["NCCL_PROTO=LL128"], grid=None,
+        what=Selection(given=dict(min_bytes=1024, max_bytes=1024, step_factor=None, op=None,
+                                  collectives=["all_reduce"], graph=False, knob=["NCCL_PROTO=LL128"], grid=None,
                                   budget=None)),
         where=Placement(backend="fake"), how=Conduct(telemetry=False, out=str(tmp_path), cluster="t"))
-    assert sweep.run(request, Autotune.version, Autotune.params, COMM_OPTIONS) == 0
+    assert sweep.run(request, Autotune.version, Autotune.params, Comm()) == 0
     (run,) = [p for p in (tmp_path / "t").iterdir() if p.is_dir()]
     df = results.load(run)
     by = df.drop_duplicates("case").groupby("config", sort=False)["status"].agg(list).to_dict()

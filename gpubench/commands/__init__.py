@@ -17,8 +17,7 @@ import argparse
 import socket
 
 from gpubench.backends import NAMES
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+from gpubench.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 
 def add_device_args(p: argparse.ArgumentParser) -> None:
@@ -31,3 +30,5 @@ def default_cluster() -> str:
     # Host names can hold characters directory names should not; keep the safe part.
     host = socket.gethostname().split(".")[0] or "local"
     return "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in host)[:64] or "local"
+
+__all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INTERRUPTED", "add_device_args", "default_cluster"]

@@ -7,33 +7,20 @@ gpubench/options.py): one argument group per suite, under the suite's name in ``
 from __future__ import annotations
 
 import argparse
-import contextlib
-import shutil
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from gpubench.commands import (
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    add_device_args,
-    default_cluster,
-)
-from gpubench.machine.contention import MEASURED_KEYS, closing, measured
+from gpubench.commands import add_device_args, default_cluster
 from gpubench.errors import UsageError
-from gpubench.machine.memory_budget import TOO_BIG
 from gpubench.options import read
 from gpubench.declared import way
 from gpubench.registry import all_suites, select
-from gpubench.run.request import DEFAULT_PROCESSES, Conduct, Placement, RunRequest, Selection
+from gpubench.run.request import DEFAULT_PROCESSES, DEFAULT_TIMEOUT_S, Conduct, Placement, RunRequest, Selection
 from gpubench.units import parse_size_list
 
 if TYPE_CHECKING:
-    from gpubench.run import runner
     from gpubench.run.prestart import Started
-    from gpubench.console import RunProgress
-    from gpubench.suite import Suite
 
 # The runner, the run directory, the console and the rank starters import pandas (and the suites torch): they are
 # imported where a run starts, so that this module, which every command line imports for its parser, stays light.
@@ -64,6 +51,12 @@ def add(p: argparse.ArgumentParser, suites: Iterable[Any] = ()) -> None:
                         "process only)")
     p.add_argument("--no-telemetry", action="store_true",
                    help="don't poll NVML/amdsmi while measuring (its queries can perturb latency figures)")
+    p.add_argument("--nproc", type=int, default=None, metavar="N",
+                   help="ranks to start on this machine when no launcher started gpubench, for a suite whose cases "
+                        "run among processes (default: one per GPU; 2 on CPU)")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                   help="a rank that makes no progress for this long ends the run, naming the ranks that did not "
+                        f"arrive (default {DEFAULT_TIMEOUT_S:g})")
     for cls in suites:
         add_suite_options(p, cls)
 
@@ -90,6 +83,10 @@ def request_of(args: argparse.Namespace, argv: list[str]) -> RunRequest:
     cluster = check_label(args.cluster or default_cluster())
     if args.processes < 1:
         raise UsageError(f"--processes {args.processes}: give 1 or more (1 measures in this process only)")
+    if args.nproc is not None and args.nproc < 1:
+        raise UsageError(f"--nproc {args.nproc} must be at least 1")
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout {args.timeout:g} must be a positive number of seconds")
     sizes = parse_size_list(args.sizes) if args.sizes else None
     dtypes = [d.strip() for d in args.dtype.split(",") if d.strip()] if args.dtype else None
     options = {s.name: read(s.options, args) for s in suites}
@@ -100,8 +97,8 @@ def request_of(args: argparse.Namespace, argv: list[str]) -> RunRequest:
         what=Selection(suites=tuple(suites), case_filter=args.filter, sizes=None if sizes is None else tuple(sizes),
                        dtypes=None if dtypes is None else tuple(dtypes), dtype_text=args.dtype, search=args.search,
                        given=given, options=options),
-        where=Placement(backend=args.backend, device=args.device, devices=args.devices, nproc=given.get("nproc"),
-                        timeout=given.get("timeout")),
+        where=Placement(backend=args.backend, device=args.device, devices=args.devices, nproc=args.nproc,
+                        timeout=args.timeout),
         how=Conduct(quick=args.quick, telemetry=not args.no_telemetry, processes=args.processes, out=args.out,
                     cluster=cluster),
         argv=tuple(argv),
@@ -143,82 +140,6 @@ def _main(args: argparse.Namespace, argv: list[str], early: Started | None) -> i
                 if getattr(args, dest, None):
                     raise UsageError(f"--{dest.replace('_', '-')} is for --engine {other.name}: add --engine "
                                      f"{other.name}")
-    return _measure(request, early)
+    from gpubench.run.measure import measure
 
-
-def _measure(request: RunRequest, early: Started | None = None) -> int:
-    """The suites' cases, measured in the processes the request asks for (gpubench.run.launch decides which), with
-    the progress and the summary on the terminal of the process that writes the run."""
-    from gpubench.console import RunProgress
-    from gpubench.run import launch, runner
-
-    session = launch.open_run(request)
-    if isinstance(session, int):  # this process started the ranks: their exit code
-        return session
-    with launch.measuring(session):
-        progress = RunProgress() if session.root else None
-        try:
-            outcome = runner.execute(session.plan, session.backend, request, layout=session.layout,
-                                     progress=progress, early=early if session.group is None else None)
-            if session.root:
-                _nothing_fits(outcome, progress)
-        finally:
-            if progress:
-                progress.stop()
-        if session.root:
-            return _summary(outcome, request.what.suites)
-        if outcome.error:  # a peer lost: this rank's one line, and out at once (no teardown with a peer gone)
-            from gpubench.ranks import ending
-
-            ending.end(outcome.status, outcome.error, EXIT_FAILED)
-    return EXIT_INTERRUPTED if outcome.status == "interrupted" else (EXIT_FAILED if outcome.failures else EXIT_OK)
-
-
-def _nothing_fits(outcome: runner.Outcome, progress: RunProgress | None) -> None:
-    """A run in which every case was skipped for memory asked for nothing this machine can hold: its run directory
-    goes (it holds no figure), and one line says so (exit 2), as for any other request that cannot be met."""
-    df = outcome.frame
-    if outcome.status != "complete" or df.empty or not (df["status"] == "skipped").all():
-        return
-    messages = df["message"].astype(str)
-    if not messages.str.contains(TOO_BIG, regex=False).all():
-        return  # skipped for other reasons (no GPU for copies and launches): a run that says why, exit 0
-    if progress:
-        progress.discard()  # the skips it held back: the one line below says what they would
-    shutil.rmtree(outcome.run_dir.path, ignore_errors=True)
-    with contextlib.suppress(OSError):  # the cluster's folder too, where this run made it and left it empty
-        outcome.run_dir.path.parent.rmdir()
-    smallest = min(messages, key=len)
-    raise UsageError(f"nothing asked for fits here: each of the {df['case'].nunique()} case(s) was too large (e.g. "
-                     f"{smallest}); choose smaller --sizes")
-
-
-def _summary(outcome: runner.Outcome, suites: Sequence[Suite]) -> int:
-    """The run's tables and closing lines on the terminal; the exit code."""
-    from gpubench.console import cost_line, out_console, say, summary_tables
-    from gpubench.ranks import ending
-    from gpubench.results.rundir import saved
-
-    console = out_console()
-    for table in summary_tables(outcome.frame, {s.name: s.params for s in suites},
-                                {s.name: s.shown for s in suites}, {s.name: s.blocks for s in suites}):
-        console.print(table)
-    for line in outcome.notes:  # what a suite did not measure, or measured otherwise than asked: a line each
-        say(console, line)
-    cases = measured(outcome.frame.reindex(columns=MEASURED_KEYS).to_dict("records"))
-    # What the cases took, then what shared the machine with them: a warning is the last word before the path.
-    for line in [cost_line(outcome.frame), *closing(outcome.contention, cases)]:
-        if line:
-            say(console, line)
-    say(console, f"run directory: {outcome.run_dir.path}")
-    if outcome.error:  # the ranks could no longer agree: a peer was lost (it is named), what was kept is above
-        ending.end(outcome.status, outcome.error, EXIT_FAILED)  # the line names the run and its cases; no teardown
-    if outcome.status == "interrupted":
-        # Read back from the run directory: what was measured before the Ctrl-C, none if none.
-        left = f"; {outcome.abandoned} was abandoned" if outcome.abandoned else ""
-        say(console, f"interrupted{left}; {saved(outcome.run_dir.path)}")
-        return EXIT_INTERRUPTED
-    if outcome.failures:
-        say(console, f"{outcome.failures} case(s) failed (status error or invalid); see the table")
-        return EXIT_FAILED
-    return EXIT_OK
+    return measure(request, early)

@@ -57,12 +57,14 @@ class Placement:
     device: int = 0  # --device
     devices: str | None = None  # --devices as given (all, or a list of indices); None: one device
     nproc: int | None = None  # --nproc: ranks to start here when no launcher started them; None: one per GPU
-    timeout: float | None = None  # --timeout: seconds a rank may make no progress before the run ends
+    timeout: float = 60.0  # --timeout: seconds a rank may make no progress before the run ends
 
     @property
     def fleet(self) -> bool:
         return self.devices is not None
 
+
+DEFAULT_TIMEOUT_S = Placement.timeout  # --timeout when not given
 
 # --processes when not given: the figures the host sets are measured in this process and two fresh ones
 # (gpubench.run.per_process).
@@ -106,4 +108,5 @@ def loads(text: str) -> RunRequest:
     return request
 
 
-__all__ = ["Selection", "Placement", "Conduct", "RunRequest", "dumps", "loads"]
+__all__ = ["Selection", "Placement", "Conduct", "RunRequest", "DEFAULT_PROCESSES", "DEFAULT_TIMEOUT_S", "dumps",
+           "loads"]

@@ -16,7 +16,7 @@ from typing import Any
 from gpubench.options import Option, read
 from gpubench.run.request import RunRequest
 from gpubench.suite import Suite
-from gpubench.suites.comm import OPTIONS as COMM_OPTIONS
+from gpubench.suites.comm import Comm
 from gpubench.suites.autotune import charts as charts_autotune
 from gpubench.suites.autotune import sweep
 from gpubench.suites.comm import table as commtable
@@ -29,8 +29,8 @@ def _positive(value: float, _: Any) -> str | None:
 
 def _drive(request: RunRequest) -> int:
     """The suite's run: each configuration a child comm run, their rows gathered into this suite's table."""
-    read(COMM_OPTIONS, request.what.given)  # the child runs' options are checked here, once, before any starts
-    return sweep.run(request, Autotune.version, Autotune.params, COMM_OPTIONS)
+    read(Comm.options, request.what.given)  # the child runs' options are checked here, once, before any starts
+    return sweep.run(request, Autotune.version, Autotune.params, Comm())
 
 
 class Autotune(Suite):

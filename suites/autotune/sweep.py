@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import time
+from dataclasses import replace
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,12 +33,12 @@ from gpubench import results
 from gpubench.backends import resolve_name
 from gpubench.console import fmt_value, out_console, param_text
 from gpubench.errors import UsageError
-from gpubench.options import Option
+from gpubench.options import Option, read
 from gpubench.child import command as module_command
-from gpubench.run.request import RunRequest
+from gpubench.run.request import DEFAULT_TIMEOUT_S, RunRequest, dumps
 from gpubench.run.rows import figure, finish
 from gpubench.results.rundir import RunDir, ensure_writable
-from gpubench.suite import Case
+from gpubench.suite import Case, Suite
 from gpubench.suites.autotune import exports, knobs, winners
 from gpubench.suites.comm import table as commtable
 
@@ -45,19 +46,30 @@ SUITE = "autotune"
 
 
 def child_argv(request: RunRequest, out: Path, child: str = "comm", declared: Sequence[Option] = ()) -> list[str]:
-    """The command line of one child run of suite ``child`` whose options are ``declared``: ``gpubench run``'s own
-    options as the user gave them, and every declared option of the child suite (none can be dropped on the way)."""
-    # Never `python -m gpubench` as such: a folder named gpubench where the sweep was started would be imported instead
-    argv = module_command("gpubench", "run", "--suite", child, "--out", str(out), "--cluster", request.how.cluster)
+    """The command line, as typed, of one child run of suite ``child`` whose options are ``declared``: ``gpubench
+    run``'s own options as the user gave them, and every declared option of the child suite (none can be dropped on
+    the way). The child's ranks are given it; its run.json keeps it."""
+    argv = ["gpubench", "run", "--suite", child, "--out", str(out), "--cluster", request.how.cluster]
     if request.where.backend is not None:
         argv += ["--backend", request.where.backend]
     if request.what.dtype_text is not None:
         argv += ["--dtype", request.what.dtype_text]
     for option in declared:
         argv += option.argv(request.what.given.get(option.dest))
+    argv += ["--nproc", str(request.where.nproc)] if request.where.nproc is not None else []
+    argv += ["--timeout", str(request.where.timeout)] if request.where.timeout != DEFAULT_TIMEOUT_S else []
     argv += ["--quick"] if request.how.quick else []
     argv += [] if request.how.telemetry else ["--no-telemetry"]
     return argv
+
+
+def trial_request(request: RunRequest, out: Path, child: Suite) -> RunRequest:
+    """The run's own request for one trial: the ``child`` suite in its place with its options as given, written
+    under ``out``, and the command line that says so (``gpubench run --suite comm ...``)."""
+    what = replace(request.what, suites=(child,), case_filter=None, search=False,
+                   options={child.name: read(child.options, request.what.given)})
+    return replace(request, what=what, how=replace(request.how, out=str(out)),
+                   argv=tuple(child_argv(request, out, child.name, child.options)))
 
 
 def grid_of(given: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -87,8 +99,8 @@ def _placeholder(config: knobs.Config, grid: dict, run_id: str, version: int, st
                     "case": "config=" + config.label}, status, message) for m in commtable.METRICS]
 
 
-def run(request: RunRequest, version: int, params: tuple[str, ...], child_options: Sequence[Option]) -> int:
-    """Sweep the knobs over child comm runs; ``child_options``: the comm suite's declared options."""
+def run(request: RunRequest, version: int, params: tuple[str, ...], child: Suite) -> int:
+    """Sweep the knobs over runs of the ``child`` suite (comm), each given the run's request for it."""
     given, out, cluster = request.what.given, request.how.out, request.how.cluster
     grid = grid_of(given)
     knobs.check_backend(resolve_name(request.where.backend or "auto"), grid)
@@ -123,7 +135,7 @@ def run(request: RunRequest, version: int, params: tuple[str, ...], child_option
                     continue
                 bar.update(task, description=_title(config))
                 t0 = time.monotonic()
-                frames.append(_one(request, config, i, staging, grid, rd, version, child_options))
+                frames.append(_one(request, config, i, staging, grid, rd, version, child))
                 spent.append(time.monotonic() - t0)
                 df = results.frame(pd.concat(frames, ignore_index=True).to_dict("records"), params)
                 rd.write_table(SUITE, df)
@@ -157,15 +169,18 @@ def _title(config: knobs.Config) -> str:
 
 
 def _one(request: RunRequest, config: knobs.Config, i: int, staging: Path, grid: dict, rd: RunDir, version: int,
-         child_options: Sequence[Option]) -> pd.DataFrame:
+         child: Suite) -> pd.DataFrame:
     cluster = request.how.cluster
     out = staging / f"{i:02d}"
     log = staging / f"{i:02d}.log"
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **dict(config.env)}
+    given = staging / f"{i:02d}.request"
+    given.write_text(dumps(trial_request(request, out, child)))
     with open(log, "w") as f:
-        argv = child_argv(request, out, commtable.SUITE, child_options)
-        proc = subprocess.run(argv, env=env, stdout=f, stderr=subprocess.STDOUT)
+        # Never `python -m gpubench` as such: a folder named gpubench where the sweep was started would be imported
+        proc = subprocess.run(module_command("gpubench.run.measure", str(given)), env=env, stdout=f,
+                              stderr=subprocess.STDOUT)
     runs = sorted(p.parent for p in out.glob(f"{cluster}/*/run.json"))
     if runs and (runs[-1] / f"{commtable.SUITE}{results.TABLE_SUFFIX}").exists():
         if config.name == knobs.DEFAULT:  # the system the sweep ran on, for compare and the report

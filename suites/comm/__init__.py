@@ -102,8 +102,6 @@ OPTIONS = (
     Option("register", "register every buffer with the communicator (ncclCommRegister, nccl-tests -R 1): "
                        "zero-copy transfers where NCCL supports them; implies --alloc nccl", switch=True,
            check=_register_alloc),
-    Option("nproc", "ranks to start on this machine when no launcher started gpubench (default: one per GPU; 2 on "
-                    "CPU)", int, metavar="N", check=lambda v, _: None if v >= 1 else f"--nproc {v} must be at least 1"),
     Option("engine", "torch: gpubench's own loop over torch.distributed (default); nccl-tests: run the "
                      "nccl-tests/rccl-tests binaries with the same sweep into the same table",
            default="torch", choices=("torch", *(e.name for e in ENGINES))),
@@ -115,9 +113,6 @@ OPTIONS = (
     Option("nccl-tests-layout", "threads: one thread per GPU (-t N -g 1), one rank per GPU as the torch engine lays "
                                 "them out (default); one-thread: one thread drives every GPU (-g N)",
            choices=("threads", "one-thread")),
-    Option("timeout", "a rank that makes no progress for this long ends the run, naming the ranks that did not "
-                      "arrive (default 60)", float, default=60.0, metavar="SECONDS",
-           check=lambda v, _: None if v > 0 else f"--timeout {v} must be a positive number of seconds"),
 )
 
 

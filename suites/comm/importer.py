@@ -25,6 +25,7 @@ from gpubench.nccltests.model import ParseError, Row, Run
 from gpubench.nccltests.parse_json import parse_json
 from gpubench.nccltests.parse_text import parse_text
 from gpubench.results.rundir import RunDir, check_label
+from gpubench.run.rows import amend, joined
 
 
 @dataclass
@@ -247,19 +248,11 @@ def comm_rows(run: Run, base: Mapping[str, Any] | None = None) -> list[dict[str,
             op=row.redop if coll in commtable.REDUCING and row.redop else "none",
             inplace=row.placement == "in", time_us=row.time_us, algbw=row.algbw, busbw=row.busbw,
             wrong=row.wrong, world_size=n, nnodes=run.nnodes, engine=engine,
-            root=row.root if row.root is not None else -1, base=base)
-        if row.error is not None or row.flagged:
-            _judge_error(rows, row, n, engine)
-        if note:
-            for r in rows:
-                r["message"] = "; ".join(m for m in (r["message"], note) if m)
-        if run.config.get("cputime"):
-            for r in rows:
-                r["message"] = "; ".join(m for m in (r["message"], "time is CPU time (-C 1)") if m)
-        for r in rows:
-            r["source"] = f"{run.source}:{row.line}"
-            r.update(known)
-        out.extend(rows)
+            root=row.root if row.root is not None else -1,
+            base={**(base or {}), "source": f"{run.source}:{row.line}", **known})
+        judged = _judged(row, n, engine) if row.error is not None or row.flagged else {}
+        said = joined(note, "time is CPU time (-C 1)" if run.config.get("cputime") else "")
+        out.extend(amend(r, note=said, **judged) for r in rows)
     return out
 
 
@@ -316,22 +309,18 @@ def _register_level(words: list[str]) -> int | None:
     return level
 
 
-def _judge_error(rows: list[dict[str, Any]], row: Row, n: int, engine: str) -> None:
-    """Pre-2.13 `error` column: valid when the printed deviation is within the tool's bound."""
+def _judged(row: Row, n: int, engine: str) -> dict[str, Any]:
+    """The columns a pre-2.13 `error` column sets: valid when the printed deviation is within the tool's bound."""
     bound = error_bound(row.type, n)
     error = row.error
     valid = not row.flagged and error is not None and not math.isnan(error) and error <= bound
-    for r in rows:
-        r["valid"] = valid
-        r["wrong"] = None
-        r["check_error"] = error
-        r["check_tolerance"] = bound
-        if not valid:
-            r["status"] = "invalid"
-            r["message"] = (f"max abs error {fmt_value(error)} above {engine}' bound {fmt_value(bound)} ({row.type}, "
-                            f"{n} ranks)"
-                            if error is not None and not row.flagged else
-                            f"{engine} marked the error {fmt_value(error)} as above its threshold")
+    judged = {"valid": valid, "wrong": None, "check_error": error, "check_tolerance": bound}
+    if not valid:
+        judged["status"] = "invalid"
+        judged["message"] = (f"max abs error {fmt_value(error)} above {engine}' bound {fmt_value(bound)} "
+                             f"({row.type}, {n} ranks)" if error is not None and not row.flagged else
+                             f"{engine} marked the error {fmt_value(error)} as above its threshold")
+    return judged
 
 
 # --- identity: a fingerprint (the shape of :func:`gpubench.machine.fingerprint.collect`'s) built from what logs say
