@@ -58,10 +58,13 @@ class Runnable(Protocol):
     """What a backend reads of the workload it calls: :class:`gpubench.suite.Workload`, a floor above, satisfies it
     (and the fake device's duration models read its work)."""
 
-    run: Callable[[Any], Any]  # one call on one input set (whatever the suite's ``make_inputs`` returns)
     bytes: int
     flops: int
     extra: dict[str, Any]
+
+    @property
+    def run(self) -> Callable[[Any], Any]:
+        """One call on one input set (whatever the suite's ``make_inputs`` returns)."""
 
     @property
     def method(self) -> RunnableMethod: ...
