@@ -12,7 +12,8 @@ import os
 import re
 import sys
 import textwrap
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, SupportsFloat
 
 from rich.console import Console
 from rich.markup import escape
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     import pandas as pd
     from rich.progress import Progress
 
+    from gpubench.suite import Case, Suite
+
 # pandas (the summary tables), numpy (gpubench.results.host_set) and rich's live progress bar are imported where they are
 # used: gpubench list and compare's formats import this module for its number formats and consoles alone.
 
@@ -35,7 +38,7 @@ def err_console() -> Console:
     return Console(stderr=True)
 
 
-def fmt_value(value: Any) -> str:
+def fmt_value(value: SupportsFloat | None) -> str:
     """Four significant digits, never an exponent, thousands grouped: 12,439, 7,962 and 0.00001234, not
     1.244e+04, 7962 and 1.234e-05."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -68,7 +71,7 @@ _UNIT_TEXT = {"us": "µs"}
 _DTYPE_TEXT = {"float64": "fp64", "float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
-def unit_text(unit: Any) -> str:
+def unit_text(unit: object) -> str:
     return _UNIT_TEXT.get(str(unit), str(unit))
 
 
@@ -83,7 +86,7 @@ def _headline(rows: list[dict]) -> str:
     return " ".join([f"{fmt_value(r['value'])} {unit_text(r['unit'])}{cv_text}", *shared])
 
 
-def _beside(r: Any) -> str:
+def _beside(r: Mapping[str, Any] | pd.Series) -> str:
     """``shared: pid 607 (python3)``, ``host busy: 95%``: who else used the machine while an ok row's case was
     measured (its GPU, or a host busy enough to move a figure the host sets), or ""."""
     from gpubench.results.host_set import disturbed_by_load
@@ -96,6 +99,15 @@ def _beside(r: Any) -> str:
     if isinstance(load, numbers.Real) and not math.isnan(load) and load >= LOADED_HOST and disturbed_by_load(row):
         said.append(f"host busy: {100 * load:.0f}%")
     return "; ".join(said)
+
+
+class ProgressSink(Protocol):
+    """What the runner tells whoever shows a run's progress (:func:`gpubench.run.runner.execute`): the cases to
+    come, each case's rows as it ends, and notes (the plan's, a busy host's). :class:`RunProgress` is the terminal's."""
+
+    def start(self, total: int) -> None: ...
+    def advance(self, suite: Suite, case: Case, rows: list[dict]) -> None: ...
+    def note(self, text: str) -> None: ...
 
 
 class RunProgress:
@@ -136,7 +148,7 @@ class RunProgress:
             self._progress.start()
             self._task = self._progress.add_task("measuring", total=total)
 
-    def advance(self, suite: Any, case: Any, rows: list[dict]) -> None:
+    def advance(self, suite: Suite, case: Case, rows: list[dict]) -> None:
         self._done += 1
         skipped = bool(rows) and rows[0]["status"] == "skipped"
         said = True
@@ -262,11 +274,11 @@ def cost_line(df: pd.DataFrame) -> str | None:
     return f"the cases took {by_suite.sum():.1f} s: {parts}"
 
 
-def _cv_cell(cv: Any) -> str:
+def _cv_cell(cv: float | None) -> str:
     return "—" if cv is None or (isinstance(cv, float) and math.isnan(cv)) else f"{100 * cv:.2f}"
 
 
-def _status_cell(r: Any) -> str:
+def _status_cell(r: Mapping[str, Any] | pd.Series) -> str:
     """``ok``, ``ok (noisy, shared: pid 607 (python3))`` or ``error: <message>``, styled by status."""
     status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r['message']}"
     if r["status"] == "ok":
@@ -287,7 +299,7 @@ def _blocks(df: pd.DataFrame, blocks_of: dict[str, tuple[str, ...]]):
             yield suite, block
 
 
-def _set(flag: Any) -> bool:
+def _set(flag: object) -> bool:
     """A boolean column's value, where missing (None, NaN: an older table, not measured) reads as not set."""
     return flag is not None and not (isinstance(flag, float) and math.isnan(flag)) and bool(flag)
 
@@ -301,12 +313,12 @@ def _gpu_labels(rows: pd.DataFrame) -> pd.Series:
     return hosts + ":" + idx if hosts.nunique() > 1 else idx
 
 
-def case_text(params: Any) -> str:
+def case_text(params: Iterable[tuple[str, object]]) -> str:
     """A case's parameters as people read them (``op=copy,dtype=fp32,array_bytes=128 MiB``), its id's order."""
     return ",".join(f"{k}={param_text(k, v)}" for k, v in params)
 
 
-def param_text(name: str, value: Any) -> str:
+def param_text(name: str, value: object) -> str:
     """A parameter's value as every screen shows it: byte counts in binary units (``128 MiB``), one dtype
     vocabulary (``fp32``), whole floats without their ``.0``; a value read from a case id (text) alike."""
     if isinstance(value, str) and value.isdigit():

@@ -55,7 +55,7 @@ class Declared:
     per_process: bool = False
 
 
-def of(cls: Any) -> Declared:
+def of(cls: type[Suite]) -> Declared:
     """The declaration of a suite class. An option's ``type`` and ``check`` are code, not kept: a parser built from
     declarations reads every value as text (the run parses again with the suites themselves)."""
     options = tuple(Option(o.name, o.help, default=o.default, switch=o.switch, many=o.many, choices=o.choices,
@@ -159,7 +159,7 @@ def _declared(d: dict[str, Any]) -> Declared:
                     d["description"], options, d["source"], tuple((k, n) for k, n in d["ways"]), d["per_process"])
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> Any:
     """An option's default as JSON keeps it (a tuple becomes a list); anything else as its text, which is what
     ``--help`` shows of it."""
     if value is None or isinstance(value, (bool, int, float, str)):

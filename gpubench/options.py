@@ -11,9 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from gpubench.errors import UsageError
+
+
+class ArgumentAdder(Protocol):
+    """An argparse parser or argument group: what :meth:`Option.add_to` calls (below gpubench/commands/ nothing
+    names argparse: tests/test_layers.py)."""
+
+    def add_argument(self, *name_or_flags: str, **kwargs: Any) -> object: ...
 
 
 @dataclass(frozen=True)
@@ -43,7 +50,7 @@ class Option:
     def flag(self) -> str:
         return f"--{self.name}"
 
-    def add_to(self, group: Any) -> None:
+    def add_to(self, group: ArgumentAdder) -> None:
         """Add this option to an argparse parser or argument group."""
         if self.switch:
             group.add_argument(self.flag, dest=self.dest, action="store_true", help=self.help)
@@ -85,7 +92,7 @@ class Options(Mapping[str, Any]):
         except KeyError:
             raise AttributeError(f"no option {name!r}") from None
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Options are frozen: a suite reads its options, it does not change them")
 
     def __getitem__(self, key: str) -> Any:
@@ -114,7 +121,7 @@ class Options(Mapping[str, Any]):
         return Options({**self._values, **values})
 
 
-def read(declared: Sequence[Option], given: Any) -> Options:
+def read(declared: Sequence[Option], given: object) -> Options:
     """The declared options' values from ``given`` (an argparse namespace or a mapping; a missing one takes
     its default), each checked: a UsageError names the first that cannot be used."""
     get = given.get if isinstance(given, Mapping) else (lambda k, d=None: getattr(given, k, d))

@@ -20,7 +20,7 @@ registered with the session, stable since pytest-benchmark 3. Registered as the 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -29,6 +29,9 @@ from gpubench.timing import engine
 from gpubench.backends import NAMES, Backend, open_backend
 from gpubench.timing.stats import summarize
 from gpubench.suite import Method, Workload
+
+if TYPE_CHECKING:
+    from pytest_benchmark.fixture import BenchmarkFixture
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,7 +45,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 class GpuBenchmark:
     """The ``gpu_benchmark`` fixture's value: call it once per test, like pytest-benchmark's ``benchmark``."""
 
-    def __init__(self, backend: Backend, config: engine.EngineConfig, benchmark: Any = None, name: str = ""):
+    def __init__(self, backend: Backend, config: engine.EngineConfig, benchmark: BenchmarkFixture | None = None,
+                 name: str = ""):
         self.backend = backend
         self.config = config
         self._benchmark = benchmark  # pytest-benchmark's fixture, when that plugin is active

@@ -186,7 +186,7 @@ class Formats:
             raise UsageError(f"no output format {name!r}: choose {', '.join(self.names())}")
         return modules[name]
 
-    def declared(self, name: str, key: str, default: Any = None) -> Any:
+    def declared(self, name: str, key: str, default: object = None) -> Any:
         """What the format ``name`` declares as ``key`` (SUFFIXES, CONSOLE, ...), read from its source."""
         return _literals(self._module(name)[1]).get(key, default)
 

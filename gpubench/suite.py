@@ -12,11 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from gpubench.backends.base import Backend
 from gpubench.errors import UsageError
 from gpubench.options import Option, Options
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # --- the other ways into and out of a suite's table ---------------------------------------------------------
 # Besides the case loop: an Engine (``run --engine NAME``, or a suite's ``driver``), an Importer (``gpubench import``)
@@ -326,7 +329,7 @@ class Suite:
         raise NotImplementedError
 
     @classmethod
-    def charts(cls, runs: list[Any], out: Any) -> list[Any]:
+    def charts(cls, runs: list[Any], out: Path) -> list[Any]:
         """The report's charts of this suite's rows in ``runs`` (gpubench.report.runs.Run), drawn into the
         folder ``out``: a list of gpubench.report.plotting.Chart, empty where the runs have none. None by
         default; ``gpubench report`` asks every registered suite."""

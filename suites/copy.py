@@ -281,7 +281,7 @@ def _randomize(t: torch.Tensor, dev: str) -> None:
     t.copy_(torch.randint(0, 256, t.shape, dtype=torch.uint8, device=dev if t.device.type == "cpu" else t.device))
 
 
-def _check(b: Buffers, _out: Any) -> Check:
+def _check(b: Buffers, _out: object) -> Check:
     bad = 0
     for src, dst in b.pairs:
         n = src.numel()

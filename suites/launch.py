@@ -93,7 +93,7 @@ class Counter:
 
 
 def _check(per_call: int):
-    def check(c: Counter, _out: Any) -> Check:
+    def check(c: Counter, _out: object) -> Check:
         moved = float(c.x.item()) - c.start
         err = abs(moved - per_call)
         return Check(err == 0.0, err, 0.0, "" if err == 0 else f"value moved by {moved:g}, expected {per_call}")
@@ -291,7 +291,7 @@ def _event_roundtrip(fn, on_gpu: bool):
 
 
 # --- the report's charts --------------------------------------------------------------------------------------------
-def _launch_label(measure: str, api: str, nodes: Any) -> str:
+def _launch_label(measure: str, api: str, nodes: float | None) -> str:
     extra = f", {int(nodes)} nodes" if nodes is not None and nodes == nodes and int(nodes) > 1 else ""
     return f"{measure} ({api}{extra})"
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, ClassVar, Protocol
 
 from gpubench.machine import host_pace as pace
 from gpubench.machine.telemetry import Telemetry
@@ -41,6 +43,41 @@ class Hold:
     def held(self) -> bool:
         """Was the stream still stalled now, i.e. did the whole batch get enqueued in time?"""
         return True
+
+
+class RunnableMethod(Protocol):
+    """What a backend reads of a workload's method (:class:`gpubench.suite.Method`)."""
+
+    @property
+    def timing(self) -> str: ...
+    @property
+    def calls(self) -> int: ...
+
+
+class Runnable(Protocol):
+    """What a backend reads of the workload it calls: :class:`gpubench.suite.Workload`, a floor above, satisfies it
+    (and the fake device's duration models read its work)."""
+
+    bytes: int
+    flops: int
+    extra: dict[str, Any]
+
+    @property
+    def run(self) -> Callable[[Any], Any]:
+        """One call on one input set (whatever the suite's ``make_inputs`` returns)."""
+
+    @property
+    def method(self) -> RunnableMethod: ...
+
+
+class GraphCapture(Protocol):
+    """What captures a sequence of calls as one replayable graph (:meth:`Backend.graphs`)."""
+
+    def capture(self, fn: Callable[[], object]) -> Callable[[], object]:
+        """The replay of ``fn``'s calls; raises where they cannot be captured."""
+
+    def stream(self) -> AbstractContextManager[object]:
+        """The replays' own stream, for the block's length."""
 
 
 class Backend:
@@ -130,11 +167,11 @@ class Backend:
         """The host's pace now: seconds a fixed piece of CPU work takes (gpubench.machine.host_pace; the fake has its own)."""
         return pace.probe_s()
 
-    def call(self, workload: Any, inputs: Any) -> Any:
+    def call(self, workload: Runnable, inputs: object) -> Any:
         """Run the workload once on one input set; the fake backend also advances its clock here."""
         return workload.run(inputs)
 
-    def call_batch(self, workload: Any, sets: list, turn: int, inner: int) -> None:
+    def call_batch(self, workload: Runnable, sets: list, turn: int, inner: int) -> None:
         """``inner`` calls back to back, cycling through ``sets`` from ``turn``. A tight loop: its own
         overhead lands in host-timed samples, so it does no more per call than the call itself."""
         run, count = workload.run, len(sets)
@@ -152,7 +189,7 @@ class Backend:
     def flush_cache(self) -> None:
         """Evict the workload's data from the last-level cache (used when inputs cannot rotate)."""
 
-    def graphs(self) -> Any:
+    def graphs(self) -> GraphCapture | None:
         """What captures a sequence of calls as one replayable graph (CUDA/HIP graphs), or None where this
         backend cannot: an object with ``capture(fn) -> replay`` (raises when capture fails) and
         ``stream()``, a context manager for the replays' own stream."""

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from gpubench.backends.base import Backend, Hold, Timer
+from gpubench.backends.base import Backend, Hold, Runnable, Timer
 from gpubench.machine.telemetry import Telemetry
 
 
@@ -43,7 +43,7 @@ class FakeTimer(Timer):
         return self._t1 - self._t0
 
 
-def default_model(workload: Any, call_index: int) -> float:
+def default_model(workload: Runnable, call_index: int) -> float:
     """A made-up device: 5 µs per kernel (a call that says it launches several, as a graph's replay does, takes
     each its 5 µs), 100 GB/s, 10 TFLOP/s, no noise. Were a replay of 1000 kernels one 5 µs call, the engine would
     batch hundreds of them into a sample, each running its 1000 operations on the CPU for real: minutes for launch's
@@ -288,7 +288,7 @@ class FakeBackend(Backend):
     def begin_case(self, case_id: str) -> None:
         self._case_factor = self._slow_cases[1] if self._slow_cases and self._slow_cases[0].search(case_id) else 1.0
 
-    def call(self, workload: Any, inputs: Any) -> Any:
+    def call(self, workload: Runnable, inputs: object) -> Any:
         out = workload.run(inputs)
         seconds = float(self._duration(workload, self.calls)) * self._case_factor
         if workload.method.timing == "host":
@@ -301,7 +301,7 @@ class FakeBackend(Backend):
         self.calls += 1
         return out
 
-    def call_batch(self, workload: Any, sets: list, turn: int, inner: int) -> None:
+    def call_batch(self, workload: Runnable, sets: list, turn: int, inner: int) -> None:
         for i in range(turn, turn + inner):
             self.call(workload, sets[i % len(sets)])
 

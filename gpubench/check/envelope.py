@@ -265,7 +265,7 @@ def write(env: Envelope, path: str | Path) -> Path:
     return path
 
 
-def _value(v: Any) -> str:
+def _value(v: object) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(_q(str(x)) for x in v) + "]"
     return _q(v) if isinstance(v, str) else str(v)

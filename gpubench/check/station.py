@@ -35,7 +35,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpubench.run import runner
 from gpubench.backends import open_backend
@@ -53,6 +53,9 @@ from gpubench.run.request import loads
 from gpubench.run.runner import RunHooks
 from gpubench.suite import Case, Suite
 
+if TYPE_CHECKING:
+    from gpubench.timing.engine import EngineConfig
+
 Emit = Callable[..., None]
 # The fake device's calls take microseconds on its clock, but a collective over gloo takes about a millisecond of
 # real time: the engine, budgeting by the device's clock, would make thousands of calls per sample (a fake check's
@@ -69,7 +72,7 @@ class Turns(Devices):
 
     name = "turns"
 
-    def measure(self, run: runner.Runner, suite: Suite, case: Case, cfg: Any,
+    def measure(self, run: runner.Runner, suite: Suite, case: Case, cfg: EngineConfig,
                 interrupted: Callable[[], bool] | None) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
         for turn in range(self.group.world_size):

@@ -168,7 +168,7 @@ class Pool:
     def __enter__(self) -> Pool:
         return self
 
-    def __exit__(self, kind: Any, *exc: Any) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, *exc: Any) -> bool:
         if kind is not None and issubclass(kind, KeyboardInterrupt):
             self.interrupt()
         self.close()

@@ -117,7 +117,7 @@ def entry() -> None:
     leave.at_once(code)
 
 
-def _unmade(out: Any) -> Path | None:
+def _unmade(out: object) -> Path | None:
     """The topmost folder of an ``--out`` path that does not exist yet (the command may make it), else None."""
     if not isinstance(out, str) or not out:
         return None

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpubench.errors import UsageError
 from gpubench.registry import Formats
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # The history's formats (the page, and the files export writes), read from their sources: importing the report
 # loads pandas, and --help lists them.
@@ -78,7 +81,7 @@ def report(directory: str, out: str, args: argparse.Namespace) -> int:
     return 0
 
 
-def _notes(console: Any, doc: dict[str, Any]) -> None:
+def _notes(console: Console, doc: dict[str, Any]) -> None:
     """The runs the history left out, as the page says them: a night missing from the count is named, with why."""
     for note in doc["notes"]:
         console.print(note, markup=False, highlight=False)

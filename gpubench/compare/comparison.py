@@ -6,9 +6,10 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -181,7 +182,7 @@ def _record(report: Report, run: Path) -> Path:
                          "--no-record to compare without remembering it") from e
 
 
-def _check_comparable(report: Report, baseline: Any, current: Any) -> None:
+def _check_comparable(report: Report, baseline: str | os.PathLike, current: str | os.PathLike) -> None:
     rows = report.rows
     shared = rows
     if len(rows):
@@ -198,25 +199,35 @@ def _check_comparable(report: Report, baseline: Any, current: Any) -> None:
                          "baseline after a suite version change")
 
 
+class TableRun(Protocol):
+    """A run as the report read it (:class:`gpubench.report.runs.Run`, a floor above): its folder, rows, run.json and
+    label."""
+
+    path: Path
+    df: pd.DataFrame
+    meta: dict[str, Any]
+    label: str
+
+
 @dataclass
 class CompareTable:
-    baseline: Any  # a run with .path, .df and .meta (gpubench.report.runs.Run)
-    current: Any
+    baseline: TableRun
+    current: TableRun
     report: Report | None = None  # None with a note saying why not
     note: str = ""
 
 
-def _suites(run: Any) -> set[str]:
+def _suites(run: TableRun) -> set[str]:
     return set(run.df["suite"].dropna().astype(str)) if "suite" in run.df.columns else set()
 
 
-def _system(run: Any) -> dict[str, Any]:
+def _system(run: TableRun) -> dict[str, Any]:
     """A run's system facts from the run.json the report read already (loading each pair's tables again only to
     read them was 18 of the 46 table reads of a report of 10 runs); from its rows where it has none."""
     return cross.system_of_meta(run.meta) or cross.system_of(resolve(run.path))
 
 
-def against_earlier(runs: list[Any]) -> list[CompareTable]:
+def against_earlier(runs: Sequence[TableRun]) -> list[CompareTable]:
     """The report page's comparisons: the first run as the baseline of each later run, across clusters where the
     systems differ. Runs of different suites have nothing to compare: a later run is judged against the first
     earlier run that shares a suite with it, and gets a note if none does."""

@@ -8,11 +8,14 @@ where :mod:`gpubench.machine.spec_peaks` knows the hardware, each side's figure 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gpubench.machine import spec_peaks as peaks
 from gpubench import registry
 from gpubench.errors import UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Facts of run.json's fingerprint identity that make two results different systems. Software (torch, CUDA
 # runtime, NCCL) is left out on purpose: a gate exists to catch what a software upgrade does. Host names are
@@ -29,7 +32,19 @@ def system_of_meta(meta: dict[str, Any]) -> dict[str, Any]:
     return {k: identity.get(k) for k in keys if identity.get(k) is not None}
 
 
-def system_of(side: Any) -> dict[str, Any]:
+class SideRuns(Protocol):
+    """What the system facts and the settings read of a side of a comparison (:class:`gpubench.compare.load.Side`,
+    whose module imports this one): its name, each run's run.json and its rows."""
+
+    label: str
+    runs: list[dict[str, Any]]
+    raw: pd.DataFrame
+
+    @property
+    def run_ids(self) -> list[str]: ...
+
+
+def system_of(side: SideRuns) -> dict[str, Any]:
     """The system facts of a side's runs; from its rows where no run.json is at hand (a bare table)."""
     systems = [s for s in (system_of_meta(meta) for meta in side.runs) if s]
     if not systems:
@@ -53,7 +68,7 @@ def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return [f"{k}: {a[k]} → {b[k]}" for k in a if k in b and a[k] != b[k]]
 
 
-def describe(system: dict[str, Any], side: Any) -> str:
+def describe(system: dict[str, Any], side: SideRuns) -> str:
     """One line naming a side: device × count, driver, cluster, runs."""
     model = system.get("gpu_model") or system.get("cpu_model") or system.get("backend") or "unknown system"
     count = system.get("gpu_count")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from gpubench.compare import sensitivity
 from gpubench.timing.stats import number, run_spread
@@ -124,7 +123,7 @@ def _units(k: int, runs: int | None, pooled: int = 1) -> str:
     return f"{k} runs"
 
 
-def _finite(x: Any) -> bool:
+def _finite(x: object) -> bool:
     return math.isfinite(number(x))
 
 

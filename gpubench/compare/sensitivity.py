@@ -77,10 +77,10 @@ def blind(why: str) -> tuple[float, str]:
     return math.inf, why
 
 
-def text(catches: Any) -> str:
+def text(catches: object) -> str:
     """``≥ 4.2%``, ``blind``, or ``—`` where the figure was not compared."""
     try:
-        v = float(catches)
+        v = float(catches)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return "—"
     if math.isnan(v):

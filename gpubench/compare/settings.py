@@ -17,10 +17,15 @@ measured run's empty ``env`` means none was set.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpubench.compare import cross
 from gpubench.machine.fingerprint import NOT_SETTINGS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from gpubench.compare.cross import SideRuns
 
 # Identity facts that are software, in the order they are shown (runtime_version is the CUDA/HIP runtime), and
 # the run's own options ("run options": its command line, less where it wrote and which cases it picked).
@@ -34,7 +39,7 @@ SOFTWARE_KEYS = ("gpubench", "tool", "tool_version", "collective_lib", "nccl", "
 _NOT_HOW = ("--out", "--cluster", "--filter")
 
 
-def run_options(argv: Any) -> str | None:
+def run_options(argv: object) -> str | None:
     """``--suite elementwise,gemm --quick --triton-warps 1``: a run's command line as it bears on how it measured
     (None where run.json has none)."""
     if not isinstance(argv, list) or not argv:
@@ -56,7 +61,7 @@ def run_options(argv: Any) -> str | None:
     return " ".join(out)
 
 
-def pinning_text(pinning: Any) -> str | None:
+def pinning_text(pinning: object) -> str | None:
     """``core (CPU 17)``, ``node (CPUs 16-31)``, ``off``; None where run.json does not say (older runs)."""
     if not isinstance(pinning, dict) or not pinning.get("mode"):
         return None
@@ -112,7 +117,7 @@ def named_by_case(col: str) -> str:
     return rf"(?:^|,){col}="
 
 
-def _method(raw: Any) -> dict[str, str]:
+def _method(raw: pd.DataFrame | None) -> dict[str, str]:
     """The METHOD_COLUMNS of a side's rows. Rows without one (a case skipped before it was prepared, an older
     run, an import whose log does not tell it) do not know it: they are left out, and a side where no row
     knows it shows nothing."""
@@ -129,7 +134,7 @@ def _method(raw: Any) -> dict[str, str]:
     return out
 
 
-def of_side(side: Any) -> Settings:
+def of_side(side: SideRuns) -> Settings:
     """The settings of a side's runs; where they disagree (a pooled window), ``mixed (a, b)``. A software fact is
     kept only when every run knows it; the environment only when every run's is known, a variable some runs did
     not set counting as ``unset`` there."""

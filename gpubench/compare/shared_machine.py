@@ -17,7 +17,7 @@ little about the code: :func:`busy_host` turns their WORSE or BETTER into UNKNOW
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,11 +50,11 @@ def _cases(runs: Sequence[dict[str, Any]]) -> dict[tuple[str, str], str]:
     return out
 
 
-def _add(note: Any, text: str) -> str:
+def _add(note: object, text: str) -> str:
     return "; ".join(x for x in (str(note or ""), text) if x)
 
 
-def _blind(rows: pd.DataFrame, i: Any, why: str) -> None:
+def _blind(rows: pd.DataFrame, i: Hashable, why: str) -> None:
     """Row ``i`` catches nothing tonight, for ``why``, unless it was blind already (the first reason stands)."""
     if not math.isinf(float(rows.at[i, "catches"]) if rows.at[i, "catches"] is not None else math.nan):
         rows.at[i, "catches"], rows.at[i, "catches_limit"] = math.inf, why

@@ -235,7 +235,7 @@ def _short_of_runs(out: dict[str, Any], direction: str, alpha: float, *, k: int,
                     f"(p={p_text(out['p_value'])} > {alpha:g}; {n_text})"}
 
 
-def _finite(x: Any) -> bool:
+def _finite(x: object) -> bool:
     v = number(x)
     return math.isfinite(v)
 
@@ -259,7 +259,7 @@ def _differing_settings(b: dict[str, Any], c: dict[str, Any]) -> list[str]:
     return out
 
 
-def _given(x: Any) -> bool:
+def _given(x: object) -> bool:
     return x is not None and not (isinstance(x, float) and math.isnan(x))
 
 
@@ -396,7 +396,7 @@ def _at_pace(row: dict[str, Any]) -> bool:
     return isinstance(flag, (bool, np.bool_)) and bool(flag)
 
 
-def _worse_by(change: Any, better: Any) -> float:
+def _worse_by(change: object, better: str) -> float:
     ch = number(change)
     if not math.isfinite(ch):
         return -math.inf

@@ -31,7 +31,11 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpubench.machine.other_runs import Here
+    from gpubench.machine.telemetry import Telemetry
 
 # Before the first case our own work has not started: a device this busy is someone else's.
 BUSY_IDLE_PCT = 50.0
@@ -187,8 +191,8 @@ class _Case:
 class Watch:
     """What the runner asks around each case: :meth:`begin` before it, :meth:`end` after it."""
 
-    def __init__(self, reader: Any, own_pids: Iterable[int] | None = None, proc: Path = PROC,
-                 busy_is_ours: bool = False, beside: Any = None):
+    def __init__(self, reader: Telemetry | None, own_pids: Iterable[int] | None = None, proc: Path = PROC,
+                 busy_is_ours: bool = False, beside: Here | None = None):
         """``busy_is_ours``: the run's own processes were using the device just before (a worker's turn follows
         the run's and the other workers'), so a busy device at the start names no co-tenant. ``beside``: this
         process's entry among the machine's gpubench runs (gpubench.machine.other_runs.Here), whose others it names."""
@@ -361,7 +365,7 @@ def union(texts: Iterable[Any]) -> str | None:
     return "" if any(s == "" for s in texts) else None
 
 
-def _call(reader: Any, name: str) -> Any:
+def _call(reader: Telemetry | None, name: str) -> Any:
     fn = getattr(reader, name, None)
     if fn is None:
         return None

@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gpubench.machine.procfs import machine, proc_stat, started
 from gpubench.files import write_json
@@ -77,7 +77,7 @@ class Other:
 class Here:
     """This process's entry, and what it reads of the others'."""
 
-    def __init__(self, key: str | None, run_dir: str | None, argv: list[str] | tuple[str, ...]):
+    def __init__(self, key: str | None, run_dir: str | os.PathLike | None, argv: list[str] | tuple[str, ...]):
         self.key, self.machine, self.family = key, machine(), family()
         self.node = os.environ.get("SLURMD_NODENAME", "")  # the stand-in srun's nodes share one machine
         self.file = folder() / f"{os.getpid()}-{started(os.getpid())}.json"
@@ -142,7 +142,14 @@ class Here:
         return out
 
 
-def enter(backend: Any, run_dir: Any, argv: list[str] | tuple[str, ...]) -> Here | None:
+class Keyed(Protocol):
+    """What an entry reads of the measuring process's device (:class:`gpubench.backends.base.Backend`, a floor
+    above): which of its machine's devices it is."""
+
+    def device_key(self) -> str | None: ...
+
+
+def enter(backend: Keyed, run_dir: str | os.PathLike | None, argv: list[str] | tuple[str, ...]) -> Here | None:
     """This measuring process's entry (None for a backend whose device is no machine's: the fake one)."""
     if not getattr(backend, "shares_machine", True):
         return None

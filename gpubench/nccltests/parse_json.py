@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 
 from gpubench.nccltests import model
 from gpubench.nccltests.envscrub import scrub
@@ -30,7 +29,7 @@ _CONFIG_KEYS = {"minimum_bytes": "min_bytes", "maximum_bytes": "max_bytes", "ste
 _TOL = 5e-7
 
 
-def _float(value: Any, where: str, source: str) -> float:
+def _float(value: object, where: str, source: str) -> float:
     if isinstance(value, str) and value.lower() in ("nan", "-nan"):
         return math.nan
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -38,7 +37,7 @@ def _float(value: Any, where: str, source: str) -> float:
     return float(value)
 
 
-def _bool(value: Any) -> bool | None:
+def _bool(value: str | bool | None) -> bool | None:
     return {"true": True, "false": False}.get(value) if isinstance(value, str) else value
 
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from gpubench.errors import first_line
 from gpubench.suite import Skip
+
+if TYPE_CHECKING:
+    from gpubench.ranks.rank_group import RankGroup
 
 T = TypeVar("T")
 
@@ -32,14 +35,14 @@ class Failure:
         return Skip(self.line.split(": ", 1)[-1]) if self.skipped else RuntimeError(f"rank {self.rank}: {self.line}")
 
 
-def outcomes(group: Any, error: BaseException | None, value: float = 0.0) -> tuple[list[Failure], float]:
+def outcomes(group: RankGroup, error: BaseException | None, value: float = 0.0) -> tuple[list[Failure], float]:
     """Every rank's failure of this step, by rank (empty where none failed), and the largest ``value``."""
     mine = None if error is None else (isinstance(error, Skip), first_line(error))
     seen = group.gather_objects((mine, float(value)))
     return [Failure(r, *o) for r, (o, _) in enumerate(seen) if o is not None], max(v for _, v in seen)
 
 
-def shared(group: Any, error: BaseException | None, value: float = 0.0) -> float:
+def shared(group: RankGroup, error: BaseException | None, value: float = 0.0) -> float:
     """Raise on every rank if the step failed on any: the lowest failed rank's error (this rank's own exception
     where that is this rank). Else the largest ``value`` over the ranks."""
     failed, top = outcomes(group, error, value)
@@ -50,7 +53,7 @@ def shared(group: Any, error: BaseException | None, value: float = 0.0) -> float
     return top
 
 
-def together(group: Any, make: Callable[[], T]) -> T:
+def together(group: RankGroup | None, make: Callable[[], T]) -> T:
     """``make()`` on every rank (or alone, without a group); if it raised anywhere, a RuntimeError naming every
     rank where it did is raised on every rank."""
     if group is None:

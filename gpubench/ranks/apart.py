@@ -14,11 +14,14 @@ Said in one line (the run's notes): gloo's ranks on the host (the cpu and fake b
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpubench.backends.base import Backend
 from gpubench.errors import UsageError
 from gpubench.machine.procfs import machine
+
+if TYPE_CHECKING:
+    from gpubench.ranks.rank_group import RankGroup
 
 
 def per_node(n: int) -> str:
@@ -40,7 +43,7 @@ def _ranks(ranks: list[int]) -> str:
     return "ranks " + ", ".join(map(str, ranks[:-1])) + f" and {ranks[-1]}"
 
 
-def one_each(group: Any, backend: Backend, *, alone: bool, why: str) -> str | None:
+def one_each(group: RankGroup, backend: Backend, *, alone: bool, why: str) -> str | None:
     """Every rank's device, gathered (every rank calls this, before anything is measured). Where two ranks of one
     machine hold one device: ``alone`` (the device cannot be shared; ``why``: what says so), a UsageError on every rank
     naming what to set; else the line that says they share it. None where each has its own (or none can tell)."""

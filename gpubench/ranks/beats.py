@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpubench.machine.procfs import machine, proc_stat, started
+
+if TYPE_CHECKING:
+    from torch.distributed import Store
 
 PREFIX = "gpubench/"
 HEARTBEAT_S = 0.5
@@ -33,7 +36,7 @@ def local_state(beat: dict[str, Any], here: str) -> str | None:
     return "stopped" if fields[0] in ("T", "t") else None
 
 
-def read(store: Any, world_size: int) -> dict[int, dict[str, Any]]:
+def read(store: Store, world_size: int) -> dict[int, dict[str, Any]]:
     """Each rank's last heartbeat, for the ranks that published one; raises where the store does (gone, unanswering:
     the caller bounds it, :mod:`gpubench.ranks.store`)."""
     keys = [key(r) for r in range(world_size)]
@@ -42,7 +45,7 @@ def read(store: Any, world_size: int) -> dict[int, dict[str, Any]]:
     return {r: json.loads(store.get(k)) for r, k in enumerate(keys) if store.check([k])}
 
 
-def read_heartbeats(store: Any, world_size: int) -> dict[int, dict[str, Any]]:
+def read_heartbeats(store: Store, world_size: int) -> dict[int, dict[str, Any]]:
     """Each rank's last heartbeat, for the ranks that published one; none where the store cannot be read."""
     try:
         return read(store, world_size)

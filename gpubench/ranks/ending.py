@@ -21,9 +21,12 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
-from typing import Any, Callable, NoReturn
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from gpubench.results.rundir import count_kept, kept, mark_ended, saved
+
+if TYPE_CHECKING:
+    from gpubench.ranks.rank_group import RankGroup
 
 ENDING = (signal.SIGTERM, signal.SIGHUP)
 _SIGNAL_STORE_S = 0.4  # each store call made on a launcher's signal: a SIGKILL may follow within a second or two
@@ -31,7 +34,7 @@ _LOCK = threading.Lock()  # taken once, never given back: the process ends while
 _state: dict[str, Any] = {"run": None, "group": None, "installed": False, "stderr": None}
 
 
-def follow(run_dir: str | os.PathLike | None = None, group: Any = None) -> None:
+def follow(run_dir: str | os.PathLike | None = None, group: RankGroup | None = None) -> None:
     """What to close and whom to ask when this process must end: its run directory, its ranks' group."""
     if run_dir is not None:
         _state["run"] = str(run_dir)
@@ -61,7 +64,7 @@ def mute_stderr(keep: Callable[[str], bool]) -> Iterator[None]:
             sys.stderr.flush()
 
 
-def forget(group: Any) -> None:
+def forget(group: RankGroup) -> None:
     """``group`` was left: a later ending has no group to ask (a check's station joins one group after another)."""
     if _state["group"] is group:
         _state["group"] = None

@@ -24,13 +24,17 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpubench.errors import UsageError, first_line
 from gpubench.ranks import beats, ending
 from gpubench.ranks.beats import HEARTBEAT_S, STALE_S, laggards, read_heartbeats
 from gpubench.ranks.env import RankEnv, rendezvous_hint
-from gpubench.ranks.store import BoundedStore, RendezvousError, TcpRendezvous
+from gpubench.ranks.store import BoundedStore, FileRendezvous, RendezvousError, TcpRendezvous
+
+if TYPE_CHECKING:
+    import torch
+    from torch.distributed import Store
 
 # How long the store may stay out of reach when gpubench's own spawner hosts it on this machine: a local store
 # answers at once while its process lives. Elsewhere (torchrun's agent, rank 0 on another node) the timeout.
@@ -93,8 +97,8 @@ class GroupError(RuntimeError):
 class Group:
     """This process's place among the ranks, and the operations through which the ranks agree."""
 
-    def __init__(self, renv: RankEnv, data_backend: str, timeout_s: float, device: Any = None,
-                 rendezvous: Any = None):
+    def __init__(self, renv: RankEnv, data_backend: str, timeout_s: float, device: str | torch.device | None = None,
+                 rendezvous: TcpRendezvous | FileRendezvous | None = None):
         import torch
         import torch.distributed as dist
 
@@ -247,7 +251,7 @@ class Group:
                 self.abort(f"rank {self.rank} made no progress for {self.timeout_s:.0f} s in "
                            f"{self._where or 'setup'}")
 
-    def _know_everyone(self, client: Any) -> None:
+    def _know_everyone(self, client: Store) -> None:
         """Who every rank is (pid, host), read once all have joined, while the store surely answers: a rank lost
         later is named by it even if the store no longer answers. Its reads have no deadline: under one, ranks
         starting on busy cores never learnt rank 0's pid and named a stopped rank 0 by number alone
@@ -405,7 +409,7 @@ class Group:
         self._control(lambda: dist.all_reduce(t, group=self.control))
         return t.tolist()
 
-    def gather_objects(self, obj: Any) -> list[Any]:
+    def gather_objects(self, obj: object) -> list[Any]:
         import torch.distributed as dist
 
         out: list[Any] = [None] * self.world_size

@@ -19,9 +19,13 @@ import ctypes
 import ctypes.util
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpubench.errors import UsageError
+
+if TYPE_CHECKING:
+    import torch
+    from torch.distributed import ProcessGroup
 
 _NAMES = ("libnccl", "librccl")
 _SUCCESS = 0
@@ -42,7 +46,7 @@ def _loaded(maps: str = "/proc/self/maps") -> list[str]:
     return found
 
 
-def library(maps: str = "/proc/self/maps") -> Any:
+def library(maps: str = "/proc/self/maps") -> ctypes.CDLL:
     """The NCCL library of this process's communicators, its four calls typed."""
     paths = _loaded(maps) or [p for p in (ctypes.util.find_library(n[3:]) for n in _NAMES) if p]
     if not paths:
@@ -63,7 +67,7 @@ def library(maps: str = "/proc/self/maps") -> Any:
     return lib
 
 
-def comm_of(process_group: Any, device: Any) -> int:
+def comm_of(process_group: ProcessGroup, device: str | torch.device) -> int:
     """The ``ncclComm_t`` behind ``process_group`` on ``device``, as an address (torch's ``_comm_ptr``)."""
     import torch
 
@@ -74,7 +78,7 @@ def comm_of(process_group: Any, device: Any) -> int:
     return int(backend._comm_ptr())
 
 
-def tensor_at(address: int, nbytes: int, device: Any) -> Any:
+def tensor_at(address: int, nbytes: int, device: str | torch.device) -> torch.Tensor:
     """A uint8 tensor over ``nbytes`` at ``address`` on ``device``, owning nothing (the pool frees it)."""
     import torch
 
@@ -113,7 +117,7 @@ class Pool:
     deregistration at exit could come after the communicator is gone). Every rank makes the same buffers in the
     same order, so a buffer has the same offset from its chunk's head on every rank."""
 
-    def __init__(self, lib: Any, comm: int | None, sync: Callable[[], None] = lambda: None):
+    def __init__(self, lib: ctypes.CDLL, comm: int | None, sync: Callable[[], None] = lambda: None):
         self.lib, self.comm, self.sync = lib, comm, sync
         self.chunks: list[_Chunk] = []
 
@@ -146,7 +150,7 @@ class Pool:
         room = [c for c in self.chunks if c.nbytes == CHUNK_BYTES and c.nbytes - c.used >= span]
         return room[0] if room else self._chunk(CHUNK_BYTES)
 
-    def empty(self, numel: int, dtype: Any, device: Any) -> Any:
+    def empty(self, numel: int, dtype: torch.dtype, device: str | torch.device) -> torch.Tensor:
         """An uninitialized 1-D tensor of ``numel`` elements of ``dtype``, in NCCL's memory, lent to this case."""
         nbytes = numel * dtype.itemsize
         span = -(-nbytes // _ALIGN) * _ALIGN

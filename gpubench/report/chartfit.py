@@ -4,24 +4,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.axis import Axis
+    from matplotlib.backend_bases import RendererBase
+    from matplotlib.figure import Figure
 
 
-def overlaps(labels: list[Any], renderer: Any) -> bool:
+def overlaps(labels: list[Any], renderer: RendererBase) -> bool:
     """Whether any two of these drawn texts' extents intersect."""
     boxes = [t.get_window_extent(renderer) for t in labels if t.get_visible() and t.get_text()]
     return any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
 
 
-def _shown(axis: Any, minor: bool) -> list[Any]:
+def _shown(axis: Axis, minor: bool) -> list[Any]:
     return [t for t in axis.get_ticklabels(minor=minor) if t.get_visible() and t.get_text()]
 
 
-def thin_ticks(fig: Any) -> None:
+def thin_ticks(fig: Figure) -> None:
     """Hide tick labels of ``fig`` until none of one axis overlap: the minor labels first, where they collide
     with the major ones, then every second, third, ... major label (the first of each axis is kept)."""
     fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg's canvas, which draws the PNGs
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             major, minor = _shown(axis, False), _shown(axis, True)

@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -137,6 +137,17 @@ def status_of(path: str | os.PathLike, meta: dict[str, Any] | None = None, *, no
     except (OSError, ValueError):
         return status
     return "abandoned" if (time.time() if now is None else now) - touched > LEASE_STALE_S else "running"
+
+
+class RunRecord(Protocol):
+    """Where a run's tables and its closing word go: a :class:`RunDir` in the process that writes the run, an
+    :class:`Unwritten` in a rank that only measures."""
+
+    def write_table(self, suite: str, df: pd.DataFrame) -> object:
+        """``suite``'s table, rewritten whole (every case so far)."""
+
+    def finish(self, status: str, **extra: Any) -> None:
+        """Close the run ``status``, with ``extra`` keys in its run.json."""
 
 
 class RunDir:

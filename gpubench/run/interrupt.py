@@ -16,7 +16,7 @@ class StopFlag:
     count at the next one: were it noted in ``set`` only, the answer would overwrite it and the run go on.
     """
 
-    def __init__(self, on_first: Callable[[], None] | None = None):
+    def __init__(self, on_first: Callable[[], object] | None = None):
         self.set = False
         self.asked = False
         self._on_first = on_first

@@ -29,12 +29,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpubench.child import Gone
 from gpubench.errors import UsageError
 from gpubench.run import prestart
 from gpubench.run.request import DEFAULT_PROCESSES, RunRequest  # noqa: F401 — --help reads it here without numpy
+
+if TYPE_CHECKING:
+    from gpubench.timing.engine import EngineConfig
 
 READY_TIMEOUT_S = 300.0  # a worker's start-up: imports and a device context (seconds on a cold file cache)
 CASE_TIMEOUT_S = 120.0  # a worker's allowance per case, on top of a minute: a stalled device ends it
@@ -52,7 +55,7 @@ class Spec:
     request: RunRequest
     backend: str  # the backend's name the run measures on (the request may say auto)
     device: int
-    config: Any  # the run's engine.EngineConfig
+    config: EngineConfig  # the run's
     cases: dict[str, list[str]]  # suite -> case ids to measure
 
 
@@ -167,7 +170,7 @@ class Workers:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def scaled(config: Any, processes: int) -> Any:
+def scaled(config: EngineConfig, processes: int) -> EngineConfig:
     """The engine configuration of a per-process case: the sampling budget shared between the processes."""
     if processes <= 1:
         return config

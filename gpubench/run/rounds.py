@@ -5,7 +5,7 @@ run's rows (:mod:`gpubench.run.per_process`)."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -18,15 +18,19 @@ from gpubench.run.plan import Plan
 from gpubench.run.request import RunRequest
 from gpubench.run.rows import MAX_MESSAGE, derive, pool
 
+if TYPE_CHECKING:
+    from gpubench.console import ProgressSink
+    from gpubench.results.rundir import RunRecord
+
 
 def spec(request: RunRequest, backend: Backend, config: engine.EngineConfig, cases: dict[str, list[str]]) -> proc.Spec:
     """What the workers are given to lay out the run's cases as it did: its request."""
     return proc.Spec(request=request, backend=backend.name, device=backend.device_index, config=config, cases=cases)
 
 
-def rounds(p: Plan, workers: proc.Workers, count: int, watch: contention.Watch, run_dir: Any,
+def rounds(p: Plan, workers: proc.Workers, count: int, watch: contention.Watch, run_dir: RunRecord,
            tables: dict[str, pd.DataFrame], base: dict[str, Any], config: engine.EngineConfig,
-           progress: Any) -> list[str]:
+           progress: ProgressSink | None) -> list[str]:
     """Workers 1..count-1 measure the per-process cases one after the other; each one's samples join the rows
     (and the suites' derived rows are made again over them), and the suites' ``tables`` in ``run_dir`` are
     rewritten after each. The notes of workers that could not."""

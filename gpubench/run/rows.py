@@ -21,7 +21,7 @@ from gpubench.machine.contention import union
 from gpubench.results import COLUMNS, STATS, STATUSES, as_list
 from gpubench.results.rundir import ABANDONED_STOP
 from gpubench.timing.stats import finite, summarize
-from gpubench.suite import Case, Derived, Metric, Suite
+from gpubench.suite import Case, Derived, Metric, Suite, Workload
 
 # Messages in tables are for people; keep them to what fits a table cell and a log line.
 MAX_MESSAGE = MAX_LINE
@@ -89,7 +89,7 @@ def case_rows(
     *,
     status: str,
     message: str = "",
-    workload: Any = None,
+    workload: Workload | None = None,
     meas: engine.Measurement | None = None,
     config: engine.EngineConfig = engine.FULL,
     case_s: float | None = None,
@@ -125,7 +125,7 @@ def _paces(meas: engine.Measurement | None, samples: list[float]) -> list[float]
     return [p * 1e6 for p in paces] if samples and len(paces) == len(samples) else []
 
 
-def _how(workload: Any, meas: engine.Measurement | None) -> dict[str, Any]:
+def _how(workload: Workload | None, meas: engine.Measurement | None) -> dict[str, Any]:
     """What the engine knew of how a case was measured: its work, batching, warm-up, check and the device's state."""
     state = meas.state if meas else {}
     chk = meas.check if meas else None

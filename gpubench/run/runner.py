@@ -15,7 +15,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -39,6 +39,10 @@ from gpubench.run.rounds import rounds, spec
 from gpubench.run.rows import MAX_MESSAGE, amend, case_rows, derive, mark_rows
 from gpubench.results.rundir import ABANDONED, ABANDONED_STOP, RunDir
 from gpubench.suite import Case, GridContext, Skip, Suite
+
+if TYPE_CHECKING:
+    from gpubench.console import ProgressSink
+    from gpubench.machine.telemetry import Telemetry
 
 
 @dataclass
@@ -94,7 +98,7 @@ def run_case(
     backend: Backend,
     base: dict[str, Any],
     config: engine.EngineConfig,
-    telemetry: Any,
+    telemetry: Telemetry | None,
     group: Group | None = None,
     tick: Callable[[], None] | None = None,
     ctx: GridContext | None = None,
@@ -107,7 +111,7 @@ def run_case(
     return case_rows(suite, case, base, case_s=time.monotonic() - t0, **how)
 
 
-def _outcome(suite: Suite, case: Case, backend: Backend, config: engine.EngineConfig, telemetry: Any,
+def _outcome(suite: Suite, case: Case, backend: Backend, config: engine.EngineConfig, telemetry: Telemetry | None,
              group: Group | None, tick: Callable[[], None] | None, ctx: GridContext | None,
              interrupted: Callable[[], bool] | None) -> dict[str, Any]:
     """How the case ended, as :func:`gpubench.run.rows.case_rows` takes it: status, message, workload, measurement,
@@ -141,7 +145,7 @@ def _outcome(suite: Suite, case: Case, backend: Backend, config: engine.EngineCo
     return {"status": "ok", "workload": workload, "meas": meas, "config": config}
 
 
-def _static(reader: Any) -> dict[str, Any]:
+def _static(reader: Telemetry) -> dict[str, Any]:
     try:
         return dict(reader.static() or {})
     except Exception:  # noqa: BLE001 — identity columns are best effort
@@ -159,9 +163,9 @@ class RunHooks:
     busy_is_ours: bool = False
 
 
-def execute(p: Plan, backend: Backend, request: RunRequest, *, layout: Alone | None = None, progress: Any = None,
-            config: engine.EngineConfig | None = None, early: prestart.Started | None = None,
-            hooks: RunHooks | None = None) -> Outcome:
+def execute(p: Plan, backend: Backend, request: RunRequest, *, layout: Alone | None = None,
+            progress: ProgressSink | None = None, config: engine.EngineConfig | None = None,
+            early: prestart.Started | None = None, hooks: RunHooks | None = None) -> Outcome:
     """Run the plan in ``layout`` (gpubench.run.layouts; alone by default); ``progress`` gets ``start(total)``,
     ``advance(suite, case, rows)``, ``note(text)``. ``early``: workers started as the command began
     (gpubench.run.prestart), for the run alone to take or kill."""
@@ -173,9 +177,9 @@ class Runner:
     """One run of a plan: every suite's cases through the engine in its layout, then the per-process rounds; the
     run directory written as it goes. Its attributes are what a layout reads."""
 
-    def __init__(self, p: Plan, backend: Backend, request: RunRequest, layout: Alone, *, progress: Any = None,
-                 config: engine.EngineConfig | None = None, early: prestart.Started | None = None,
-                 hooks: RunHooks = RunHooks()):
+    def __init__(self, p: Plan, backend: Backend, request: RunRequest, layout: Alone, *,
+                 progress: ProgressSink | None = None, config: engine.EngineConfig | None = None,
+                 early: prestart.Started | None = None, hooks: RunHooks = RunHooks()):
         self.plan, self.backend, self.request, self.layout, self.progress = p, backend, request, layout, progress
         self.group = layout.group
         self.early, self.hooks = early, hooks

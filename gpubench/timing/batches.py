@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from gpubench.backends.base import Backend, Hold, Timer
 from gpubench.suite import Method, Skip, Workload
@@ -39,7 +39,21 @@ FLUSH_MAX_BATCH = 64
 MAX_HOLD_S = 2.0
 
 
-def inner_for(per_call_s: float, config: Any, min_sample_s: float = 0.0) -> int:
+class Limits(Protocol):
+    """What a batch strategy reads of the engine's configuration (:class:`gpubench.timing.engine.EngineConfig`,
+    which imports this module)."""
+
+    @property
+    def min_sample_s(self) -> float: ...
+    @property
+    def max_inner(self) -> int: ...
+    @property
+    def max_held_inner(self) -> int: ...
+    @property
+    def max_samples(self) -> int: ...
+
+
+def inner_for(per_call_s: float, config: Limits, min_sample_s: float = 0.0) -> int:
     """Calls that make a batch last the config's sample length (or ``min_sample_s``, where longer)."""
     if per_call_s <= 0:
         return config.max_inner
@@ -72,10 +86,10 @@ class Region:
     def calls(self, inner: int) -> int:
         return inner
 
-    def hold_s(self, config: Any, inner: int) -> float:
+    def hold_s(self, config: Limits, inner: int) -> float:
         return max(2 * config.min_sample_s, 0.005)  # a held batch of calls waits ≥ 5 ms
 
-    def next_inner(self, per_call_s: float, config: Any, method: Method) -> int:
+    def next_inner(self, per_call_s: float, config: Limits, method: Method) -> int:
         inner = inner_for(per_call_s * method.calls, config, method.min_sample_s)
         return min(inner, config.max_held_inner) if method.hold else inner
 
@@ -99,10 +113,10 @@ class Flushed:
     def calls(self, inner: int) -> int:
         return 1
 
-    def hold_s(self, config: Any, inner: int) -> float:
+    def hold_s(self, config: Limits, inner: int) -> float:
         return FLUSH_HOLD_S * inner
 
-    def next_inner(self, per_call_s: float, config: Any, method: Method) -> int:
+    def next_inner(self, per_call_s: float, config: Limits, method: Method) -> int:
         # Samples per batch: enough to keep the GPU loaded for FLUSH_BATCH_S between host round trips.
         return max(1, min(FLUSH_MAX_BATCH, config.max_samples, math.ceil(FLUSH_BATCH_S / max(per_call_s, 1e-9))))
 
@@ -115,7 +129,7 @@ class Batches:
     workload: Workload
     backend: Backend
     inputs: list
-    config: Any  # the engine's EngineConfig (gpubench.timing.engine imports this module)
+    config: Limits  # the engine's EngineConfig
     shape: Region | Flushed
     after: Callable[[], None]  # called after every batch: progress for a watchdog, a check for a Ctrl-C
     turn: int = 0

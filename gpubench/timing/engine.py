@@ -30,7 +30,7 @@ import math
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,6 +42,10 @@ from gpubench.ranks import agree
 from gpubench.timing.stop_rule import StopRule
 from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, TIME_SCALE, Check, Metric, Workload
 from gpubench.machine.telemetry import Sampler
+
+if TYPE_CHECKING:
+    from gpubench.machine.telemetry import Telemetry
+    from gpubench.ranks.rank_group import RankGroup
 
 
 # When issuing one call takes the host HOST_BOUND or more of the call's device time, the device was waiting between
@@ -121,7 +125,7 @@ class Measurement:
                 "slowest_rank": max(range(len(self.rank_medians_s)), key=self.rank_medians_s.__getitem__)}
 
 
-def check(workload: Workload, backend: Backend, inputs: Any = None,
+def check(workload: Workload, backend: Backend, inputs: object = None,
           between: Callable[[], None] | None = None) -> Check | None:
     """Run once on fresh inputs (``inputs``, or a set made here) and compare with the suite's reference.
 
@@ -171,8 +175,8 @@ def measure(
     workload: Workload,
     backend: Backend,
     config: EngineConfig = FULL,
-    telemetry: Any = None,
-    group: Any = None,
+    telemetry: Telemetry | None = None,
+    group: RankGroup | None = None,
     tick: Callable[[], None] | None = None,
     interrupted: Callable[[], bool] | None = None,
     notes: dict[str, Any] | None = None,
@@ -210,8 +214,8 @@ def measure(
     return result
 
 
-def _measured(workload: Workload, backend: Backend, config: EngineConfig, telemetry: Any, group: Any,
-              tick: Callable[[], None] | None, stop: _Stop) -> Measurement:
+def _measured(workload: Workload, backend: Backend, config: EngineConfig, telemetry: Telemetry | None,
+              group: RankGroup | None, tick: Callable[[], None] | None, stop: _Stop) -> Measurement:
     """``measure``'s steps, the workload already in the form it is timed in (eager, or replays of graphs)."""
     result = Measurement(samples_s=[])
     with fills.stop_with(stop.hook):  # a fill of GiBs takes seconds
@@ -233,7 +237,8 @@ def _measured(workload: Workload, backend: Backend, config: EngineConfig, teleme
     return result
 
 
-def _config_for(workload: Workload, config: EngineConfig, group: Any, interrupted: Any) -> EngineConfig:
+def _config_for(workload: Workload, config: EngineConfig, group: RankGroup | None,
+                interrupted: Callable[[], bool] | None) -> EngineConfig:
     """The run's configuration with the workload's own changes; refuses what a group of ranks cannot do."""
     if workload.method.sampling:
         config = dataclasses.replace(config, **workload.method.sampling)
@@ -279,7 +284,7 @@ def _make_sets(workload: Workload, sets: int, stop: _Stop) -> list:
 class _Agreed:
     """A value of this rank's and the time since a start: across a group, the slowest rank's of each."""
 
-    def __init__(self, backend: Backend, group: Any):
+    def __init__(self, backend: Backend, group: RankGroup | None):
         self.backend, self.group = backend, group
 
     def __call__(self, own: float, since: float) -> tuple[float, float]:
@@ -315,7 +320,7 @@ def _warm_up(batches: Batches, agreed: _Agreed, config: EngineConfig, result: Me
 
 
 def _sample(batches: Batches, agreed: _Agreed, config: EngineConfig, result: Measurement, warm: tuple[int, float],
-            telemetry: Any) -> list[float]:
+            telemetry: Telemetry | None) -> list[float]:
     """Samples until the stop rule says so, into ``result``; this rank's own per-call times."""
     method, flushed = batches.workload.method, batches.shape.flushed
     inner, last = warm
@@ -347,7 +352,7 @@ def _sample(batches: Batches, agreed: _Agreed, config: EngineConfig, result: Mea
     return own
 
 
-def _host_issue(batches: Batches, group: Any, own: list[float], result: Measurement) -> None:
+def _host_issue(batches: Batches, group: RankGroup | None, own: list[float], result: Measurement) -> None:
     """The host's time to issue one call (the probe's median; across a group, the slowest issuer's), and each
     rank's median per-call time."""
     if batches.issued:
@@ -369,7 +374,7 @@ class _NoSampler:
         return {}
 
 
-def _sampler(telemetry: Any):
+def _sampler(telemetry: Telemetry | None) -> Sampler | _NoSampler:
     if telemetry is None or getattr(telemetry, "source", "none") == "none":
         return _NoSampler()
     return Sampler(telemetry)

@@ -22,12 +22,15 @@ import dataclasses
 import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpubench.backends.base import Backend
+from gpubench.backends.base import Backend, GraphCapture
 from gpubench.errors import first_line
 from gpubench.ranks import agree
 from gpubench.suite import Check, Graph, Workload
+
+if TYPE_CHECKING:
+    from gpubench.ranks.rank_group import RankGroup
 
 
 # A row timed eager because the capture failed says so, then why ("rank 1: RuntimeError: ...").
@@ -37,7 +40,7 @@ FALLBACK = "graph capture failed, timed eager: "
 class _Captured:
     """One input set and its graph of ``calls`` calls; ``out`` is the output the replays write."""
 
-    def __init__(self, graphs: Any, workload: Workload, inputs: Any, calls: int):
+    def __init__(self, graphs: GraphCapture, workload: Workload, inputs: object, calls: int):
         self.inputs, self.out = inputs, None
 
         def calls_on_set() -> None:
@@ -48,7 +51,7 @@ class _Captured:
 
 
 def prepare(workload: Workload, backend: Backend,
-            group: Any) -> tuple[Workload, AbstractContextManager, dict[str, Any]]:
+            group: RankGroup | None) -> tuple[Workload, AbstractContextManager, dict[str, Any]]:
     """The workload to time, the context to time it in (its replays on their own stream, or, with no capture here or
     one that failed on some rank, the workload itself, eager), and the columns its rows say that with."""
     graphs = backend.graphs()
@@ -85,7 +88,7 @@ def calls_for(spec: Graph, per_call_s: float) -> int:
 TIMED_CALLS = 3
 
 
-def _first_set(workload: Workload, backend: Backend, group: Any, spec: Graph) -> tuple[Any, float]:
+def _first_set(workload: Workload, backend: Backend, group: RankGroup | None, spec: Graph) -> tuple[Any, float]:
     """The first input set, called once (set-up) and ``TIMED_CALLS`` more times under the host's clock, its input
     restored; with the slowest rank's quickest call. A failure on any rank raises on every rank."""
     inputs, error, per_call = None, None, 0.0
@@ -117,7 +120,7 @@ def _connected(workload: Workload, backend: Backend, spec: Graph) -> Any:
     return inputs
 
 
-def _refill(spec: Graph, inputs: Any) -> Any:
+def _refill(spec: Graph, inputs: object) -> Any:
     return spec.refill(inputs) if spec.refill is not None else inputs
 
 
@@ -125,7 +128,7 @@ def _alone(error: BaseException | None) -> list[agree.Failure]:
     return [] if error is None else [agree.Failure(0, False, first_line(error))]
 
 
-def _replays(workload: Workload, backend: Backend, graphs: Any, spec: Graph, first: _Captured,
+def _replays(workload: Workload, backend: Backend, graphs: GraphCapture, spec: Graph, first: _Captured,
              calls: int) -> Workload:
     """The workload as replays of captured graphs: one set, ``calls`` operations a run."""
     made = [first]
@@ -154,7 +157,7 @@ def _checker(check: Callable[[Any, Any], Check], run: Callable[[Any], Any], back
     """The check of a replay: its output as it is where calling again on it gives the same result (``reread``),
     else one call outside the graph on the refilled set."""
 
-    def check_replay(c: _Captured, out: Any) -> Check:
+    def check_replay(c: _Captured, out: object) -> Check:
         if spec.reread:
             return check(c.inputs, out)
         inputs = _refill(spec, c.inputs)

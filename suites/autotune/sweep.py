@@ -225,7 +225,7 @@ def winners_table(win: pd.DataFrame) -> Table:
     """The winners on the terminal, one line per case: collective, size, and the rest of the key where it varies
     within a collective (all_gather in place and out of place), so that no two lines read alike; what is the same
     on every line goes into the title."""
-    def text(col: str, value: Any) -> str:
+    def text(col: str, value: object) -> str:
         if col == "inplace":
             return "yes" if bool(value) else "no"
         return param_text(col, value)

@@ -70,7 +70,7 @@ def _size_sweep(lo: int, hi: int, factor: int) -> list[int]:
     return out
 
 
-def _step_factor(value: int, _: Any) -> str | None:
+def _step_factor(value: int, _: object) -> str | None:
     return None if value >= 2 else f"--step-factor {value} must be an integer ≥ 2"
 
 

@@ -3,19 +3,17 @@ every vendor answer goes through (``None`` is "unknown" throughout)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 Gpu = tuple[int, str | None, str | None]  # (CUDA/HIP index, uuid, PCI bus id)
 
 
-def as_int(x: Any) -> int | None:
+def as_int(x: object) -> int | None:
     """A count, or None: amdsmi says "N/A" for an unsupported field, and bool is a flag, not a count."""
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return None
     return int(x)
 
 
-def as_flag(x: Any) -> bool | None:
+def as_flag(x: object) -> bool | None:
     """A flag, or None where ``x`` is neither a bool nor an int."""
     if isinstance(x, bool):
         return x

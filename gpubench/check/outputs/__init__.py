@@ -15,11 +15,14 @@ A format module defines
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpubench.check.model import NodeVerdict
 from gpubench.errors import UsageError
 from gpubench.registry import Formats
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
 
 DEFAULT = "table"
 SHARED = ("common",)
@@ -41,7 +44,7 @@ def check_report(fmt: str, out: str | None) -> None:
         raise UsageError(said)
 
 
-def _plain(renderable: Any) -> str:
+def _plain(renderable: RenderableType) -> str:
     from rich.console import Console
 
     console = Console(record=True, width=FILE_WIDTH, color_system=None, force_terminal=False, file=io.StringIO())
@@ -49,7 +52,7 @@ def _plain(renderable: Any) -> str:
     return console.export_text()
 
 
-def write(node: NodeVerdict, fmt: str, out: str | None, console: Any) -> None:
+def write(node: NodeVerdict, fmt: str, out: str | None, console: Console) -> None:
     """Show or write the verdict: a CONSOLE format on ``console`` (or as plain text to ``out``), the others to
     ``out`` or stdout (``out`` None or ``-``), a format that writes its own file to ``out``."""
     from gpubench.results import destination

@@ -4,22 +4,21 @@ confidence behind it, and its evidence in one line (JUnit's failure body and sys
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from gpubench.check.model import Verdict, target_text
 from gpubench.console import fmt_value, unit_text
 
 
-def finite(x: Any) -> float | None:
+def finite(x: object) -> float | None:
     """``x`` as a float, or None where it is missing or not a number people can act on (NaN, inf)."""
     try:
-        f = float(x)
+        f = float(x)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
     return f if math.isfinite(f) else None
 
 
-def confidence_text(c: Any) -> str:
+def confidence_text(c: object) -> str:
     """``99 %``: rounded down, so that 0.996 never reads as a certainty it is not."""
     f = finite(c)
     if f is None:
@@ -27,7 +26,7 @@ def confidence_text(c: Any) -> str:
     return "100 %" if f >= 1 else f"{math.floor(100 * f + 1e-9):.0f} %"
 
 
-def _figure(x: Any, unit: str | None) -> str:
+def _figure(x: object, unit: str | None) -> str:
     f = finite(x)
     return "—" if f is None else f"{fmt_value(f)} {unit_text(unit) if unit else ''}".strip()
 

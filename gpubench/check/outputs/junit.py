@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from typing import Any
 
 from gpubench.check.model import SIMULATED, NodeVerdict, Verdict
 from gpubench.check.outputs.common import evidence, finite
@@ -15,7 +14,7 @@ from gpubench.check.outputs.common import evidence, finite
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-def _x(text: Any) -> str:
+def _x(text: object) -> str:
     return _NOT_XML.sub("?", str(text))
 
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from gpubench.compare.comparison import Report
 
 
-def jsonable(x: Any) -> Any:
+def jsonable(x: object) -> Any:
     """NaN and numpy scalars → what JSON can hold (null, plain numbers)."""
     if isinstance(x, dict):
         return {str(k): jsonable(v) for k, v in x.items()}
@@ -40,19 +40,19 @@ def jsonable(x: Any) -> Any:
     return x
 
 
-def pct(x: Any, signed: bool = False) -> str:
+def pct(x: object, signed: bool = False) -> str:
     v = number(x)
     if not math.isfinite(v):
         return "—"
     return f"{100 * v:+.1f}%" if signed else f"{fmt_value(100 * v)}%"
 
 
-def _value(x: Any, unit: Any) -> str:
+def _value(x: object, unit: object) -> str:
     v = number(x)
     return "—" if not math.isfinite(v) else f"{fmt_value(v)} {unit_text(unit) if unit else ''}".strip()
 
 
-def _peak(x: Any) -> str:
+def _peak(x: object) -> str:
     v = number(x)
     return "—" if not math.isfinite(v) else f"{v:.1f}%"
 
@@ -64,7 +64,7 @@ def _basis(r: dict) -> str:
     return f"{r['basis'] or 'samples'} {n}"  # samples, run-medians or threshold-only
 
 
-def _int(x: Any) -> str:
+def _int(x: object) -> str:
     v = number(x)
     return str(int(v)) if math.isfinite(v) else "0"
 
@@ -280,7 +280,7 @@ FLEET_DEVICE_HEADERS = ["device", "model", "figures", "flagged", "median gap (+ 
 FLEET_ROW_HEADERS = ["device", "suite", "case", "metric", "value", "fleet median", "deviation", "z", "direction"]
 
 
-def fleet_z(x: Any) -> str:
+def fleet_z(x: float) -> str:
     return f"{x:+.1f}" if math.isfinite(x) else ("+inf" if x > 0 else "-inf")
 
 

@@ -64,7 +64,7 @@ def _params(row: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-def _plain(x: Any) -> Any:
+def _plain(x: object) -> Any:
     if hasattr(x, "item") and not isinstance(x, (str, bytes)):
         x = x.item()
     if isinstance(x, float) and not math.isfinite(x):

@@ -32,7 +32,7 @@ def day(run_id_or_time: str | None) -> str:
     return text[:10]
 
 
-def _pct(change: Any) -> str:
+def _pct(change: float | None) -> str:
     return "" if change is None else f", {100 * change:+.1f}%".replace("-", "−")
 
 
