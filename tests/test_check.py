@@ -14,7 +14,7 @@ import pytest
 from gpubench.check import checkset, drive, envelope
 from gpubench.check.checkset import Evidence, Figure
 from gpubench.check.judge import Judge, interval
-from gpubench.check.model import NodeVerdict, Verdict, worst
+from gpubench.check.verdicts import NodeVerdict, Verdict, worst
 from gpubench.errors import UsageError
 
 HBM = Figure("hbm", "HBM bandwidth", "elementwise", r"op=triad,dtype=fp32,array_bytes=\d+,impl=torch", "bandwidth",

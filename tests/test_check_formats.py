@@ -20,7 +20,7 @@ from rich.console import Console
 
 from gpubench.check import outputs
 from gpubench.check.outputs import common, json_, junit, prometheus, table
-from gpubench.check.model import NodeVerdict, Verdict
+from gpubench.check.verdicts import NodeVerdict, Verdict
 from gpubench.errors import UsageError
 
 H100 = "NVIDIA H100 80GB HBM3"

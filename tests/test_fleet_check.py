@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpubench.check import gather
-from gpubench.check.model import FORMAT, FORMAT_VERSION
+from gpubench.check.verdicts import FORMAT, FORMAT_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
 FLEET = Path(__file__).resolve().parent / "fleet"

@@ -223,7 +223,7 @@ def test_a_binary_that_cannot_start_is_a_usage_error(tmp_path):
 
 
 def test_a_sweep_across_16_mib_runs_as_two_binary_runs():
-    from gpubench.suites.comm.sweep import SPLIT_BYTES, segments
+    from gpubench.suites.comm.nccl_tests_engine import SPLIT_BYTES, segments
 
     m = 1 << 20
     assert SPLIT_BYTES == 16 * m

@@ -26,7 +26,7 @@ import numpy as np
 
 from gpubench.results import destination as outputs
 from gpubench.check.judge import PEER_FAIL
-from gpubench.check.model import FORMAT, FORMAT_VERSION, STATES, worst
+from gpubench.check.verdicts import FORMAT, FORMAT_VERSION, STATES, worst
 from gpubench.check.node import peer_figures, read_all
 from gpubench.console import out_console
 from gpubench.errors import UsageError

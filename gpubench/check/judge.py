@@ -42,7 +42,7 @@ import numpy as np
 from gpubench.timing import pace_line as paceline
 from gpubench.check.checkset import Evidence
 from gpubench.check.envelope import Envelope, Thresholds, thresholds, unheld
-from gpubench.check.model import Verdict
+from gpubench.check.verdicts import Verdict
 from gpubench.results.host_set import disturbed_by_load, set_by_host
 from gpubench.console import fmt_value as format_value
 from gpubench.console import unit_text

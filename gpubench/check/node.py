@@ -16,7 +16,7 @@ from gpubench.backends import backend_class, resolve_name
 from gpubench.check import checkset, drive, envelope, facts, node_history as history, visible
 from gpubench.check.outputs import json_
 from gpubench.check.judge import SHARED_NOTE, Judge, pids_in
-from gpubench.check.model import FORMAT, FORMAT_VERSION, HISTORY, OUT, SIMULATED, NodeVerdict, Verdict
+from gpubench.check.verdicts import FORMAT, FORMAT_VERSION, HISTORY, OUT, SIMULATED, NodeVerdict, Verdict
 from gpubench.check.stations import Pool
 from gpubench.errors import UsageError
 from gpubench.results.destination import write_text

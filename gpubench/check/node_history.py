@@ -22,7 +22,7 @@ from typing import Any
 from gpubench import __version__, results
 from gpubench.check import envelope
 from gpubench.check.judge import shared_with
-from gpubench.check.model import FORMAT, FORMAT_VERSION
+from gpubench.check.verdicts import FORMAT, FORMAT_VERSION
 from gpubench.errors import UsageError
 from gpubench.results.host_set import set_by_host
 from gpubench.timing.pace_line import median_pace

@@ -9,7 +9,7 @@ import argparse
 
 # The formats' names load nothing heavy (read from their sources): --help lists them.
 from gpubench.check import outputs
-from gpubench.check.model import HISTORY, OUT
+from gpubench.check.verdicts import HISTORY, OUT
 from gpubench.commands import EXIT_FAILED, EXIT_OK, add_device_args, default_cluster
 from gpubench.errors import UsageError
 

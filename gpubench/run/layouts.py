@@ -1,5 +1,5 @@
 """How the processes of one run share its work: a run's layout, chosen once from its request
-(:func:`gpubench.run.launch.layout_of`) and handed to the runner, which asks it at each point where layouts differ.
+(:func:`gpubench.run.session.layout_of`) and handed to the runner, which asks it at each point where layouts differ.
 
 - :class:`Alone`: this process measures the plan on its device; the figures the host sets are measured again in
   fresh worker processes (gpubench.run.per_process).

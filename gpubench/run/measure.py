@@ -1,5 +1,5 @@
 """A run's request measured: its session (alone, the ranks of a collective, each device of ``--devices``: decided
-by :mod:`gpubench.run.launch`), the runner, and on the terminal of the process that writes the run its tables and
+by :mod:`gpubench.run.session`), the runner, and on the terminal of the process that writes the run its tables and
 closing lines; the exit code. ``gpubench run`` ends here, and so does a run another run starts with its request
 (autotune's trials: ``python -m gpubench.run.measure REQUEST_FILE``).
 """
@@ -26,15 +26,16 @@ if TYPE_CHECKING:
 
 
 def measure(request: RunRequest, early: Started | None = None) -> int:
-    """The suites' cases, measured in the processes the request asks for (gpubench.run.launch decides which), with
+    """The suites' cases, measured in the processes the request asks for (gpubench.run.session decides which), with
     the progress and the summary on the terminal of the process that writes the run."""
     from gpubench.console import RunProgress
-    from gpubench.run import launch, runner
+    from gpubench.run import runner
+    from gpubench.run.session import measuring, open_run
 
-    session = launch.open_run(request)
+    session = open_run(request)
     if isinstance(session, int):  # this process started the ranks: their exit code
         return session
-    with launch.measuring(session):
+    with measuring(session):
         progress = RunProgress() if session.root else None
         try:
             outcome = runner.execute(session.plan, session.backend, request, layout=session.layout,

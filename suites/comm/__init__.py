@@ -33,7 +33,7 @@ from typing import Any
 
 from gpubench.timing import graphs
 from gpubench.backends.base import Backend
-from gpubench.suites.comm import caveats, sampling, sweep
+from gpubench.suites.comm import caveats, nccl_tests_engine, sampling
 from gpubench.suites.comm import charts as charts_comm
 from gpubench.suites.comm import table as commtable
 from gpubench.suites.comm.buffers import Buffers, Layout
@@ -81,8 +81,8 @@ def _register_alloc(value: bool, options: Any) -> str | None:
 
 
 # Engines besides gpubench's own loop, each writing this suite's table (gpubench.suite): --engine nccl-tests runs
-# the binaries with the same sweep (sweep.py); its layout options are its own.
-ENGINES = (Engine("nccl-tests", sweep.sweep, own_options=("nccl_tests_launcher", "nccl_tests_layout")),)
+# the binaries with the same sweep (nccl_tests_engine.py); its layout options are its own.
+ENGINES = (Engine("nccl-tests", nccl_tests_engine.sweep, own_options=("nccl_tests_launcher", "nccl_tests_layout")),)
 
 OPTIONS = (
     Option("min-bytes", "smallest size, e.g. 8, 1M (as nccl-tests -b)", parse_size, metavar="SIZE"),

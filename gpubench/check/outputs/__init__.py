@@ -17,7 +17,7 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING
 
-from gpubench.check.model import NodeVerdict
+from gpubench.check.verdicts import NodeVerdict
 from gpubench.errors import UsageError
 from gpubench.registry import Formats
 

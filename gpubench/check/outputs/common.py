@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from gpubench.check.model import Verdict, target_text
+from gpubench.check.verdicts import Verdict, target_text
 from gpubench.console import fmt_value, unit_text
 
 

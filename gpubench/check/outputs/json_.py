@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gpubench.check.model import NodeVerdict
+from gpubench.check.verdicts import NodeVerdict
 from gpubench.compare.outputs.common import jsonable
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schema.json"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from gpubench.check.model import SIMULATED, NodeVerdict, Verdict
+from gpubench.check.verdicts import SIMULATED, NodeVerdict, Verdict
 from gpubench.check.outputs.common import evidence, finite
 
 # XML 1.0 cannot hold these at all, escaped or not; a check's text quoting a driver's message might carry one.

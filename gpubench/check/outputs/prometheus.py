@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from gpubench.check.model import SIMULATED, STATES, NodeVerdict, Verdict
+from gpubench.check.verdicts import SIMULATED, STATES, NodeVerdict, Verdict
 from gpubench.check.outputs.common import finite
 from gpubench.errors import UsageError
 

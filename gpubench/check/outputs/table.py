@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpubench.check.affinity import describe as binding_text
-from gpubench.check.model import SIMULATED, STATES, NodeVerdict, Verdict, target_text, worst
+from gpubench.check.verdicts import SIMULATED, STATES, NodeVerdict, Verdict, target_text, worst
 from gpubench.check.outputs.common import confidence_text, finite
 
 CONSOLE = True

@@ -12,7 +12,7 @@ from typing import Any
 
 from gpubench.check.facts.rules import ecc, nvlink, pcie_link, processes, row_remap, throttle
 from gpubench.check.facts.rules.common import Fact
-from gpubench.check.model import Verdict
+from gpubench.check.verdicts import Verdict
 
 FACTS: tuple[Fact, ...] = (pcie_link.FACT, ecc.FACT, row_remap.FACT, nvlink.FACT, throttle.FACT, processes.FACT)
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpubench.check.model import State, Verdict
+from gpubench.check.verdicts import State, Verdict
 
 Static = dict[str, Any]  # a reader's static facts of one GPU (FactsReader.static)
 Seen = dict[str, Any]  # what FactsWatch saw on it (FactsWatch.seen)

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 
 from gpubench.check.facts.fields import as_int
 from gpubench.check.facts.rules.common import Fact, Static, Seen, skip, verdict
-from gpubench.check.model import Verdict
+from gpubench.check.verdicts import Verdict
 
 CHECK, TITLE = "pcie_link", "PCIe link"
 

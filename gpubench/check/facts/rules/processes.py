@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from gpubench.check.facts.rules.common import Fact, Static, Seen, skip, verdict
-from gpubench.check.model import Verdict
+from gpubench.check.verdicts import Verdict
 from gpubench.machine.contention import process_name
 
 CHECK, TITLE = "processes", "other processes"

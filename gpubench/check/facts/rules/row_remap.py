@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 
 from gpubench.check.facts.fields import as_int
 from gpubench.check.facts.rules.common import Fact, Static, Seen, skip, verdict
-from gpubench.check.model import State, Verdict, worst
+from gpubench.check.verdicts import State, Verdict, worst
 
 CHECK, TITLE = "row_remap", "row remapping"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from gpubench.check.facts.rules.common import Fact, Static, Seen, skip, verdict
-from gpubench.check.model import Verdict
+from gpubench.check.verdicts import Verdict
 
 CHECK, TITLE = "throttle", "throttling"
 
