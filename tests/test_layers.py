@@ -259,3 +259,27 @@ def test_one_place_builds_a_row():
                 if {"suite", "metric", "value", "samples"} <= keys:
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not found, "rows built outside gpubench/run/rows.py (use rows.figure and rows.finish):\n" + "\n".join(found)
+
+
+# A module name found in more than one package means the same kind of thing in each (the base class of the package's
+# family, its fake, a format of its outputs, what its formats share, a command's module and the logic it runs).
+SHARED_NAMES = {
+    "base.py": "the base class of the package's family (backends, the check's fact readers)",
+    "fake.py": "the fake of the package's family (a backend, the check's fact readers)",
+    "common.py": "what the package's modules share (compare's and check's outputs, the check's rules)",
+    "json_.py": "the JSON format of an outputs package", "junit.py": "the JUnit format of an outputs package",
+    "page.py": "an HTML page (the report's, the history's)", "charts.py": "a suite's charts",
+    "calibrate.py": "gpubench calibrate: its command and its logic", "roofline.py": "gpubench roofline: its command "
+    "and the report's roofline", "sensitivity.py": "compare's sensitivity: its figures and its output format",
+    "table.py": "a table: the check's terminal table, the comm suite's table of rows",
+}
+
+
+def test_no_two_modules_share_a_name_for_different_things():
+    by_name: dict[str, list[str]] = {}
+    for folder in ("gpubench", "suites"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if path.name != "__init__.py" and "__pycache__" not in path.parts:
+                by_name.setdefault(path.name, []).append(path.relative_to(ROOT).as_posix())
+    shared = {name: sorted(paths) for name, paths in by_name.items() if len(paths) > 1}
+    assert set(shared) <= set(SHARED_NAMES), {n: p for n, p in shared.items() if n not in SHARED_NAMES}
