@@ -1,5 +1,5 @@
-"""The suites' public surface, gpubench/toolkit/ (docs/writing-a-suite.md): re-exports only, each part paying for
-what its names need, imported by no module of the library."""
+"""Suites import the library through one public surface, gpubench/toolkit/ (docs/writing-a-suite.md): the built-in
+suites and the model plugin suite of the tests, read from the source (imports inside functions too)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,49 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_layers import SUITES, _imports, _modules
+from test_layers import ROOT, SUITES, _imports, _modules
 
 SURFACE = "gpubench.toolkit"
+PLUGIN = ROOT / "tests" / "plugin" / "gpubench_square.py"
 
 
 def _on_surface(module: str) -> bool:
     return any(module == top or module.startswith(top + ".") for top in (SURFACE, SUITES))
+
+
+def _past_the_surface(name: str, path: Path, modules: set[str]) -> list[str]:
+    """Where module ``name`` imports gpubench other than through the toolkit or a suite: its import statements, and
+    ``import_module``/``__import__`` of a name written out."""
+    found = {m for m in _imports(name, path, modules) if not _on_surface(m)}
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) and \
+                getattr(node.func, "attr", getattr(node.func, "id", "")) in ("import_module", "__import__"):
+            target = str(node.args[0].value)
+            if target.split(".")[0] == "gpubench" and not _on_surface(target):
+                found.add(target)
+    return sorted(f"{name} imports {m}" for m in found)
+
+
+def test_suites_import_the_library_through_the_toolkit():
+    modules = _modules()
+    readers = {name: path for name, path in modules.items() if name.startswith(SUITES)}
+    assert len(readers) > 20  # every built-in suite's module, not a folder missed
+    readers["gpubench_square"] = PLUGIN  # the docs' model of a plugin suite goes the same way
+    bad = [leak for name, path in readers.items() for leak in _past_the_surface(name, path, set(modules))]
+    assert not bad, ("a suite imports the library past its surface (import it from gpubench.toolkit; add a name "
+                     "there if it lacks one):\n" + "\n".join(bad))
+
+
+def test_the_surface_finder_finds_imports_past_it(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("import gpubench\nfrom gpubench import results\nfrom gpubench.toolkit import results as r\n"
+                   "from gpubench.suites.comm import table\nfrom gpubench.toolkit.charts import Chart\n"
+                   "def f():\n    from gpubench.timing import fills\n"
+                   "    return importlib.import_module('gpubench.units')\n")
+    modules = {"gpubench.results", "gpubench.toolkit.results", "gpubench.timing.fills"}
+    assert _past_the_surface("gpubench.suites.m", src, modules) == [
+        "gpubench.suites.m imports gpubench", "gpubench.suites.m imports gpubench.results",
+        "gpubench.suites.m imports gpubench.timing.fills", "gpubench.suites.m imports gpubench.units"]
 
 
 def test_only_suites_import_the_toolkit():
