@@ -17,15 +17,13 @@ import itertools
 import math
 from typing import Any
 
-from gpubench.backends.base import Backend
-from gpubench.kernels.launch_configs import PERSISTENT, TORCH, gemm_kernel_config, parse
+from gpubench.toolkit import BANDWIDTH, THROUGHPUT, TIME, Backend, Case, Derived, Exporter, GridContext, Skip, Suite
+from gpubench.toolkit.kernels import PERSISTENT, TORCH, gemm_kernel_config, parse
 from gpubench.suites import elementwise as E
 from gpubench.suites import gemm as G
 from gpubench.suites.gemm import correctness as gemm_check
 from gpubench.suites.autotune import charts as charts_autotune
 from gpubench.suites.elementwise import array_sizes
-from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Derived, GridContext, Skip, Suite
-from gpubench.suite import Exporter
 
 GPU = ("cuda", "hip")
 GEMM_DTYPE = "bf16"  # the tiled variant's sweep
@@ -72,7 +70,7 @@ def rate_metric(kernel: str):
 def _winners(form: str, df: Any, meta: dict[str, Any]) -> tuple[str, str]:
     """A sweep's winners written by gpubench.kernels.config_export's ``form`` (it reads pandas: loaded here, not
     when the suite is listed), and how many there are."""
-    from gpubench.kernels import config_export
+    from gpubench.toolkit.kernels import config_export
 
     return getattr(config_export, form)(df, meta), f"{len(config_export.winners(df))} winner(s)"
 
@@ -119,7 +117,7 @@ class AutotuneKernels(Suite):
                              backend)
         if impl == TORCH:
             return w
-        from gpubench.kernels import matmul_triton as kt  # imports Triton: only for the Triton impl
+        from gpubench.toolkit.kernels import matmul_triton as kt  # imports Triton: only for the Triton impl
 
         cfg = gemm_kernel_config(case["config"], case["dtype"])
         if cfg["variant"] == kt.PERSISTENT_TMA:
@@ -139,7 +137,7 @@ class AutotuneKernels(Suite):
                                             impl=impl), backend)
         if impl == TORCH:
             return w
-        from gpubench.kernels import stream_triton as ks  # imports Triton: only for the Triton impl
+        from gpubench.toolkit.kernels import stream_triton as ks  # imports Triton: only for the Triton impl
 
         cfg = parse(case["config"])
 

@@ -39,14 +39,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpubench.machine import topology
-from gpubench.backends.base import Backend
-from gpubench.machine.memory_budget import too_big
-from gpubench.report.plotting import (MARKERS, STYLES, Chart, bytes_axis, color, fmt_bytes, grid, legend, note,
-                                      save, spread)
-from gpubench.report.runs import Run, join, names
-from gpubench.suite import BANDWIDTH, TIME, Case, Check, GridContext, Method, Skip, Suite, Workload
-from gpubench.units import format_bytes
+from gpubench.toolkit import (BANDWIDTH, TIME, Backend, Case, Check, GridContext, Method, Skip, Suite, Workload,
+                              format_bytes)
+from gpubench.toolkit.charts import (MARKERS, STYLES, Chart, Run, bytes_axis, color, fmt_bytes, grid, join, legend,
+                                     names, note, save, spread)
+from gpubench.toolkit.workloads import too_big, topology
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 SIZES = (4 * KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB, 256 * MiB, GiB)

@@ -19,18 +19,12 @@ from pathlib import Path
 
 import torch
 
-from gpubench.timing import engine, fills
-from gpubench.machine import spec_peaks as peaks
-from gpubench.report import roofline
-from gpubench.backends.base import Backend
-from gpubench.console import fmt_value
-from gpubench.errors import UsageError
-from gpubench.machine.memory_budget import HEADROOM, too_big
-from gpubench.options import Option
-from gpubench.report.plotting import Chart, color, fmt_bytes, grid, legend, note, save, spread
-from gpubench.report.runs import Run, join, names
-from gpubench.suite import BANDWIDTH, THROUGHPUT, TIME, Case, Check, GridContext, Method, Skip, Suite, Workload
-from gpubench.units import format_bytes
+from gpubench.toolkit import (BANDWIDTH, THROUGHPUT, TIME, Backend, Case, Check, GridContext, Method, Option, Skip,
+                              Suite, UsageError, Workload, format_bytes)
+from gpubench.toolkit.charts import (Chart, Run, color, fmt_bytes, grid, join, legend, memory_levels, names, note, save,
+                                     spread)
+from gpubench.toolkit.console import fmt_value
+from gpubench.toolkit.workloads import FULL, HEADROOM, fills, sets_spanning, spec_peaks as peaks, too_big
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "fp64": torch.float64}
 # Exact in every dtype above (BabelStream's 0.4 is not; a Triton float argument arrives as fp32, and the
@@ -97,7 +91,7 @@ def _torch_run(op: str):
 
 def _triton_run(op: str, warps: int | None = None):
     try:
-        from gpubench.kernels import stream_triton as k
+        from gpubench.toolkit.kernels import stream_triton as k
     except ImportError as e:
         raise Skip(f"triton is not installed ({e}); pip install triton") from e
     if op in FMA_OPS:
@@ -119,7 +113,7 @@ def _op(name: str) -> Op:
 
 def _triton_config(op: str, warps: int | None = None) -> str:
     """The launch shape, recorded per row so that runs with other shapes are told apart."""
-    from gpubench.kernels import stream_triton as k  # imports Triton: reached only for the Triton impl
+    from gpubench.toolkit.kernels import stream_triton as k  # imports Triton: reached only for the Triton impl
 
     if op == "dot":
         return f"block={k.DOT_BLOCK},warps={warps or k.DOT_WARPS}"
@@ -217,7 +211,7 @@ def case_bytes(arrays: int, size: int, cache_bytes: int) -> int:
     one set does not span the cache), or the check's set plus its fp64 scratch, whichever is larger (the check
     set is freed before the timing sets are made)."""
     footprint = arrays * size
-    sets = engine.sets_spanning(footprint, cache_bytes, engine.FULL)
+    sets = sets_spanning(footprint, cache_bytes, FULL)
     return max(sets * footprint, footprint + CHECK_SCRATCH)
 
 
@@ -346,7 +340,7 @@ def _chart(runs: list[Run], out: Path) -> list[Chart]:
     dtypes = sorted({d for _, _, rows in have for d in rows["dtype"].astype(str)})
     name = names([r for _, r, _ in have])
     fig, axes = grid(len(dtypes), cols=min(3, len(dtypes)), w=6.2, h=4.2)
-    levels, notes = {id(r): roofline.memory_levels(r.df) for _, r, _ in have}, []
+    levels, notes = {id(r): memory_levels(r.df) for _, r, _ in have}, []
     for ax, dtype in zip(axes, dtypes):
         series = [(i, r, impl, rows[(rows["dtype"].astype(str) == dtype) & (rows["impl"] == impl)])
                   for i, r, rows in have for impl in sorted(rows["impl"].astype(str).unique())]

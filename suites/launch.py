@@ -23,11 +23,9 @@ from typing import Any
 
 import torch
 
-from gpubench.backends.base import Backend
-from gpubench.report.plotting import Chart, color, legend, note, pyplot, save, spread
-from gpubench.report.runs import Run
-from gpubench.timing.stats import paired_draws, propagate
-from gpubench.suite import TIME, Case, Check, Derived, GridContext, Metric, Method, Skip, Suite, Workload
+from gpubench.toolkit import TIME, Backend, Case, Check, Derived, GridContext, Method, Metric, Skip, Suite, Workload
+from gpubench.toolkit.charts import Chart, Run, color, legend, note, pyplot, save, spread
+from gpubench.toolkit.workloads import paired_draws, propagate
 
 APIS = ("raw", "triton", "torch")
 GRAPH_NODES = (1, 10, 100, 1000)

@@ -129,6 +129,7 @@ FLOORS = (
     ("gpubench.compare",),
     ("gpubench.report",),
     ("gpubench.check",),
+    ("gpubench.toolkit",),
     (SUITES, "gpubench.pytest_plugin"),
     ("gpubench.commands", "gpubench.cli", "gpubench.__main__"),
 )
@@ -268,7 +269,9 @@ SHARED_NAMES = {
     "fake.py": "the fake of the package's family (a backend, the check's fact readers)",
     "common.py": "what the package's modules share (compare's and check's outputs, the check's rules)",
     "json_.py": "the JSON format of an outputs package", "junit.py": "the JUnit format of an outputs package",
-    "page.py": "an HTML page (the report's, the history's)", "charts.py": "a suite's charts",
+    "page.py": "an HTML page (the report's, the history's)",
+    "charts.py": "a suite's charts, and what they draw with (gpubench.toolkit.charts)",
+    "console.py": "what the terminal shows (gpubench.console; gpubench.toolkit.console offers it to suites)",
     "calibrate.py": "gpubench calibrate: its command and its logic", "roofline.py": "gpubench roofline: its command "
     "and the report's roofline", "sensitivity.py": "compare's sensitivity: its figures and its output format",
     "table.py": "a table: the check's terminal table, the comm suite's table of rows",

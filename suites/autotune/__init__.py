@@ -13,14 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpubench.options import Option, read
-from gpubench.run.request import RunRequest
-from gpubench.suite import Suite
+from gpubench.toolkit import Engine, Option, RunRequest, Suite, read
 from gpubench.suites.comm import Comm
 from gpubench.suites.autotune import charts as charts_autotune
 from gpubench.suites.autotune import sweep
 from gpubench.suites.comm import table as commtable
-from gpubench.suite import Engine
 
 
 def _positive(value: float, _: Any) -> str | None:

@@ -12,8 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpubench.report.plotting import Chart, bytes_axis, color, grid, legend, note, save
-from gpubench.report.runs import Run, join, names
+from gpubench.toolkit.charts import Chart, Run, bytes_axis, color, grid, join, legend, names, note, save
 from gpubench.suites.autotune import winners
 from gpubench.suites.autotune.knobs import DEFAULT
 

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpubench.compare.margin import MIN_RUNS
-from gpubench.errors import UsageError
+from gpubench.toolkit import UsageError
+from gpubench.toolkit.results import MIN_RUNS
 
 SWEEPABLE = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS",
              "NCCL_MAX_CTAS", "NCCL_BUFFSIZE", "NCCL_NTHREADS")

@@ -29,16 +29,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpubench import results
-from gpubench.backends import resolve_name
-from gpubench.console import fmt_value, out_console, param_text
-from gpubench.errors import UsageError
-from gpubench.options import Option, read
-from gpubench.child import command as module_command
-from gpubench.run.request import DEFAULT_TIMEOUT_S, RunRequest, dumps
-from gpubench.run.rows import figure, finish
-from gpubench.results.rundir import RunDir, ensure_writable
-from gpubench.suite import Case, Suite
+from gpubench.toolkit import Case, Option, RunRequest, Suite, UsageError, read, resolve_name, results
+from gpubench.toolkit.console import fmt_value, out_console, param_text
+from gpubench.toolkit.ranks import DEFAULT_TIMEOUT_S, command as module_command, dumps
+from gpubench.toolkit.results import RunDir, ensure_writable, figure, finish
 from gpubench.suites.autotune import exports, knobs, winners
 from gpubench.suites.comm import table as commtable
 

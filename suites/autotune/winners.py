@@ -19,10 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpubench.compare.defaults import DEFAULT_ALPHA, DEFAULT_THRESHOLD
-from gpubench.compare.margin import MIN_RUNS
-from gpubench.compare.verdict import BETTER, SAME, judge
-from gpubench.results.host_set import set_by_host
+from gpubench.toolkit.results import BETTER, DEFAULT_ALPHA, DEFAULT_THRESHOLD, MIN_RUNS, SAME, judge, set_by_host
 from gpubench.suites.autotune.knobs import DEFAULT
 from gpubench.suites.comm import table as commtable
 

@@ -31,8 +31,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpubench.timing import graphs
-from gpubench.backends.base import Backend
+from gpubench.toolkit import (Backend, Case, Check, Engine, GridContext, Importer, Method, Option, Skip, Suite,
+                              UsageError, Workload, names, parse_size)
+from gpubench.toolkit.nccl import TOOLS, collective_of_binary
+from gpubench.toolkit.ranks import ncclmem
+from gpubench.toolkit.workloads import GRAPH_FALLBACK, too_big
 from gpubench.suites.comm import caveats, nccl_tests_engine, sampling
 from gpubench.suites.comm import charts as charts_comm
 from gpubench.suites.comm import table as commtable
@@ -40,14 +43,6 @@ from gpubench.suites.comm.buffers import Buffers, Layout
 from gpubench.suites.comm.collectives import COLLECTIVES, Collective, itemsize
 from gpubench.suites.comm.importer import import_logs as read_logs
 from gpubench.suites.comm.table import busbw_factor, element_count
-from gpubench.units import parse_size
-from gpubench.ranks import ncclmem
-from gpubench.errors import UsageError
-from gpubench.machine.memory_budget import too_big
-from gpubench.nccltests.model import TOOLS, collective_of_binary
-from gpubench.options import Option, names
-from gpubench.suite import Case, Check, GridContext, Method, Skip, Suite, Workload
-from gpubench.suite import Engine, Importer
 
 # The dtypes and the GPU sweeps are the table's (table.py): nccl-tests runs use them too.
 DTYPES, ALIASES, canonical_dtype = commtable.DTYPES, commtable.ALIASES, commtable.canonical_dtype
@@ -269,8 +264,8 @@ class Comm(Suite):
         fallbacks: dict[str, int] = {}  # graph capture failures: reason -> cases timed eager instead
         for extra in run.columns:
             message = str(extra.get("message", ""))
-            if message.startswith(graphs.FALLBACK):
-                reason = message[len(graphs.FALLBACK):]
+            if message.startswith(GRAPH_FALLBACK):
+                reason = message[len(GRAPH_FALLBACK):]
                 fallbacks[reason] = fallbacks.get(reason, 0) + 1
         out = list(run.plan_notes)
         for reason, n in fallbacks.items():

@@ -18,8 +18,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from gpubench.errors import UsageError
-from gpubench.nccltests.model import NCCL_TYPES
+from gpubench.toolkit import UsageError
+from gpubench.toolkit.nccl import NCCL_TYPES
 from gpubench.suites.comm.table import TO_NCCL_TYPE
 
 ENV_DIRS = ("NCCL_TESTS_DIR", "RCCL_TESTS_DIR")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpubench.backends.base import Backend
+from gpubench.toolkit import Backend
 
 # Below this, torch.distributed's captured point-to-point call costs more per call than NCCL's own (docs/comm.md,
 # "sendrecv below 16 MiB"; docs/measurements.md, comm).

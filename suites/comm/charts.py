@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpubench.machine import spec_peaks as peaks
-from gpubench.report.plotting import MARKERS, STYLES, Chart, bytes_axis, color, grid, legend, note, save, spread
-from gpubench.report.runs import Run, join
+from gpubench.toolkit.charts import (MARKERS, STYLES, Chart, Run, bytes_axis, color, grid, join, legend, note, save,
+                                     spread)
+from gpubench.toolkit.workloads import spec_peaks as peaks
 
 # Per-direction NVLink bandwidth of one GPU: what busbw approaches within one NVSwitch node. Keyed by the
 # gpubench/machine/spec_peaks.py part name; a part missing here gets no line rather than a guess.

@@ -15,17 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpubench import results
+from gpubench.toolkit import UsageError, results
+from gpubench.toolkit.console import fmt_value
+from gpubench.toolkit.nccl import ParseError, Row, Run, dtype_of, parse_json, parse_text
+from gpubench.toolkit.results import RunDir, amend, check_label, identity_hash, joined
 from gpubench.suites.comm import table as commtable
-from gpubench.console import fmt_value
-from gpubench.errors import UsageError
-from gpubench.machine.fingerprint import identity_hash
-from gpubench.nccltests import model
-from gpubench.nccltests.model import ParseError, Row, Run
-from gpubench.nccltests.parse_json import parse_json
-from gpubench.nccltests.parse_text import parse_text
-from gpubench.results.rundir import RunDir, check_label
-from gpubench.run.rows import amend, joined
 
 
 @dataclass
@@ -242,7 +236,7 @@ def comm_rows(run: Run, base: Mapping[str, Any] | None = None) -> list[dict[str,
                                  f"busbw {row.busbw:g} is not algbw {row.algbw:g} × {factor:.4g} ({coll}, {n} "
                                  "ranks) within print rounding: the world size or the collective is wrong "
                                  "(pass --collective, or check the device lines)")
-        dtype = model.dtype_of(row.type, fnuz=fnuz)
+        dtype = dtype_of(row.type, fnuz=fnuz)
         rows = commtable.imported_rows(
             collective=coll, nbytes=row.size, count=row.count, dtype=dtype,
             op=row.redop if coll in commtable.REDUCING and row.redop else "none",

@@ -23,15 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpubench import results
-from gpubench.console import out_console, summary_tables
-from gpubench.errors import UsageError
-from gpubench.nccltests.envscrub import scrub
-from gpubench.nccltests.model import ParseError
-from gpubench.ranks.ending import ENDING
-from gpubench.ranks.env import detect
-from gpubench.run.request import RunRequest
-from gpubench.results.rundir import ensure_writable, utc_now
+from gpubench.toolkit import RunRequest, UsageError, results
+from gpubench.toolkit.console import out_console, summary_tables
+from gpubench.toolkit.nccl import ParseError, scrub
+from gpubench.toolkit.ranks import ENDING, detect
+from gpubench.toolkit.results import ensure_writable, utc_now
 from gpubench.suites.comm import table as commtable
 from gpubench.suites.comm.binaries import BinaryError, build_command, find_binary, run_binary, supports_graph
 from gpubench.suites.comm.importer import import_logs, read

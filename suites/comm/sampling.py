@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpubench.suite import Graph
+from gpubench.toolkit import Graph
 
 # Samples last at least this long: what is left of the ranks' start skew is then a small part of each.
 MIN_SAMPLE_S = 0.02

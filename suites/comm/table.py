@@ -22,10 +22,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from gpubench.console import fmt_value
-from gpubench.nccltests.model import NCCL_TYPES  # nccl-tests' own names: its parsers read them too
-from gpubench.run.rows import figure, finish
-from gpubench.suite import Case, Metric
+from gpubench.toolkit import Case, Metric
+from gpubench.toolkit.console import fmt_value
+from gpubench.toolkit.nccl import NCCL_TYPES  # nccl-tests' own names: its parsers read them too
+from gpubench.toolkit.results import figure, finish
 
 SUITE = "comm"
 SUITE_VERSION = 1

@@ -51,17 +51,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from gpubench.timing import engine
-from gpubench.backends.base import Backend
-from gpubench.machine.memory_budget import too_big
-from gpubench.machine.spec_peaks import peak_tflops
-from gpubench.timing.stats import propagate
+from gpubench.toolkit import (THROUGHPUT, TIME, Backend, Case, Derived, GridContext, Method, Metric, Skip, Suite,
+                              Workload)
+from gpubench.toolkit.workloads import FULL, peak_tflops, propagate, sets_spanning, too_big
 from gpubench.suites.gemm import charts as charts_gemm
 from gpubench.suites.gemm import grid, impls
 from gpubench.suites.gemm.correctness import SAMPLE_ROWS, checker, chunk_columns
 from gpubench.suites.gemm.dtypes import DTYPES
 from gpubench.suites.gemm.grid import FAST_ACCUM
-from gpubench.suite import THROUGHPUT, TIME, Case, Derived, GridContext, Method, Metric, Skip, Suite, Workload
 
 PCT_PEAK = Metric("pct_peak", "%", "higher")
 GPU_BACKENDS = ("cuda", "hip")
@@ -86,7 +83,7 @@ def gemm_bytes(m: int, n: int, k: int, operand_size: int, output_size: int) -> i
 def _memory_need(footprint: int, cache_bytes: int, m: int, n: int, k: int, fp8: bool) -> int:
     """Peak bytes one case holds: the engine's rotating sets, the check's set, fp8's fp32 staging and the
     check's fp64 reference (sampled rows of A and C, one chunk of B: see reference_rows)."""
-    sets = engine.sets_spanning(footprint, cache_bytes, engine.FULL)
+    sets = sets_spanning(footprint, cache_bytes, FULL)
     staging = 4 * max(m * k, k * n) if fp8 else 0
     reference = 8 * (min(m, SAMPLE_ROWS) * (k + 2 * n) + k * min(n, chunk_columns(k)))
     return (sets + 1) * footprint + staging + reference

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpubench.report.plotting import MARKERS, STYLES, Chart, color, grid, legend, note, save, spread
-from gpubench.report.runs import Run, join, names
+from gpubench.toolkit.charts import MARKERS, STYLES, Chart, Run, color, grid, join, legend, names, note, save, spread
 
 
 def _count(x: float) -> str:

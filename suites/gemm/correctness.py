@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from gpubench.suite import Check
+from gpubench.toolkit import Check
 from gpubench.suites.gemm.dtypes import tolerance
 from gpubench.suites.gemm.impls import Operands
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpubench.suite import Case, GridContext
+from gpubench.toolkit import Case, GridContext
 from gpubench.suites.gemm.dtypes import DTYPES
 
 LAYOUTS = ("NN", "NT")

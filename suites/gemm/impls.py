@@ -10,9 +10,8 @@ from typing import Any
 
 import torch
 
-from gpubench.timing import fills
-from gpubench.backends.base import Backend
-from gpubench.suite import Case, Check, Skip
+from gpubench.toolkit import Backend, Case, Check, Skip
+from gpubench.toolkit.workloads import fills
 from gpubench.suites.gemm.dtypes import DTYPES
 
 FP8_SCALE = 2.0**-8  # operands are stored ×256 so that [-1, 1] uses e4m3's normal range; exact in binary
@@ -132,7 +131,7 @@ def triton_run(dtype: str, backend: Backend):
         if cc < (8, 9):
             raise Skip(f"Triton fp8 dot needs compute capability >= 8.9; this GPU is {cc[0]}.{cc[1]}")
     try:
-        from gpubench.kernels import matmul_triton as k
+        from gpubench.toolkit.kernels import matmul_triton as k
     except ImportError as e:
         raise Skip(f"triton is not installed ({e}); pip install triton") from e
     precision = "tf32" if dtype == "tf32" else "ieee"
@@ -162,7 +161,7 @@ def cupy_run(dtype: str, backend: Backend):
 
 def recording_config(check, extra: dict[str, Any]):
     """The check runs right after the first call, so the autotuner's choice is known: record it per row."""
-    from gpubench.kernels import matmul_triton as k  # imports Triton: reached only for the Triton impl
+    from gpubench.toolkit.kernels import matmul_triton as k  # imports Triton: reached only for the Triton impl
 
     def checked(x: Operands, out: Any) -> Check:
         extra["impl_config"] = k.best_config(x.a, x.b)

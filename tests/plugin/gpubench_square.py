@@ -10,8 +10,7 @@ from typing import Any
 
 import torch
 
-from gpubench.options import Option
-from gpubench.suite import BANDWIDTH, TIME, Case, Check, Derived, GridContext, Metric, Suite, Workload
+from gpubench.toolkit import BANDWIDTH, TIME, Case, Check, Derived, GridContext, Metric, Option, Suite, Workload
 
 PER_ELEMENT = Metric("time_per_element", "ns", "lower")
 
@@ -61,7 +60,7 @@ class Square(Suite):
 
     @classmethod
     def charts(cls, runs, out):
-        from gpubench.report.plotting import Chart, pyplot, save
+        from gpubench.toolkit.charts import Chart, pyplot, save
 
         have = [r.ok(cls.name, "time") for r in runs if r.has(cls.name)]
         if not have:

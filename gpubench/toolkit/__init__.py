@@ -1,0 +1,34 @@
+"""What a suite imports of gpubench: the one public surface for suite authors, built-in or plugin (as a
+collective of nccl-tests fills a few hooks and common.cu does the rest). Everything here is owned elsewhere in
+the library and only re-exported; a suite imports ``gpubench.toolkit`` and its submodules, nothing else of
+gpubench (tests/test_suite_surface.py holds the built-in suites to it).
+
+This module: declaring a suite — the contract (``Suite``, ``Case``, ``Workload``, ``Method``, ``Check``...), its
+options, the one-line error, byte counts as people type them, the backend a case runs on and the request an
+``Engine`` receives. By purpose, beside it:
+
+- :mod:`.workloads` — what ``cases``/``prepare``/``summarize`` size, fill and place inputs with;
+- :mod:`.charts` — what a suite's report charts draw with;
+- :mod:`.console` — figures as text and the terminal, for messages and an engine's own output;
+- :mod:`.results` — a table written or read by an engine, driver or importer of the suite's own;
+- :mod:`.ranks` — what a multi-process engine or driver needs of ranks and child processes;
+- :mod:`.nccl` — the nccl-tests model and its parsers;
+- :mod:`.kernels` — gpubench's own Triton kernels (loaded on first use: they import triton).
+
+Each submodule imports only what its names need, so a suite pays for what it uses. The toolkit sits on the floor
+below the suites and above everything it re-exports (tests/test_layers.py); nothing in the library imports it.
+"""
+
+from gpubench.backends import Backend, resolve_name
+from gpubench.errors import UsageError
+from gpubench.options import Option, names, read
+from gpubench.run.request import RunRequest
+from gpubench.suite import (BANDWIDTH, THROUGHPUT, TIME, Case, Check, Derived, Engine, Exporter, Graph, GridContext,
+                            Importer, Method, Metric, Skip, Suite, Workload)
+from gpubench.units import format_bytes, parse_size
+
+__all__ = [
+    "BANDWIDTH", "THROUGHPUT", "TIME", "Backend", "Case", "Check", "Derived", "Engine", "Exporter", "Graph",
+    "GridContext", "Importer", "Method", "Metric", "Option", "RunRequest", "Skip", "Suite", "UsageError",
+    "Workload", "format_bytes", "names", "parse_size", "read", "resolve_name",
+]
