@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import re
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -21,6 +22,7 @@ import pandas as pd
 
 from gpubench.machine import contention
 from gpubench.timing import engine
+from gpubench.timing.graphs import FALLBACK
 from gpubench import results
 from gpubench.run import prestart
 from gpubench.run import per_process as proc
@@ -173,6 +175,17 @@ def execute(p: Plan, backend: Backend, request: RunRequest, *, layout: Alone | N
                   hooks=hooks or RunHooks()).run()
 
 
+
+def graph_fallbacks(df: pd.DataFrame | None) -> list[str]:
+    """One line per reason graph capture failed in a suite's table, with the cases timed eager instead (their rows
+    say so: graph False, a message beginning with graphs.FALLBACK)."""
+    if df is None or df.empty or "message" not in df:
+        return []
+    first = df.drop_duplicates("case")
+    reasons = first["message"].astype(str).str.extract(f"{re.escape(FALLBACK)}([^;]*)", expand=False).dropna()
+    return [f"graph capture failed for {n} case(s), timed eager instead (rows: graph False): {reason}"
+            for reason, n in reasons.value_counts(sort=False).items()]
+
 class Runner:
     """One run of a plan: every suite's cases through the engine in its layout, then the per-process rounds; the
     run directory written as it goes. Its attributes are what a layout reads."""
@@ -224,7 +237,8 @@ class Runner:
         # What the suites said about their grids (shrunk to fit) and about what they did not measure (comm: a world
         # of one, cases no world size allows), one "suite: line" list.
         self.outcome.notes = [f"{s.name}: {line}" for s in self.plan.suites
-                              for line in s.notes(self.plan.contexts.get(s.name))]
+                              for line in [*s.notes(self.plan.contexts.get(s.name)),
+                                           *graph_fallbacks(self.outcome.tables.get(s.name))]]
         notes = [*self.plan.notes, *self.outcome.notes, *notes]
         self.outcome.contention = self.watch.summary()
         error = {"error": self.outcome.error} if self.outcome.error else {}

@@ -7,8 +7,7 @@ from gpubench.machine.memory_budget import HEADROOM, too_big
 from gpubench.machine.spec_peaks import peak_tflops
 from gpubench.timing import fills
 from gpubench.timing.engine import FULL, sets_spanning
-from gpubench.timing.graphs import FALLBACK as GRAPH_FALLBACK  # how a row timed eager after a failed capture begins
 from gpubench.timing.stats import paired_draws, propagate
 
-__all__ = ["FULL", "GRAPH_FALLBACK", "HEADROOM", "fills", "paired_draws", "peak_tflops", "propagate", "sets_spanning",
+__all__ = ["FULL", "HEADROOM", "fills", "paired_draws", "peak_tflops", "propagate", "sets_spanning",
            "spec_peaks", "too_big", "topology"]

@@ -35,7 +35,7 @@ from gpubench.toolkit import (Backend, Case, Check, Engine, GridContext, Importe
                               UsageError, Workload, names, parse_size)
 from gpubench.toolkit.nccl import TOOLS, collective_of_binary
 from gpubench.toolkit.ranks import ncclmem
-from gpubench.toolkit.workloads import GRAPH_FALLBACK, too_big
+from gpubench.toolkit.workloads import too_big
 from gpubench.suites.comm import caveats, nccl_tests_engine, sampling
 from gpubench.suites.comm import charts as charts_comm
 from gpubench.suites.comm import table as commtable
@@ -164,7 +164,6 @@ class _Run:
     plan_notes: list[str] = field(default_factory=list)  # what the grid left out
     alloc: str = "torch"  # where the buffers come from (_alloc_for_run)
     pool: Any = None  # NCCL's memory for the run (ncclmem.Pool), made at its first case
-    columns: list[dict[str, Any]] = field(default_factory=list)  # every case's extra columns, as its rows have them
 
 
 def _run(ctx: GridContext) -> _Run:
@@ -201,7 +200,7 @@ class Comm(Suite):
             raise UsageError("--graph captures CUDA/HIP graphs: it needs a GPU backend (cuda or hip); gloo on CPUs "
                              "is timed eager")
         run = _run(ctx)
-        run.plan_notes, run.columns = [], []
+        run.plan_notes = []
         dtypes = [canonical_dtype(d) for d in (ctx.dtypes or ("float32",))]
         unknown = [d for d in dtypes if d not in DTYPES]
         if unknown:
@@ -260,17 +259,7 @@ class Comm(Suite):
         them under the table; run.json keeps them)."""
         if ctx is None:
             return []
-        run = _run(ctx)
-        fallbacks: dict[str, int] = {}  # graph capture failures: reason -> cases timed eager instead
-        for extra in run.columns:
-            message = str(extra.get("message", ""))
-            if message.startswith(GRAPH_FALLBACK):
-                reason = message[len(GRAPH_FALLBACK):]
-                fallbacks[reason] = fallbacks.get(reason, 0) + 1
-        out = list(run.plan_notes)
-        for reason, n in fallbacks.items():
-            out.append(f"graph capture failed for {n} case(s), timed eager instead (rows: graph False): {reason}")
-        return out
+        return list(_run(ctx).plan_notes)  # a failed graph capture the runner says of any suite
 
     def _sizes(self, ctx: GridContext, opts: Any) -> list[int]:
         gpu = ctx.backend in ("cuda", "hip")
@@ -371,7 +360,6 @@ class Comm(Suite):
             min_sample_s=sampling.MIN_SAMPLE_S, before_batch=line_up, graph=graphed if graph else None,
             # NCCL's buffers are lent to the case: back to the run's pool when its measurement ends.
             context=pool.lent if pool is not None else None)
-        state.columns.append(extra)  # the notes count the cases whose capture failed
         return Workload(run=run_one, make_inputs=lay.buffers, bytes=nbytes, check=check, footprint=footprint,
                         derive=derive, extra=extra, method=method)
 

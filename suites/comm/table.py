@@ -32,7 +32,9 @@ SUITE_VERSION = 1
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
 REDUCING = frozenset({"all_reduce", "reduce_scatter", "reduce"})
-ROOTED = frozenset({"broadcast", "reduce"})
+ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
+# Each rank's call holds one block per rank (nccl-tests' count is per rank or per peer): bytes = that count × ranks.
+PER_RANK = frozenset({"all_gather", "reduce_scatter", "alltoall", "gather", "scatter", "hypercube", "alltoallv"})
 
 PARAMS = ("collective", "bytes", "dtype", "op", "inplace")
 SHOWN = ("algbw", "busbw")  # the metrics a run's summary shows beside time
@@ -70,20 +72,26 @@ def layout_name(threads_per_process: int, gpus_per_thread: int) -> str:
 
 
 def busbw_factor(collective: str, world_size: int) -> float:
-    """nccl-tests' bus-bandwidth factor for ``collective`` among ``world_size`` ranks."""
+    """nccl-tests' bus-bandwidth factor for ``collective`` among ``world_size`` ranks (each test's ``GetBw``)."""
     n = world_size
     if collective == "all_reduce":
         return 2 * (n - 1) / n
-    if collective in ("all_gather", "reduce_scatter", "alltoall"):
+    if collective in ("all_gather", "reduce_scatter", "alltoall", "gather", "scatter", "alltoallv"):
         return (n - 1) / n
-    if collective in ("broadcast", "reduce", "sendrecv"):
+    if collective in ("broadcast", "reduce", "sendrecv", "hypercube", "bisection"):
         return 1.0
     raise ValueError(f"unknown collective {collective!r}: one of {', '.join(COLLECTIVES)}")
 
 
+def algbw_factor(collective: str, world_size: int) -> float:
+    """algbw = bytes / time × this: 1 but for hypercube, whose algbw nccl-tests counts over the blocks a rank
+    receives from the others (bytes × (n-1)/n), its busbw then equal to it."""
+    return (world_size - 1) / world_size if collective == "hypercube" else 1.0
+
+
 def element_count(collective: str, nbytes: int, itemsize: int, world_size: int) -> int:
     """The count passed to the library for a row of ``nbytes`` (see the module docstring)."""
-    if collective in ("all_gather", "reduce_scatter", "alltoall"):
+    if collective in PER_RANK:
         return nbytes // (itemsize * world_size)
     return nbytes // itemsize
 
@@ -132,5 +140,5 @@ def imported_rows(
 
 __all__ = [
     "SUITE", "SUITE_VERSION", "COLLECTIVES", "PARAMS", "EXTRAS", "METRICS", "NCCL_TYPES", "TO_NCCL_TYPE",
-    "busbw_factor", "element_count", "case", "imported_rows",
+    "busbw_factor", "algbw_factor", "element_count", "case", "imported_rows", "PER_RANK",
 ]
