@@ -42,7 +42,7 @@ from gpubench.suites.comm import table as commtable
 from gpubench.suites.comm.buffers import Buffers, Layout
 from gpubench.suites.comm.collectives import COLLECTIVES, Collective, itemsize
 from gpubench.suites.comm.importer import import_logs as read_logs
-from gpubench.suites.comm.table import busbw_factor, element_count
+from gpubench.suites.comm.table import algbw_factor, busbw_factor
 
 # The dtypes and the GPU sweeps are the table's (table.py): nccl-tests runs use them too.
 DTYPES, ALIASES, canonical_dtype = commtable.DTYPES, commtable.ALIASES, commtable.canonical_dtype
@@ -51,6 +51,11 @@ GPU_SIZES, GPU_QUICK = commtable.GPU_SIZES, commtable.GPU_QUICK
 # CPUs (gloo) stop earlier.
 CPU_SIZES = (1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
 CPU_QUICK = (1 << 10, 64 << 10, 1 << 20)
+# What --quick measures unless --collectives names others: the seven it always has. The others (gather, scatter,
+# hypercube, alltoallv, bisection) join the full sweep or come when named.
+QUICK_COLLECTIVES = commtable.COLLECTIVES[:7]
+# In place, a call repeated on its own output gives the same output: a graph's replays leave what one call leaves.
+REREAD_IN_PLACE = frozenset({"broadcast", "all_gather", "gather", "scatter", "hypercube"})
 # What a world of one measures by default: the library's local copy (a collective of one rank moves no data
 # over a bus; in place it moves none at all).
 WORLD_OF_ONE = ("all_gather", (False,))
@@ -85,8 +90,8 @@ OPTIONS = (
     Option("step-factor", "multiply the size by F from --min-bytes to --max-bytes (default 2; as nccl-tests -f)",
            int, metavar="F", check=_step_factor),
     Option("op", "reduction ops: sum,prod,min,max,avg (default sum)", names, metavar="LIST"),
-    Option("collectives", "all_reduce,all_gather,reduce_scatter,alltoall,broadcast,reduce,sendrecv (default all)",
-           names, metavar="LIST"),
+    Option("collectives", "all_reduce,all_gather,reduce_scatter,alltoall,broadcast,reduce,sendrecv,gather,scatter,"
+                          "hypercube,alltoallv,bisection (default all; --quick: the first seven)", names, metavar="LIST"),
     Option("graph", "capture the timed calls in a CUDA/HIP graph (nccl-tests -G): the default on GPUs, kept as a "
                     "name for it (refused on CPUs)", switch=True),
     Option("eager", "time torch.distributed calls issued one by one from Python instead of a captured graph (what "
@@ -209,7 +214,7 @@ class Comm(Suite):
         bad = [o for o in ops if o not in OPS]
         if bad:
             raise UsageError(f"unknown --op {', '.join(bad)}: choose from {', '.join(OPS)}")
-        names = list(opts.get("collectives") or COLLECTIVES)
+        names = list(opts.get("collectives") or (QUICK_COLLECTIVES if ctx.quick else COLLECTIVES))
         bad = [c for c in names if c not in COLLECTIVES]
         if bad:
             raise UsageError(f"unknown collective {', '.join(bad)}: choose from {', '.join(COLLECTIVES)}")
@@ -236,8 +241,9 @@ class Comm(Suite):
         planned = []
         for name in names:
             coll = COLLECTIVES[name]
-            if name == "sendrecv" and world < 2:
-                run.plan_notes.append(f"sendrecv needs 2 or more ranks: not run ({len(sizes)} sizes)")
+            why = coll.refuses(world)
+            if why:
+                run.plan_notes.append(f"{why}: not run ({len(sizes)} sizes)")
                 continue
             small = []  # requests under one element per rank: one line, not a skipped row each
             for dtype in dtypes:
@@ -297,15 +303,15 @@ class Comm(Suite):
         world, rank = ranks.world_size, ranks.rank
         graph = ctx.backend != "cpu" and not opts.get("eager")  # where the backend can capture (--eager: never)
         register, alloc = bool(opts.get("register")), state.alloc
-        if coll.name == "sendrecv" and world < 2:
-            raise Skip("sendrecv needs at least 2 ranks")
+        if coll.refuses(world):
+            raise Skip(coll.refuses(world))
         dtype = getattr(torch, case["dtype"])
         size = itemsize(case["dtype"])
         nbytes = int(case["bytes"])
-        send_n, recv_n = coll.buffers(nbytes // size, size, world)
+        send_n, recv_n = coll.sized(nbytes, size, world)
         if min(send_n, recv_n) == 0:
             raise Skip(f"{nbytes} B is less than one element per rank among {world} ranks")
-        count = element_count(coll.name, nbytes, size, world)
+        count = coll.elements(nbytes, size, world)
         inplace, op = bool(case["inplace"]), case["op"]
         device = backend.torch_device
         footprint = (max(send_n, recv_n) if inplace else send_n + recv_n) * size
@@ -338,7 +344,7 @@ class Comm(Suite):
             return Check(total == 0, float(total), 0.0, "" if total == 0 else
                          f"{total} wrong elements over {world} ranks")
 
-        factor = busbw_factor(coll.name, world)
+        factor, moved = busbw_factor(coll.name, world), algbw_factor(coll.name, world)
         token = torch.ones(1, dtype=torch.float32, device=device)
 
         def line_up() -> None:
@@ -347,12 +353,12 @@ class Comm(Suite):
             dist.all_reduce(token, group=group)
 
         def derive(per_call_s: float) -> dict[str, float]:
-            algbw = nbytes / per_call_s / 1e9
+            algbw = nbytes * moved / per_call_s / 1e9
             return {"algbw": algbw, "busbw": algbw * factor}
 
         # Graphs where the backend can capture (nccl-tests -G), else eager (docs/method.md). A replay repeats the call
         # on its own output: the same result out of place, for broadcast and all_gather; elsewhere the check refills.
-        graphed = sampling.graph(lay.fill, reread=not inplace or coll.name in ("broadcast", "all_gather"))
+        graphed = sampling.graph(lay.fill, reread=not inplace or coll.name in REREAD_IN_PLACE)
         method = Method(
             # CPUs (gloo): one buffer set, as nccl-tests keeps one; rotating sets past an L3 cost the host more time
             # making them than timing (docs/measurements.md, comm).

@@ -61,7 +61,7 @@ class Layout:
 
     def fill(self, b: Buffers) -> Buffers:
         """(Re)write ``b``'s input from its seed and poison the rest of the output: 7 is never an answer."""
-        if not self.inplace or self.coll.name == "all_gather":
+        if not self.inplace or self.coll.inplace_layout == "gathered":
             b.recv.fill_(7)
         b.send.copy_(_values(self.torch, b.seed, self.rank, 0, self.send_n, self.send_n, self.dtype, self.device))
         return b
@@ -72,9 +72,9 @@ class Layout:
             whole = self.empty(max(send_n, recv_n))
             # The input sits where NCCL expects it in place: this rank's block of a gathered output, or
             # the whole of a scattered input whose result lands in this rank's block.
-            if self.coll.name == "all_gather":
+            if self.coll.inplace_layout == "gathered":
                 send, recv = whole.narrow(0, rank * send_n, send_n), whole
-            elif self.coll.name == "reduce_scatter":
+            elif self.coll.inplace_layout == "scattered":
                 send, recv = whole, whole.narrow(0, rank * recv_n, recv_n)
             else:
                 send = recv = whole

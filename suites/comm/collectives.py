@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gpubench.suites.comm import alltoallv
 from gpubench.suites.comm import table as commtable
 
 
@@ -24,10 +25,28 @@ class Collective:
     # The elements [start, start+length) every rank must hold in its output: (values, rank, world, op, count)
     # -> tensor, or None where the output is undefined (reduce on a non-root rank).
     expect: Callable[..., Any]
+    # In place, one buffer holds both: "gathered" (the input is this rank's block of the output), "scattered"
+    # (the output is this rank's block of the input) or "same".
+    inplace_layout: str = "same"
+    # world -> why a world of that size cannot run it, or None.
+    refuses: Callable[[int], str | None] = lambda world: None
+    # A row's printed bytes -> (send, recv elements), where the request's sizing (buffers) is not a fixed point.
+    printed: Callable[[int, int, int], tuple[int, int]] | None = None
+    # The count the library is passed for a row's bytes, where table.element_count cannot tell it.
+    count: Callable[[int, int, int], int] | None = None
 
     @property
     def reduces(self) -> bool:
         return self.name in commtable.REDUCING
+
+    def sized(self, nbytes: int, size: int, world: int) -> tuple[int, int]:
+        """(send, recv) elements of a row of ``nbytes``, the size nccl-tests prints."""
+        return self.printed(nbytes, size, world) if self.printed else self.buffers(nbytes // size, size, world)
+
+    def elements(self, nbytes: int, size: int, world: int) -> int:
+        """The count passed to the library for a row of ``nbytes``."""
+        return self.count(nbytes, size, world) if self.count else commtable.element_count(self.name, nbytes, size,
+                                                                                           world)
 
 
 def itemsize(dtype: str) -> int:
@@ -144,16 +163,87 @@ def _expect_sendrecv(values, torch, rank, world, op, count, start, length):
     return values((rank - 1) % world, start, length).to(torch.float64)
 
 
+def _gather(dist, send, recv, op, group, rank, world):
+    # The root's output in per-rank views: its own block is its input in place (nccl-tests' layout).
+    dist.gather(send, list(recv.chunk(world)) if rank == 0 else None, dst=0, group=group)
+
+
+def _expect_gather(values, torch, rank, world, op, count, start, length):
+    # Only the root receives (nccl-tests leaves the others' output as it was).
+    return _expect_all_gather(values, torch, rank, world, op, count, start, length) if rank == 0 else None
+
+
+def _scatter(dist, send, recv, op, group, rank, world):
+    dist.scatter(recv, list(send.chunk(world)) if rank == 0 else None, src=0, group=group)
+
+
+def _expect_scatter(values, torch, rank, world, op, count, start, length):
+    return values(0, rank * count + start, length).to(torch.float64)  # block `rank` of the root's input
+
+
+def _exchange(dist, group, peer, send, recv):
+    """One send to and one receive from ``peer``, issued together (an NCCL group)."""
+    ops = [dist.P2POp(dist.isend, send, peer, group=group), dist.P2POp(dist.irecv, recv, peer, group=group)]
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
+
+
+def _hypercube(dist, send, recv, op, group, rank, world):
+    # nccl-tests' hypercube: an all-gather by recursive doubling, each step swapping with rank ^ mask the blocks
+    # gathered so far.
+    count = send.numel()
+    own = recv.narrow(0, rank * count, count)
+    if own.data_ptr() != send.data_ptr():
+        own.copy_(send)
+    mask = 1
+    while mask < world:
+        mine, theirs = rank & ~(mask - 1), (rank & ~(mask - 1)) ^ mask
+        _exchange(dist, group, rank ^ mask, recv.narrow(0, mine * count, mask * count),
+                  recv.narrow(0, theirs * count, mask * count))
+        mask <<= 1
+
+
+def _bisection(dist, send, recv, op, group, rank, world):
+    _exchange(dist, group, (rank + world // 2) % world, send, recv)
+
+
+def _expect_bisection(values, torch, rank, world, op, count, start, length):
+    return values((rank + world // 2) % world, start, length).to(torch.float64)
+
+
+def _refuse_under_two(name: str) -> Callable[[int], str | None]:
+    return lambda world: f"{name} needs 2 or more ranks" if world < 2 else None
+
+
+def _refuse_hypercube(world: int) -> str | None:
+    if world < 2 or world & (world - 1):
+        return f"hypercube needs a power-of-two world of 2 or more ranks (nccl-tests' too), not {world}"
+    return None
+
+
+def _refuse_bisection(world: int) -> str | None:
+    # A world of one would exchange with itself: no bisection to cross.
+    return f"bisection needs an even world of 2 or more ranks, not {world}" if world < 2 or world % 2 else None
+
+
 COLLECTIVES = {
     c.name: c
     for c in (
         Collective("all_reduce", (True,), _same, _all_reduce, _expect_all_reduce),
-        Collective("all_gather", (False, True), _gathered, _all_gather, _expect_all_gather),
-        Collective("reduce_scatter", (False, True), _scattered, _reduce_scatter, _expect_reduce_scatter),
+        Collective("all_gather", (False, True), _gathered, _all_gather, _expect_all_gather, "gathered"),
+        Collective("reduce_scatter", (False, True), _scattered, _reduce_scatter, _expect_reduce_scatter,
+                   "scattered"),
         Collective("alltoall", (False,), _blocks, _alltoall, _expect_alltoall),
         Collective("broadcast", (True,), _same, _broadcast, _expect_broadcast),
         Collective("reduce", (True,), _same, _reduce_root, _expect_reduce),
-        Collective("sendrecv", (False,), _same, _sendrecv, _expect_sendrecv),
+        Collective("sendrecv", (False,), _same, _sendrecv, _expect_sendrecv, refuses=_refuse_under_two("sendrecv")),
+        Collective("gather", (False, True), _gathered, _gather, _expect_gather, "gathered"),
+        Collective("scatter", (False, True), _scattered, _scatter, _expect_scatter, "scattered"),
+        Collective("hypercube", (False, True), _gathered, _hypercube, _expect_all_gather, "gathered",
+                   refuses=_refuse_hypercube),
+        Collective("alltoallv", (False,), alltoallv.buffers, alltoallv.call, alltoallv.expect,
+                   printed=alltoallv.printed, count=alltoallv.per_peer),
+        Collective("bisection", (False,), _same, _bisection, _expect_bisection, refuses=_refuse_bisection),
     )
 }
 assert tuple(COLLECTIVES) == commtable.COLLECTIVES

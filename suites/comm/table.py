@@ -30,7 +30,8 @@ from gpubench.toolkit.results import figure, finish
 SUITE = "comm"
 SUITE_VERSION = 1
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv", "gather",
+               "scatter", "hypercube", "alltoallv", "bisection")
 REDUCING = frozenset({"all_reduce", "reduce_scatter", "reduce"})
 ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
 # Each rank's call holds one block per rank (nccl-tests' count is per rank or per peer): bytes = that count × ranks.
