@@ -516,13 +516,14 @@ def _cases(suite, group, collective, backend=None, **options):
     return [suite.prepare(case, backend or CpuBackend(), ctx) for case in suite.cases(ctx)]
 
 
-def test_a_wrong_result_is_counted_and_the_case_invalid(world_of_one):
+@pytest.mark.parametrize("collective", ["all_reduce", "gather", "scatter", "alltoallv"])
+def test_a_wrong_result_is_counted_and_the_case_invalid(world_of_one, collective):
     # Corrupt one element of the output.
     from gpubench.timing import engine
     from gpubench.backends.cpu import CpuBackend
 
     suite, group = world_of_one
-    (w,) = _cases(suite, group, "all_reduce")
+    w = _cases(suite, group, collective)[0]
     good = engine.check(w, CpuBackend())
     assert good.ok and w.extra["wrong"] == 0
 
@@ -536,6 +537,25 @@ def test_a_wrong_result_is_counted_and_the_case_invalid(world_of_one):
     w.run = corrupt
     bad = engine.check(w, CpuBackend())
     assert not bad.ok and bad.error == 1 and w.extra["valid"] is False and w.extra["wrong"] == 1
+
+
+def test_an_operation_the_backend_lacks_skips_the_case_with_its_words(world_of_one, monkeypatch):
+    # torch.distributed says a backend lacks an operation in a RuntimeError (or NotImplementedError): the case is
+    # skipped with those words in its row; any other failure stays the case's error.
+    import torch.distributed as dist
+
+    from gpubench.backends.cpu import CpuBackend
+    from gpubench.suite import Skip
+    from gpubench.timing import engine
+
+    suite, group = world_of_one
+    monkeypatch.setattr(dist, "gather", lambda *a, **k: (_ for _ in ()).throw(
+        RuntimeError("Backend gloo does not support gather\nException raised from gather at ...")))
+    with pytest.raises(Skip, match=r"^gloo cannot run gather: Backend gloo does not support gather$"):
+        engine.check(_cases(suite, group, "gather")[0], CpuBackend())
+    monkeypatch.setattr(dist, "scatter", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("Connection reset")))
+    with pytest.raises(RuntimeError, match="Connection reset"):
+        engine.check(_cases(suite, group, "scatter")[0], CpuBackend())
 
 
 def test_graph_rows_carry_the_checks_verdict(world_of_one, monkeypatch):
