@@ -6,7 +6,10 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from gpubench.cli import main
+from gpubench.suites.comm import table as commtable
 
 FIX = Path(__file__).parent / "fixtures" / "nccl-tests" / "nt-2.19.6-all_reduce-h200x2.txt"
 _ROW = re.compile(r"^(\s*\d+\s+\d+\s+\S+\s+\S+\s+-?\d+)((?:\s+\S+){8})\s*$")
@@ -66,3 +69,35 @@ def test_a_graph_run_against_an_eager_run_is_not_judged(tmp_path, capsys):
     compared = [r for r in report["rows"] if r["status"] == "compared"]
     assert compared and {r["verdict"] for r in compared} == {"UNKNOWN"}
     assert all("graph: False → True" in r["note"] for r in compared)
+
+
+GATHER = Path(__file__).parent / "fixtures" / "nccl-tests" / "public" / \
+    "nccl-tests-issue350-a100-2node-gather-linear-steps-info-lines.txt"
+
+
+@pytest.mark.skipif("gather" not in commtable.COLLECTIVES, reason="comm's table does not list gather yet")
+def test_an_imported_gather_run_compares_reports_and_exports_as_any_collective(tmp_path, capsys):
+    # A real 2-node gather_perf log (NVIDIA/nccl-tests#350) and the same with every bandwidth 10 % lower.
+    text = "\n".join(ln for ln in GATHER.read_text().splitlines() if not ln.startswith("## fixture:")) + "\n"
+    (tmp_path / "gather.txt").write_text(text)
+    slow = []
+    for line in _slower(text, 0.9).splitlines():  # busbw from the new algbw: gather's (n - 1) / n on 2 ranks
+        m = _ROW.match(line)
+        if m:
+            f = m.group(2).split()
+            for p in (0, 4):
+                f[p + 2] = f"{float(f[p + 1]) / 2:.2f}"
+            line = m.group(1) + "".join(f"  {x:>7}" for x in f)
+        slow.append(line)
+    (tmp_path / "slow.txt").write_text("\n".join(slow) + "\n")
+    base, slow = _import(tmp_path, tmp_path / "gather.txt", "base"), _import(tmp_path, tmp_path / "slow.txt", "slow")
+    capsys.readouterr()
+    assert main(["compare", str(base), str(slow), "--format", "json"]) == 1
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    busbw = [r for r in rows if r["metric"] == "busbw"]
+    assert len(busbw) == 85 * 2 and all(r["verdict"] == "WORSE" for r in busbw)
+    assert main(["report", str(base), str(slow), "--out", str(tmp_path / "page")]) == 0
+    page = "\n".join(p.read_text() for p in (tmp_path / "page").rglob("*.html"))
+    assert "gather" in page
+    assert main(["export", str(slow), "--format", "pytest-benchmark", "--out", str(tmp_path / "e.json")]) == 0
+    assert "gather" in (tmp_path / "e.json").read_text()

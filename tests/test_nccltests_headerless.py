@@ -123,7 +123,7 @@ def test_the_footer_average_is_compared_within_its_printed_digits():
 def test_a_command_line_above_a_table_names_its_collective(command, collective):
     text = (FIX / "nt-2.19.6-alltoall-h200x2.txt").read_text().replace("# Collective test starting: alltoall_perf\n",
                                                                         "")
-    with pytest.raises(ParseError, match="fits all_gather, alltoall or hypercube: pass --collective"):
+    with pytest.raises(ParseError, match="fits all_gather, alltoall, alltoallv or hypercube: pass --collective"):
         parse_text(text, "a.txt")
     (run,) = parse_text(command + "\n" + text, "a.txt")
     assert (run.collective, run.collective_source) == (collective, "hint")

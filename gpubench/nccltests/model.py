@@ -215,8 +215,9 @@ def candidates(columns: tuple[str, ...], rows, world_size: int | None, generatio
         (True, False): ({"all_reduce"} if generation == "pre-2.13" else _all_reduce_or_sendrecv(rows, world_size),
                         {"reduce_scatter", "alltoall"} if generation == "pre-2.13" else {"reduce_scatter"}),
         (False, True): ({"broadcast"}, {"gather", "scatter"}),
+        # alltoallv (2.13+ only) prints its busiest rank's bytes as size: any ratio to its per-peer count.
         (False, False): ({"sendrecv"}, {"all_gather", "hypercube"} if generation == "pre-2.13"
-                         else {"all_gather", "alltoall", "hypercube"}),
+                         else {"all_gather", "alltoall", "alltoallv", "hypercube"}),
     }[(reducing, rooted)]
     kind = _ratio(rows, world_size)
     if kind == "one":
@@ -339,6 +340,10 @@ def world(run: Run) -> None:
     run.nnodes = len({d.host for d in mine})
 
 
+# The collectives whose busbw is algbw × (n − 1) / n (each test's GetBw).
+_PER_RANK_FACTOR = ("all_gather", "reduce_scatter", "alltoall", "alltoallv", "gather", "scatter")
+
+
 def _ranks_between(family: str, lo: float, hi: float) -> tuple[float, float]:
     """The world sizes whose busbw factor lies in [lo, hi] for a family of collectives."""
     def n(r: float) -> float:
@@ -351,9 +356,9 @@ def _ranks_between(family: str, lo: float, hi: float) -> tuple[float, float]:
 
 def _family(coll: str | None, mid: float) -> str | None:
     """Which busbw factor the rows of collective ``coll`` (None: not known yet) follow: "all_reduce" (2 (n − 1) /
-    n), "n-1/n" (all_gather, reduce_scatter, alltoall), or None where it does not depend on n (sendrecv,
-    broadcast, reduce)."""
-    if coll in ("all_gather", "reduce_scatter", "alltoall"):
+    n), "n-1/n" (all_gather, reduce_scatter, alltoall, alltoallv, gather, scatter), or None where it does not
+    depend on n (sendrecv, broadcast, reduce, hypercube)."""
+    if coll in _PER_RANK_FACTOR:
         return "n-1/n"
     if coll is not None and coll != "all_reduce":
         return None
@@ -398,9 +403,9 @@ def contradicts(run: Run) -> bool:
 def infer_world(run: Run, ranks: int | None = None, assumed: str | None = None) -> None:
     """The world size of a run whose device lines do not give it (a fragment of a paste), and from what:
     ``--ranks`` when given; else the busbw / algbw ratio its rows print, which is the collective's busbw factor
-    (2 (n − 1) / n for all_reduce, (n − 1) / n for all_gather, reduce_scatter and alltoall), solved for n within the
-    printed digits of every row; the highest rank a device line shows is a lower bound. ``assumed`` is the
-    collective the user or a command line named, when the log does not. The evidence goes into
+    (2 (n − 1) / n for all_reduce, (n − 1) / n for all_gather, reduce_scatter, alltoall(v), gather and scatter),
+    solved for n within the printed digits of every row; the highest rank a device line shows is a lower bound.
+    ``assumed`` is the collective the user or a command line named, when the log does not. The evidence goes into
     ``run.config["world_size_from"]``."""
     least = int(run.config.get("world_at_least") or 1)
     if len(run.devices) != (ranks or 0):  # the device lines are not the world: their hosts are not its nodes

@@ -19,13 +19,13 @@ import sys
 import tempfile
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpubench.toolkit import RunRequest, UsageError, results
 from gpubench.toolkit.console import out_console, summary_tables
-from gpubench.toolkit.nccl import ParseError, scrub
+from gpubench.toolkit.nccl import BINARIES as NCCL_BINARIES, ParseError, scrub
 from gpubench.toolkit.ranks import ENDING, detect
 from gpubench.toolkit.results import ensure_writable, utc_now
 from gpubench.suites.comm import table as commtable
@@ -78,6 +78,7 @@ class _SweepPlan:
     prefix: list[str]
     timeout: float  # --timeout: a binary silent this long is stalled
     one_thread: bool = False  # -g N: one thread drives every GPU (--nccl-tests-layout one-thread)
+    skipped: list[str] = field(default_factory=list)  # one line per collective asked for and not run, and why
 
     def layout(self) -> tuple[int, int]:
         """(threads per process, GPUs per thread) of each binary run: one rank per GPU unless asked otherwise."""
@@ -104,8 +105,8 @@ def _plan_sweep(request: RunRequest, options: Mapping[str, Any], dtypes: list[st
                          "(leave --alloc out)")
     if options.get("eager") and options.get("graph"):
         raise UsageError("--graph and --eager ask for opposite timings: give one (graphs are the default)")
-    names = options.get("collectives") or list(COLLECTIVES)
-    unknown = [c for c in names if c not in COLLECTIVES]
+    named = options.get("collectives") or []
+    unknown = [c for c in named if c not in COLLECTIVES]
     if unknown:
         raise UsageError(f"unknown collective {', '.join(unknown)}: choose from {', '.join(COLLECTIVES)}")
     kinds = [canonical_dtype(d) for d in (dtypes or ["float32"])]
@@ -113,7 +114,7 @@ def _plan_sweep(request: RunRequest, options: Mapping[str, Any], dtypes: list[st
     if bad:
         raise UsageError(f"comm has no dtype {', '.join(bad)}: choose from {', '.join(DTYPES)}")
     dirs = [options["nccl_tests_dir"]] if options.get("nccl_tests_dir") else None
-    binaries = {c: find_binary(c, dirs) for c in names}
+    binaries, skipped = _binaries(named, dirs)
     nproc = request.where.nproc or _gpus()
     if nproc < 1:
         raise UsageError("nccl-tests needs GPUs and this machine shows none")
@@ -123,7 +124,31 @@ def _plan_sweep(request: RunRequest, options: Mapping[str, Any], dtypes: list[st
                          "or the layout (the launcher's processes each drive one GPU)")
     return _SweepPlan(binaries, kinds, options.get("op") or ["sum"], _sweep(request.how.quick, options), nproc,
                       _launcher(options.get("nccl_tests_launcher")), request.where.timeout,
-                      one_thread=layout == "one-thread")
+                      one_thread=layout == "one-thread", skipped=skipped)
+
+
+def _binaries(named: list[str], dirs: list[str] | None) -> tuple[dict[str, Path], list[str]]:
+    """The binary of each collective asked for (``named``, else each one nccl-tests has a test of), and one line for
+    each not run: a collective nccl-tests has no test of (asked for by name), or one this build lacks (a build older
+    than its test, e.g. alltoallv_perf). No binary at all is find_binary's error: where it looked, how to build."""
+    names = named or [c for c in COLLECTIVES if c in NCCL_BINARIES]
+    untested = [c for c in names if c not in NCCL_BINARIES]
+    if untested and len(untested) == len(names):
+        raise UsageError(f"nccl-tests has no test of {', '.join(untested)}: the torch engine alone measures it "
+                         "(--engine torch)")
+    found: dict[str, Path] = {}
+    lacking: list[tuple[str, UsageError]] = []
+    for c in names:
+        if c in NCCL_BINARIES:
+            try:
+                found[c] = find_binary(c, dirs)
+            except UsageError as e:
+                lacking.append((c, e))
+    if not found:
+        raise lacking[0][1]
+    where = next(iter(found.values())).parent
+    skipped = [f"{c}: nccl-tests has no {c}_perf (the torch engine alone measures it): not run" for c in untested]
+    return found, skipped + [f"{c}: the nccl-tests build at {where} has no {c}_perf: not run" for c, _ in lacking]
 
 
 def _run_one(plan: _SweepPlan, options: Mapping[str, Any], name: str, binary: Path, dtype: str, op: str, staging: Path,
@@ -218,6 +243,8 @@ def sweep(request: RunRequest) -> int:
     # The run directory is made by the import, after the binaries: its start is when they began, not when the
     # import did (docs/measurements.md, comm).
     started = utc_now()
+    for line in plan.skipped:
+        console.print(f"nccl-tests: {line}", markup=False, highlight=False)
     try:
         logs, runs, failed, stopped = _binary_runs(plan, options, staging,
                                                    lambda line: console.print(line, markup=False, highlight=False))
@@ -241,7 +268,8 @@ def sweep(request: RunRequest) -> int:
                              "graph": all(r["graph"] for r in runs), "graph_launches": GRAPH_LAUNCHES,
                              "register": bool(options.get("register")), "launcher": plan.prefix,
                              "layout": layout, "threads": plan.layout()[0], "gpus_per_thread": plan.layout()[1],
-                             "split_bytes": SPLIT_BYTES, "runs": runs, "failed": failed}
+                             "split_bytes": SPLIT_BYTES, "runs": runs, "failed": failed,
+                             "not_run": plan.skipped}
         rd.meta["start_time"] = started
         if stopped:
             rd.meta.update(status="interrupted", error=f"{stopped[0]}: the {len(logs)} nccl-tests run(s) that "
