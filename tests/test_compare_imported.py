@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from gpubench.cli import main
-from gpubench.suites.comm import table as commtable
 
 FIX = Path(__file__).parent / "fixtures" / "nccl-tests" / "nt-2.19.6-all_reduce-h200x2.txt"
 _ROW = re.compile(r"^(\s*\d+\s+\d+\s+\S+\s+\S+\s+-?\d+)((?:\s+\S+){8})\s*$")
@@ -75,7 +74,6 @@ GATHER = Path(__file__).parent / "fixtures" / "nccl-tests" / "public" / \
     "nccl-tests-issue350-a100-2node-gather-linear-steps-info-lines.txt"
 
 
-@pytest.mark.skipif("gather" not in commtable.COLLECTIVES, reason="comm's table does not list gather yet")
 def test_an_imported_gather_run_compares_reports_and_exports_as_any_collective(tmp_path, capsys):
     # A real 2-node gather_perf log (NVIDIA/nccl-tests#350) and the same with every bandwidth 10 % lower.
     text = "\n".join(ln for ln in GATHER.read_text().splitlines() if not ln.startswith("## fixture:")) + "\n"

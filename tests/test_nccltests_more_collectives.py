@@ -15,13 +15,9 @@ from nccl_stand_in import write_stand_in
 
 from gpubench import results
 from gpubench.nccltests import ParseError, parse_text
-from gpubench.suites.comm import table as commtable
 from gpubench.suites.comm.importer import comm_rows
 
 PUBLIC = Path(__file__).parent / "fixtures" / "nccl-tests" / "public"
-# Rows of these collectives need comm's table to list them (their torch declarations add them to COLLECTIVES).
-IN_TABLE = pytest.mark.skipif(not {"gather", "scatter", "hypercube", "alltoallv"} <= set(commtable.COLLECTIVES),
-                              reason="comm's table does not list gather, scatter, hypercube and alltoallv yet")
 SCATTER = "awsome-dt-p4d-16rank-scatter-srun-label-no-footer.txt"
 GATHER = "nccl-tests-issue350-a100-2node-gather-linear-steps-info-lines.txt"
 
@@ -40,7 +36,6 @@ def test_a_table_that_fits_gather_and_scatter_asks_for_the_collective_in_one_lin
         parse_text(_published(GATHER), GATHER, collective="scatter")
 
 
-@IN_TABLE
 @pytest.mark.parametrize("name", ["scatter", "gather"])
 def test_once_named_the_16_rank_scatter_table_reads_its_world_from_busbw(name):
     (run,) = parse_text(_published(SCATTER), SCATTER, collective=name)
@@ -53,7 +48,6 @@ def test_once_named_the_16_rank_scatter_table_reads_its_world_from_busbw(name):
     assert {r["root"] for r in rows} == {0} and {r["count"] for r in rows if r["bytes"] == 64} == {1}
 
 
-@IN_TABLE
 def test_the_gather_sweep_with_linear_steps_and_info_lines_between_its_rows_reads_whole():
     (run,) = parse_text(_published(GATHER), GATHER)
     assert (run.collective, run.collective_source, run.world_size, run.nnodes) == ("gather", "log", 2, 2)
@@ -103,7 +97,6 @@ def _hypercube_rows(world: int) -> list[tuple[int, int, float, float, float]]:
     return out
 
 
-@IN_TABLE
 @pytest.mark.parametrize("old", [False, True], ids=["2.13+", "pre-2.13"])
 def test_synthetic_hypercube_reads_with_its_algbw_over_the_blocks_received(old):
     text = _synthetic("hypercube_perf", 4, _hypercube_rows(4), old=old)
@@ -116,7 +109,6 @@ def test_synthetic_hypercube_reads_with_its_algbw_over_the_blocks_received(old):
     assert {r["collective"] for r in rows} == {"hypercube"} and len(rows) == 3 * 2 * 3
 
 
-@IN_TABLE
 def test_synthetic_alltoallv_reads_under_its_binary_name_and_when_named():
     # size: the busiest rank's bytes (AlltoAllvComputeMaxCounts), no fixed ratio to its per-peer count
     rows = [(size, count, 50.0, round(size / 50.0 / 1e3, 2), round(size / 50.0 / 1e3 * 7 / 8, 2))
@@ -140,7 +132,6 @@ def _gpubench(*args, env=None):
                           timeout=120, cwd=ROOT, env={**clean, **(env or {})})
 
 
-@IN_TABLE
 def test_the_engine_runs_the_binaries_the_build_has_and_says_in_one_line_each_it_lacks(tmp_path):
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -166,7 +157,6 @@ def test_the_engine_runs_the_binaries_the_build_has_and_says_in_one_line_each_it
     assert json.loads((run / "run.json").read_text())["engine"]["not_run"] == [ln[len("nccl-tests: "):] for ln in said]
 
 
-@IN_TABLE
 def test_bisection_alone_is_refused_in_one_line_naming_the_torch_engine(tmp_path):
     proc = _gpubench("run", "--suite", "comm", "--engine", "nccl-tests", "--nccl-tests-dir", tmp_path,
                      "--collectives", "bisection", "--nproc", "2", "--out", tmp_path / "r", "--cluster", "t")

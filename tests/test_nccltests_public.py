@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from gpubench import results
-from gpubench.suites.comm import table as commtable
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = ROOT / "tests" / "fixtures" / "nccl-tests" / "public"
@@ -63,8 +62,6 @@ def test_every_public_log_has_its_source_and_there_are_enough():
 
 @pytest.mark.parametrize("entry", MANIFEST, ids=[m["file"] for m in MANIFEST])
 def test_a_public_log_imports_as_published(tmp_path, entry):
-    if entry.get("collective") and entry["collective"] not in commtable.COLLECTIVES:
-        pytest.skip(f"comm's table does not list {entry['collective']} yet")
     log = _log(tmp_path, entry["file"])
     if entry.get("refused"):  # what the log cannot be imported as, said in one line, and nothing written
         proc = _import(tmp_path, log)
