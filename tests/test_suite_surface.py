@@ -67,38 +67,56 @@ def _toolkit() -> dict[str, Path]:
 
 
 def test_the_toolkit_only_re_exports():
-    # One place owns each thing: the toolkit names what the library holds, it writes nothing of its own (but for
-    # the lazy loader of the modules that import triton).
+    # One place owns each thing: the toolkit names what the library holds and writes nothing of its own, but for
+    # the loader of the names it loads on first use (gpubench.toolkit._lazy).
     for name, path in _toolkit().items():
         tree = ast.parse(path.read_text())
         assert ast.get_docstring(tree), f"{name} says nothing of what it offers and to whom"
         for node in tree.body[1:]:
-            lazy = isinstance(node, ast.FunctionDef) and node.name == "__getattr__" or \
-                isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING" or \
-                isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) and t.id in ("__all__", "_LAZY")
-                                                     for t in node.targets)
+            lazy = isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING" or \
+                isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) and t.id in ("__all__", "_LAZY",
+                                                     "__getattr__") for t in node.targets) or \
+                name == SURFACE and isinstance(node, ast.FunctionDef) and node.name == "_lazy"
             assert lazy or isinstance(node, (ast.Import, ast.ImportFrom)), f"{name}:{node.lineno} is not a re-export"
+
+
+def _lazy_names(module) -> dict[str, str]:
+    return dict(getattr(module, "_LAZY", {}))
 
 
 def test_every_name_the_toolkit_offers_is_there():
     for name in _toolkit():
         module = importlib.import_module(name)
-        lazy = set(getattr(module, "_LAZY", ()))
+        lazy = _lazy_names(module)
         held = {n for n, v in vars(module).items() if n[0].isalpha() and n not in ("annotations", "importlib",
-                "TYPE_CHECKING", "Any") and not getattr(v, "__name__", "").startswith(SURFACE + ".")}  # not a part
-        assert set(module.__all__) == held | lazy, name
+                "TYPE_CHECKING", "Any", "Callable", "Mapping") and
+                not getattr(v, "__name__", "").startswith(SURFACE + ".")}  # a part of the toolkit is not a name of it
+        assert set(module.__all__) == held | set(lazy), name
         for n in module.__all__:
-            if n not in lazy:  # the lazy ones import triton
+            owner = lazy.get(n, "").partition(":")[0]
+            if owner.startswith("gpubench.kernels."):  # these import triton
+                assert importlib.util.find_spec(owner), f"{name}.{n}"
+            else:
                 assert getattr(module, n) is not None, f"{name}.{n}"
-    for n in importlib.import_module(SURFACE + ".kernels")._LAZY:
-        assert importlib.util.find_spec(f"gpubench.kernels.{n}"), n
+
+
+def test_a_name_loaded_on_first_use_loads_its_owner_then():
+    probe = ("import sys; import gpubench.toolkit.workloads, gpubench.toolkit.kernels; "
+             "before = {m for m in ('gpubench.run.request', 'gpubench.timing.engine', 'gpubench.machine.topology', "
+             "'numpy', 'triton') if m in sys.modules}; "
+             "from gpubench.toolkit import RunRequest; from gpubench.toolkit.workloads import FULL, topology; "
+             "print(sorted(before), 'gpubench.run.request' in sys.modules, 'gpubench.timing.engine' in sys.modules, "
+             "topology.__name__)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["[]", "True", "True", "gpubench.machine.topology"]
 
 
 HEAVY = ("torch", "triton", "matplotlib", "pandas", "numpy")
 # What importing each part of the surface may load of HEAVY: a suite pays for what it uses (matplotlib not even for
 # charts: pyplot() loads it when a chart is drawn).
-COST = {"": (), "workloads": ("numpy",), "console": (), "nccl": (), "kernels": (),
-        "charts": ("numpy", "pandas"), "results": ("numpy", "pandas"), "ranks": ("numpy", "pandas")}
+COST = {"": (), "workloads": (), "console": (), "nccl": (), "kernels": (),
+        "charts": ("numpy", "pandas"), "results": ("numpy", "pandas"), "ranks": ()}
 
 
 def test_each_part_of_the_toolkit_loads_only_what_its_names_need():

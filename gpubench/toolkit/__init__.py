@@ -13,19 +13,47 @@ options, the one-line error, byte counts as people type them, the backend a case
 - :mod:`.results` — a table written or read by an engine, driver or importer of the suite's own;
 - :mod:`.ranks` — what a multi-process engine or driver needs of ranks and child processes;
 - :mod:`.nccl` — the nccl-tests model and its parsers;
-- :mod:`.kernels` — gpubench's own Triton kernels (loaded on first use: they import triton).
+- :mod:`.kernels` — gpubench's own Triton kernels.
 
-Each submodule imports only what its names need, so a suite pays for what it uses. The toolkit sits on the floor
+A name whose owner a suite that only declares would not otherwise load (the request, the engine's sizing, the
+Triton kernels...) is loaded on first use, so a suite pays for what it names. The toolkit sits on the floor
 below the suites and above everything it re-exports (tests/test_layers.py); nothing in the library imports it.
 """
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from gpubench.backends import Backend, resolve_name
 from gpubench.errors import UsageError
 from gpubench.options import Option, names, read
-from gpubench.run.request import RunRequest
 from gpubench.suite import (BANDWIDTH, THROUGHPUT, TIME, Case, Check, Derived, Engine, Exporter, Graph, GridContext,
                             Importer, Method, Metric, Skip, Suite, Workload)
 from gpubench.units import format_bytes, parse_size
+
+if TYPE_CHECKING:
+    from gpubench.run.request import RunRequest
+
+
+def _lazy(module: str, names: Mapping[str, str]) -> Callable[[str], Any]:
+    """The ``__getattr__`` of a toolkit module whose ``names`` load on first use: each maps to ``"module"`` (the
+    module itself) or ``"module:attribute"``."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in names:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        owner, _, attribute = names[name].partition(":")
+        loaded = importlib.import_module(owner)
+        return getattr(loaded, attribute) if attribute else loaded
+
+    return __getattr__
+
+
+# Only an Engine or a driver reads the request: a suite that declares a grid does not load its module.
+_LAZY = {"RunRequest": "gpubench.run.request:RunRequest"}
+__getattr__ = _lazy(__name__, _LAZY)
 
 __all__ = [
     "BANDWIDTH", "THROUGHPUT", "TIME", "Backend", "Case", "Check", "Derived", "Engine", "Exporter", "Graph",
