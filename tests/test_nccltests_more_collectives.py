@@ -60,6 +60,23 @@ def test_the_gather_sweep_with_linear_steps_and_info_lines_between_its_rows_read
     assert {r["valid"] for r in rows} == {True}  # #wrong 0 on every placement
 
 
+# --- nccl-tests 2.19.6's own hypercube_perf and alltoallv_perf on one H100 (a world of one: gpubench run --suite
+# comm --engine nccl-tests --nproc 1 --collectives gather,scatter,hypercube,alltoallv --quick, 2026-12-07), the
+# logs the engine kept. hypercube prints its redop column empty, which the parser once refused ("a result row
+# with 12 fields where the header declares 13").
+OURS = Path(__file__).parent / "fixtures" / "nccl-tests"
+
+
+@pytest.mark.parametrize("name, coll", [("nt-2.19.6-hypercube-h100-world1-empty-redop.txt", "hypercube"),
+                                        ("nt-2.19.6-alltoallv-h100-world1.txt", "alltoallv")])
+def test_nccl_tests_own_hypercube_and_alltoallv_logs_import(name, coll):
+    (run,) = parse_text((OURS / name).read_text(), name)
+    assert (run.collective, run.world_size, run.tool) == (coll, 1, "nccl-tests")
+    assert {(r.redop, r.root) for r in run.rows} == {(None if coll == "hypercube" else "none", -1)}
+    rows = comm_rows(run)
+    assert {r["collective"] for r in rows} == {coll} and len(rows) == 2 * 2 * 3 and {r["op"] for r in rows} == {"none"}
+
+
 # --- synthetic logs: nccl-tests' print format (src/common.cu, src/hypercube.cu, src/alltoallv.cu) filled with
 # figures made to its arithmetic; no published hypercube or alltoallv table was found.
 
@@ -79,7 +96,8 @@ def _synthetic(binary: str, world: int, rows: list[tuple[int, int, float, float,
         lines += ["#", "#       size         count      type   redop    root     time   algbw   busbw #wrong     time"
                   "   algbw   busbw #wrong"]
     for size, count, time_us, algbw, busbw in rows:
-        lead = f"{size:12d}  {count:12d}  {'float':>8s}" + ("" if old else f"  {'none':>6s}  {root:6d}")
+        redop = "" if binary == "hypercube_perf" else "none"  # hypercube prints its redop column empty
+        lead = f"{size:12d}  {count:12d}  {'float':>8s}" + ("" if old else f"  {redop:>6s}  {root:6d}")
         block = f"  {time_us:7.1f}  {algbw:6.2f}  {busbw:6.2f}  " + ("0e+00" if old else f"{0:6d}")
         lines.append(lead + block * 2)
     lines += ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 1.0", "#"]
