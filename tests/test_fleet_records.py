@@ -233,7 +233,7 @@ def test_a_run_a_peer_closed_first_keeps_the_peers_word_when_its_own_process_fin
 
 _SIGNALLED_RANK = """
 import os, signal, sys, time
-from gpubench import rundir
+from gpubench.results import rundir
 from gpubench.ranks import ending
 
 run, cut = sys.argv[1], sys.argv[2]
