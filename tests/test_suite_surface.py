@@ -68,7 +68,7 @@ def _toolkit() -> dict[str, Path]:
 
 def test_the_toolkit_only_re_exports():
     # One place owns each thing: the toolkit names what the library holds and writes nothing of its own, but for
-    # the loader of the names it loads on first use (gpubench.toolkit._lazy).
+    # the loader of the names it loads on first use (gpubench.toolkit.loaded_on_use).
     for name, path in _toolkit().items():
         tree = ast.parse(path.read_text())
         assert ast.get_docstring(tree), f"{name} says nothing of what it offers and to whom"
@@ -76,7 +76,7 @@ def test_the_toolkit_only_re_exports():
             lazy = isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING" or \
                 isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) and t.id in ("__all__", "_LAZY",
                                                      "__getattr__") for t in node.targets) or \
-                name == SURFACE and isinstance(node, ast.FunctionDef) and node.name == "_lazy"
+                name == SURFACE and isinstance(node, ast.FunctionDef) and node.name == "loaded_on_use"
             assert lazy or isinstance(node, (ast.Import, ast.ImportFrom)), f"{name}:{node.lineno} is not a re-export"
 
 
@@ -89,7 +89,7 @@ def test_every_name_the_toolkit_offers_is_there():
         module = importlib.import_module(name)
         lazy = _lazy_names(module)
         held = {n for n, v in vars(module).items() if n[0].isalpha() and n not in ("annotations", "importlib",
-                "TYPE_CHECKING", "Any", "Callable", "Mapping") and
+                "TYPE_CHECKING", "Any", "Callable", "Mapping", "loaded_on_use") and
                 not getattr(v, "__name__", "").startswith(SURFACE + ".")}  # a part of the toolkit is not a name of it
         assert set(module.__all__) == held | set(lazy), name
         for n in module.__all__:

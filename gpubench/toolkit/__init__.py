@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from gpubench.run.request import RunRequest
 
 
-def _lazy(module: str, names: Mapping[str, str]) -> Callable[[str], Any]:
+def loaded_on_use(module: str, names: Mapping[str, str]) -> Callable[[str], Any]:
     """The ``__getattr__`` of a toolkit module whose ``names`` load on first use: each maps to ``"module"`` (the
     module itself) or ``"module:attribute"``."""
 
@@ -53,7 +53,7 @@ def _lazy(module: str, names: Mapping[str, str]) -> Callable[[str], Any]:
 
 # Only an Engine or a driver reads the request: a suite that declares a grid does not load its module.
 _LAZY = {"RunRequest": "gpubench.run.request:RunRequest"}
-__getattr__ = _lazy(__name__, _LAZY)
+__getattr__ = loaded_on_use(__name__, _LAZY)
 
 __all__ = [
     "BANDWIDTH", "THROUGHPUT", "TIME", "Backend", "Case", "Check", "Derived", "Engine", "Exporter", "Graph",

@@ -6,5 +6,5 @@ from gpubench.nccltests.model import BINARIES, NCCL_TYPES, TOOLS, ParseError, Ro
 from gpubench.nccltests.parse_json import parse_json
 from gpubench.nccltests.parse_text import parse_text
 
-__all__ = ["BINARIES", "NCCL_TYPES", "TOOLS", "ParseError", "Row", "Run", "collective_of_binary", "dtype_of", "parse_json",
-           "parse_text", "scrub"]
+__all__ = ["BINARIES", "NCCL_TYPES", "TOOLS", "ParseError", "Row", "Run", "collective_of_binary", "dtype_of",
+           "parse_json", "parse_text", "scrub"]

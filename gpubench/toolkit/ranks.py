@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpubench.toolkit import _lazy
+from gpubench.toolkit import loaded_on_use
 
 if TYPE_CHECKING:
     from gpubench.child import command
@@ -22,6 +22,6 @@ _LAZY = {
     "command": "gpubench.child:command", "DEFAULT_TIMEOUT_S": "gpubench.run.request:DEFAULT_TIMEOUT_S",
     "dumps": "gpubench.run.request:dumps",
 }
-__getattr__ = _lazy(__name__, _LAZY)
+__getattr__ = loaded_on_use(__name__, _LAZY)
 
 __all__ = sorted(_LAZY)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpubench.toolkit import _lazy
+from gpubench.toolkit import loaded_on_use
 
 if TYPE_CHECKING:
     from gpubench.machine import spec_peaks, topology
@@ -26,6 +26,6 @@ _LAZY = {
     "topology": "gpubench.machine.topology",
     "paired_draws": "gpubench.timing.stats:paired_draws", "propagate": "gpubench.timing.stats:propagate",
 }
-__getattr__ = _lazy(__name__, _LAZY)
+__getattr__ = loaded_on_use(__name__, _LAZY)
 
 __all__ = sorted(_LAZY)
