@@ -223,7 +223,7 @@ def _breakable(case: str) -> str:
 
 def _compares(tables: list[CompareTable]) -> str:
     done = "\n".join(_compare(t) for t in tables if t.report is not None)
-    skipped = [f"<li>{escape(t.current.label)}: {escape(t.note)}</li>" for t in tables if t.report is None]
+    skipped = [f"<li>{escape(t.current.label)}: {_unbroken(t.note)}</li>" for t in tables if t.report is None]
     return done + (f'<h3>not compared</h3><ul class="note">{"".join(skipped)}</ul>' if skipped else "")
 
 
