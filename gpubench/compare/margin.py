@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpubench.compare import sensitivity
-from gpubench.timing.stats import number, run_spread
+from gpubench.timing.stats import finite, run_spread
 
 MIN_RUNS = 3  # baseline runs of a figure before its run-to-run spread is known at all
 # The simulated 99th percentile of |new − median| / range over k run medians (tests/test_compare_verdict.py;
@@ -93,7 +93,7 @@ def window_margin(runs: Sequence[float], *, n_runs: int, pooled: int, moves: str
     m = _pooled(k, n_runs, pooled)
     best = Margin(run_spread(runs), spread_factor(k, window_runs=n_runs, current_processes=pooled),
                   _units(k, n_runs, m), sensitivity.SPREAD)
-    history = [float(v) for v in history_runs if _finite(v)]
+    history = [float(v) for v in history_runs if finite(v)]
     if moves and len(history) > k:
         # a host-set figure drifts: the longer history's range says more than a quiet stretch of the window
         h = Margin(run_spread(history), spread_factor(len(history), window_runs=history_count,
@@ -101,8 +101,8 @@ def window_margin(runs: Sequence[float], *, n_runs: int, pooled: int, moves: str
                    _units(len(history), history_count, _pooled(len(history), history_count, pooled)),
                    sensitivity.HISTORY)
         best = h if h.value > best.value else best
-    medians = [float(v) for v in run_medians if _finite(v)]
-    longer = [float(v) for v in history_medians if _finite(v)]
+    medians = [float(v) for v in run_medians if finite(v)]
+    longer = [float(v) for v in history_medians if finite(v)]
     if m < RUN_MEDIANS_FROM or len(medians) != n_runs or len(longer) < RUN_MEDIANS_HISTORY:
         return best
     on_runs = Margin(run_spread(medians), spread_factor(len(medians)),
@@ -122,9 +122,6 @@ def _units(k: int, runs: int | None, pooled: int = 1) -> str:
             f" against this run's {pooled}" if pooled > 1 else "")
     return f"{k} runs"
 
-
-def _finite(x: object) -> bool:
-    return math.isfinite(number(x))
 
 
 __all__ = ["MIN_RUNS", "POOLED_MOVES", "RUN_MEDIANS_FROM", "RUN_MEDIANS_HISTORY", "Margin", "spread_factor",

@@ -49,7 +49,7 @@ from gpubench.compare.pace import AT_PACE
 from gpubench.compare.thresholds import Thresholds
 from gpubench.console import p_text
 from gpubench.results.host_set import disturbed_by_load, set_by_host
-from gpubench.timing.stats import best_p, mann_whitney, number, run_spread
+from gpubench.timing.stats import best_p, finite, mann_whitney, number, run_spread
 
 WORSE, BETTER, SAME, UNKNOWN = "WORSE", "BETTER", "SAME", "UNKNOWN"
 INCOMPARABLE = "incomparable"
@@ -107,7 +107,7 @@ def judge(
     (``history_count`` runs), the history's too. ``run_medians``/``history_medians``: one median per window (and
     history) run, for the rule on them (:func:`window_margin`).
     """
-    runs = [float(v) for v in baseline_runs if _finite(v)]
+    runs = [float(v) for v in baseline_runs if finite(v)]
     k = len(runs)
     if k >= 2:
         b = float(np.median(runs))
@@ -235,10 +235,6 @@ def _short_of_runs(out: dict[str, Any], direction: str, alpha: float, *, k: int,
                     f"(p={p_text(out['p_value'])} > {alpha:g}; {n_text})"}
 
 
-def _finite(x: object) -> bool:
-    v = number(x)
-    return math.isfinite(v)
-
 
 def _samples(row: dict[str, Any]) -> list[float]:
     s = row.get("samples")
@@ -361,12 +357,12 @@ def _judge_pair(b: dict[str, Any], c: dict[str, Any], better: str, threshold: fl
     bs, cs = _samples(b), _samples(c)
     runs = list(b.get("run_values") or [])
     history = list(b.get("history_values") or [])
-    per_run_n = int(b["run_n"]) if _finite(b.get("run_n")) else None
-    run_count = int(b["run_count"]) if _finite(b.get("run_count")) else None
+    per_run_n = int(b["run_n"]) if finite(b.get("run_n")) else None
+    run_count = int(b["run_count"]) if finite(b.get("run_count")) else None
     moves = moves_between_runs(b) or moves_between_runs(c)
     # Tonight's pooled median of its processes, where both sides were moved to the host's pace (gpubench.compare.margin)
     current_processes = (len(c.get("run_values") or []) or 1) if _at_pace(b) and _at_pace(c) else 1
-    history_count = int(b["history_count"]) if _finite(b.get("history_count")) else None
+    history_count = int(b["history_count"]) if finite(b.get("history_count")) else None
     if not cross_cluster:
         return judge(bs, cs, better, threshold, alpha, baseline_value=b.get("value"), current_value=c.get("value"),
                      baseline_runs=runs, per_run_n=per_run_n, moves=moves, window=window, history_runs=history,
