@@ -1,4 +1,5 @@
 import os
+import sys
 
 import pytest
 
@@ -58,3 +59,22 @@ def make_workload(bytes=1000, flops=0, ok=True, cache="warm", footprint=None, ca
     w.counter = counter
     w.seen = seen
     return w
+
+
+@pytest.fixture
+def extra_format(monkeypatch, tmp_path):
+    """``install(package, name, source)``: a format module of ``source`` as ``package.name`` for this test only (a
+    new output format is one file in its owner's outputs package)."""
+    added = []
+
+    def install(package, name, source):
+        folder = tmp_path / "formats"
+        folder.mkdir(exist_ok=True)
+        (folder / f"{name}.py").write_text(source)
+        monkeypatch.setattr(package, "__path__", [*package.__path__, str(folder)])
+        monkeypatch.delitem(sys.modules, f"{package.__name__}.{name}", raising=False)
+        added.append(f"{package.__name__}.{name}")
+
+    yield install
+    for module in added:
+        sys.modules.pop(module, None)

@@ -5,7 +5,6 @@ changed elsewhere."""
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 from test_compare_fleet import EIGHT, fleet_run
@@ -46,24 +45,17 @@ def compare(report, all_rows=False):
 '''
 
 
-def test_a_new_format_is_one_file(capsys, base, tmp_path, monkeypatch):
-    folder = tmp_path / "formats"
-    folder.mkdir()
-    (folder / "yaml.py").write_text(NEW_FORMAT)
-    monkeypatch.setattr(outputs, "__path__", [*outputs.__path__, str(folder)])
-    monkeypatch.delitem(sys.modules, "gpubench.compare.outputs.yaml", raising=False)
-    try:
-        code, out, err = cli(capsys, "compare", base, base, "--format", "yaml")
-        assert code == 0, err
-        assert out.startswith("figures: ")
-        code, _, err = cli(capsys, "compare", base, base, "--out", tmp_path / "v.yaml")  # its suffix picks it
-        assert code == 0, err
-        assert (tmp_path / "v.yaml").read_text().endswith("exit: 0\n")
-        # it has no fleet view: --fleet says so in one line, before anything is read
-        code, _, err = cli(capsys, "compare", "--fleet", base, "--format", "yaml")
-        assert code == 2 and "--fleet has no yaml output: choose " in one_line_error(err)
-    finally:
-        sys.modules.pop("gpubench.compare.outputs.yaml", None)
+def test_a_new_format_is_one_file(capsys, base, tmp_path, extra_format):
+    extra_format(outputs, "yaml", NEW_FORMAT)
+    code, out, err = cli(capsys, "compare", base, base, "--format", "yaml")
+    assert code == 0, err
+    assert out.startswith("figures: ")
+    code, _, err = cli(capsys, "compare", base, base, "--out", tmp_path / "v.yaml")  # its suffix picks it
+    assert code == 0, err
+    assert (tmp_path / "v.yaml").read_text().endswith("exit: 0\n")
+    # it has no fleet view: --fleet says so in one line, before anything is read
+    code, _, err = cli(capsys, "compare", "--fleet", base, "--format", "yaml")
+    assert code == 2 and "--fleet has no yaml output: choose " in one_line_error(err)
 
 
 def test_what_the_formats_share_is_no_format(capsys, base, tmp_path):

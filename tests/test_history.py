@@ -11,7 +11,6 @@ import io
 import json
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -253,24 +252,17 @@ def history(doc):
 '''
 
 
-def test_a_new_history_format_is_one_file_that_export_writes(small, tmp_path, monkeypatch):
+def test_a_new_history_format_is_one_file_that_export_writes(small, tmp_path, extra_format):
     from gpubench.report.history import outputs
 
-    folder = tmp_path / "formats"
-    folder.mkdir()
-    (folder / "history_tsv.py").write_text(NEW_FORMAT)
-    monkeypatch.setattr(outputs, "__path__", [*outputs.__path__, str(folder)])
-    monkeypatch.delitem(sys.modules, "gpubench.report.history.outputs.history_tsv", raising=False)
-    try:
-        code, log = quiet("export", small.directory, "--format", "history-tsv", "--out", tmp_path / "h.tsv",
-                          "--last", "3")
-        assert code == 0, log
-        assert "24 figure(s) over 3 night(s) written to " in log
-        assert len((tmp_path / "h.tsv").read_text().splitlines()) == 24
-        code, log = quiet("export", small.directory, "--format", "page", "--out", tmp_path / "p.html")
-        assert code == 2 and "unknown --format 'page'" in log  # the page is a folder's: gpubench report DIR
-    finally:
-        sys.modules.pop("gpubench.report.history.outputs.history_tsv", None)
+    extra_format(outputs, "history_tsv", NEW_FORMAT)
+    code, log = quiet("export", small.directory, "--format", "history-tsv", "--out", tmp_path / "h.tsv",
+                      "--last", "3")
+    assert code == 0, log
+    assert "24 figure(s) over 3 night(s) written to " in log
+    assert len((tmp_path / "h.tsv").read_text().splitlines()) == 24
+    code, log = quiet("export", small.directory, "--format", "page", "--out", tmp_path / "p.html")
+    assert code == 2 and "unknown --format 'page'" in log  # the page is a folder's: gpubench report DIR
 
 
 def test_export_gives_the_series_the_page_draws(small, small_page, tmp_path):

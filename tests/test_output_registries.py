@@ -80,25 +80,18 @@ def export(run, out):
 '''
 
 
-def test_a_new_export_format_is_one_file(capsys, tmp_path, tmp_path_factory, monkeypatch):
+def test_a_new_export_format_is_one_file(capsys, tmp_path, tmp_path_factory, monkeypatch, extra_format):
     from gpubench.results import exports
 
-    folder = tmp_path / "formats"
-    folder.mkdir()
-    (folder / "rows_text.py").write_text(NEW_EXPORT)
-    monkeypatch.setattr(exports, "__path__", [*exports.__path__, str(folder)])
-    monkeypatch.delitem(sys.modules, "gpubench.results.exports.rows_text", raising=False)
+    extra_format(exports, "rows_text", NEW_EXPORT)
     monkeypatch.setenv("COLUMNS", "1000")  # each option's help on one line
-    try:
-        with pytest.raises(SystemExit):
-            cli(capsys, "export", "--help")
-        assert "output format: pytest-benchmark (default), rows-text, history-csv" in capsys.readouterr().out
-        run = base_run(tmp_path_factory)
-        code, out, err = cli(capsys, "export", run, "--format", "rows-text", "--out", tmp_path / "r.txt")
-        assert code == 0, err
-        assert (tmp_path / "r.txt").read_text() == f"rows of {run}\n"
-        assert out == f"a line written to {tmp_path / 'r.txt'}\n"
-        code, _, err = cli(capsys, "export", run, "--format", "nosuch", "--out", tmp_path / "x")
-        assert code == 2 and "choose from pytest-benchmark, rows-text, history-csv" in one_line_error(err)
-    finally:
-        sys.modules.pop("gpubench.results.exports.rows_text", None)
+    with pytest.raises(SystemExit):
+        cli(capsys, "export", "--help")
+    assert "output format: pytest-benchmark (default), rows-text, history-csv" in capsys.readouterr().out
+    run = base_run(tmp_path_factory)
+    code, out, err = cli(capsys, "export", run, "--format", "rows-text", "--out", tmp_path / "r.txt")
+    assert code == 0, err
+    assert (tmp_path / "r.txt").read_text() == f"rows of {run}\n"
+    assert out == f"a line written to {tmp_path / 'r.txt'}\n"
+    code, _, err = cli(capsys, "export", run, "--format", "nosuch", "--out", tmp_path / "x")
+    assert code == 2 and "choose from pytest-benchmark, rows-text, history-csv" in one_line_error(err)
