@@ -13,7 +13,6 @@ import os
 import re
 import secrets
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
