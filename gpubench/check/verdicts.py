@@ -80,6 +80,8 @@ class Verdict:
     # figure as measured, ``host_pace`` the pace (µs) the host ran at while it was measured (the notes say both).
     measured: float | None = None
     host_pace: float | None = None
+    # The nodes a verdict of the fabric between nodes names (a node, its NIC, or both ends of a link), by node name.
+    nodes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
