@@ -23,8 +23,10 @@ _RANK = {s: i for i, s in enumerate(STATES)}
 #    such a figure is held to its envelope only. A version 2 verdict reads as one with host_set null.
 # 4: a figure judged at its envelope's host pace has "value" at that pace, "measured" as measured and "host_pace"
 #    (µs). A version 3 verdict reads as one with both null: its value is as measured.
+# 5: each verdict's "nodes": the nodes a verdict of the fabric between nodes names. A version 4 verdict reads as one
+#    with none.
 FORMAT = "gpubench-check"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 # What every verdict of a check on made-up GPUs (the fake backend) says first, in every format.
 SIMULATED = "simulated"
 OUT = "gpubench-check"  # where the check's run directories go by default: <OUT>/<cluster>/<run id>
