@@ -183,6 +183,11 @@ class Backend:
             for i in range(turn, turn + inner):
                 run(sets[i % count])
 
+    def link_factor(self, ends: tuple[str, str], rail: int) -> float:
+        """The share of its rate the fabric between two nodes gives on ``rail`` (0: silent): 1 on hardware, whose
+        speed is what the fabric check measures; the fake backend's is set from GPUBENCH_FAKE_FABRIC."""
+        return 1.0
+
     def begin_case(self, case_id: str) -> None:
         """The runner names each case before preparing it (the fake backend's slow-case knob reads it)."""
 

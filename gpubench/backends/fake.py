@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from gpubench.backends.base import Backend, Hold, Runnable, Timer
+from gpubench.errors import UsageError
 from gpubench.machine.telemetry import Telemetry
 
 
@@ -86,6 +87,28 @@ def _knob_factor() -> float:
         name, _, value = setting.partition("=")
         if name and os.environ.get(name.strip()) == value.strip():
             factor *= float(f)
+    return factor
+
+
+def fabric_factor(spec: str, ends: tuple[str, str], rail: int) -> float:
+    """GPUBENCH_FAKE_FABRIC=ITEM=FACTOR[,...]: the share of its rate a made-up fabric path gives, the least of the
+    items it matches: ``node03=0.4`` (every path of that node), ``node01-node04=0.3`` (that link, either way),
+    ``node02:nic1=0`` (that node's rail 1). 0 is silent: nothing arrives. A malformed item is a UsageError."""
+    factor = 1.0
+    for item in (x.strip() for x in spec.split(",") if x.strip()):
+        where, sep, value = item.rpartition("=")
+        try:
+            f = float(value)
+        except ValueError:
+            f = -1.0
+        if not sep or not where or f < 0:
+            raise UsageError(f"GPUBENCH_FAKE_FABRIC item {item!r} is not WHERE=FACTOR (node03=0.4, node01-node04=0.3, "
+                             "node02:nic1=0)")
+        node, _, nic = where.partition(":nic")
+        # names may hold hyphens themselves (gpu-01): a link is matched whole, either way round
+        hit = (node in ends and nic == str(rail)) if nic else \
+            where in ends or where in (f"{ends[0]}-{ends[1]}", f"{ends[1]}-{ends[0]}")
+        factor = min(factor, f) if hit else factor
     return factor
 
 
@@ -285,12 +308,17 @@ class FakeBackend(Backend):
     def host_pace(self) -> float:
         return FAKE_PACE_S * self.pace_level
 
+    def link_factor(self, ends: tuple[str, str], rail: int) -> float:
+        return fabric_factor(os.environ.get("GPUBENCH_FAKE_FABRIC", ""), ends, rail)
+
     def begin_case(self, case_id: str) -> None:
         self._case_factor = self._slow_cases[1] if self._slow_cases and self._slow_cases[0].search(case_id) else 1.0
 
     def call(self, workload: Runnable, inputs: object) -> Any:
         out = workload.run(inputs)
         seconds = float(self._duration(workload, self.calls)) * self._case_factor
+        if "link" in workload.extra:  # a fabric path's exchange: the made-up fabric's share of its rate
+            seconds /= max(self.link_factor(*workload.extra["link"]), 1e-9)
         if workload.method.timing == "host":
             seconds *= self.pace_level
         if seconds <= 0:
