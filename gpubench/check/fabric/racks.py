@@ -67,21 +67,14 @@ def from_file(path: str | Path) -> dict[str, str]:
 
 
 def from_slurm(env: Mapping[str, str]) -> str | None:
-    """This node's rack from Slurm's SLURM_TOPOLOGY_ADDR (``spine0.leaf3.gpu07``): the last level before the node.
+    """This node's rack from Slurm's SLURM_TOPOLOGY_ADDR (``spine0.leaf3.gpu07``): the last switch before the node.
 
-    SLURM_TOPOLOGY_ADDR_PATTERN (``switch.switch.node``) says which part is the node; without it, or where it does
-    not match the address, the last part is. None where Slurm names no level above the node.
+    Slurm writes the levels from the top switch down and ends with the node (SLURM_TOPOLOGY_ADDR_PATTERN
+    ``switch.switch.node``), so the rack is the part before the last. None where Slurm names no switch above the
+    node (no topology plugin: the address is the node's name alone).
     """
-    addr = (env.get("SLURM_TOPOLOGY_ADDR") or "").strip()
-    if not addr:
-        return None
-    parts = addr.split(".")
-    kinds = (env.get("SLURM_TOPOLOGY_ADDR_PATTERN") or "").strip().split(".")
-    if len(kinds) != len(parts) or "node" not in kinds:
-        kinds = ["switch"] * (len(parts) - 1) + ["node"]
-    node_at = len(kinds) - 1 - kinds[::-1].index("node")
-    levels = [p for p, k in zip(parts[:node_at], kinds[:node_at]) if k != "node" and p]
-    return levels[-1] if levels else None
+    parts = [p for p in (env.get("SLURM_TOPOLOGY_ADDR") or "").strip().split(".") if p]
+    return parts[-2] if len(parts) >= 2 else None
 
 
 def missing(nodes: Iterable[str], rack_of: Mapping[str, str]) -> list[str]:

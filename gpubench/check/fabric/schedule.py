@@ -63,7 +63,7 @@ def stride(nodes: Sequence[str]) -> list[Round]:
     """
     names = _names(nodes)
     n = len(names)
-    rounds = [[i ^ (1 << k) if i ^ (1 << k) < n else -1 for i in range(n)] for k in range((n - 1).bit_length())]
+    rounds = [[i ^ (1 << k) if i ^ (1 << k) < n else -1 for i in range(n)] for k in range(max(n - 1, 0).bit_length())]
     met: list[set[int]] = [set() for _ in range(n)]
     for partner in rounds:
         for a, b in enumerate(partner):
@@ -91,7 +91,7 @@ def _fill(partner: list[int], met: list[set[int]], rack: list[int] | None = None
         for i in idle:
             turn[i] = seen[rack[i]]
             seen[rack[i]] += 1
-        idle.sort(key=lambda i: (turn[i], rack[i], i))
+        idle.sort(key=lambda i: (len(met[i]), turn[i], rack[i], i))
     for at, x in enumerate(idle):
         if partner[x] >= 0:
             continue
@@ -204,7 +204,8 @@ def _catch_up(lonely: list[int], rack: list[int], met: list[set[int]]) -> list[l
             if load == len(rounds):
                 rounds.append([-1] * len(rack))
             rounds[load][x], rounds[load][y] = y, x
-            met[x].add(y), met[y].add(x)
+            met[x].add(y)
+            met[y].add(x)
             heapq.heappush(hosts, (load + 1, y))
         for item in skipped:
             heapq.heappush(hosts, item)
