@@ -36,6 +36,17 @@ def add(p: argparse.ArgumentParser) -> None:
                         "gpu[01-16]; default: SLURM_JOB_NODELIST where set); each one without is a FAIL")
     p.add_argument("--srun-exit", type=int, default=None, metavar="CODE",
                    help="with --gather: srun's exit code for the nodes' checks, quoted on a node without a verdict")
+    p.add_argument("--fabric", nargs="?", const="quick", default=None, metavar="MODE",
+                   help="check the fabric between nodes instead of a node: run as one task per GPU under srun, "
+                        "torchrun or mpirun; rounds of node pairs, GPU g with GPU g: quick (one matching and a second "
+                        "pass for suspects; the default), stride (about log2 N rounds), full (every pair once), "
+                        "racks-within, racks-across (with --topology or Slurm's topology)")
+    p.add_argument("--topology", default=None, metavar="FILE",
+                   help="with --fabric: each node's rack (Slurm's topology.conf, or 'node rack' lines)")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="with --fabric: how long a node pair may stay silent before it FAILs (default 60)")
+    p.add_argument("--fabric-bytes", default=None, metavar="BYTES",
+                   help="with --fabric: bytes each GPU sends its partner per exchange (default 256M on GPUs)")
     p.add_argument("--checks", default=None, metavar="FILE.toml",
                    help="another check set than the shipped one (same form as gpubench/check/checks.toml)")
     p.add_argument("--strict", action="store_true", help="WARN fails too (exit 1)")
@@ -53,12 +64,13 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     from gpubench.results import destination
     from gpubench.check import gather
     from gpubench.check.node import Request, run
-    from gpubench.console import out_console
 
     if args.gather:
         if not args.fleet:
             raise UsageError("--gather reads the verdicts under --fleet DIR: give the folder of the nodes' check runs")
         return gather.main(args.fleet, args.format, args.report, args.strict, args.expect_nodes, args.srun_exit)
+    if args.fabric is not None:
+        return _fabric(args, argv)
     outputs.check_report(args.format, args.report)
     if args.report and args.report != "-":
         destination.file(args.report, "--report")  # a report that cannot be written says so before a GPU is touched
@@ -66,10 +78,29 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         args.devices = str(args.device)  # --device N: that GPU alone
     req = Request(backend=args.backend, devices=args.devices, out=args.out, cluster=args.cluster or default_cluster(),
                   expect=args.expect, fleet=args.fleet, strict=args.strict, retry=not args.no_retry, checks=args.checks)
-    node = run(req, argv)
+    return _verdict(run(req, argv), args)
+
+
+def _verdict(node, args: argparse.Namespace) -> int:
+    from gpubench.console import out_console
+
     console = out_console()
     outputs.write(node, args.format, args.report, console)
     if not outputs.is_console(args.format) and args.report and args.report != "-":
         # the machine format went to a file: people still get the one line
         console.print(node.headline(), markup=False, highlight=False, soft_wrap=True)
     return EXIT_FAILED if node.exit_code() else EXIT_OK
+
+
+def _fabric(args: argparse.Namespace, argv: list[str]) -> int:
+    from gpubench.check.fabric.run import FabricRequest, run
+    from gpubench.units import parse_size
+
+    outputs.check_report(args.format, args.report)
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout {args.timeout:g} must be a positive number of seconds")
+    req = FabricRequest(mode=args.fabric, backend=args.backend, out=args.out, cluster=args.cluster or "fabric",
+                        timeout_s=args.timeout, topology=args.topology,
+                        nbytes=parse_size(args.fabric_bytes) if args.fabric_bytes else None)
+    node = run(req, argv)
+    return EXIT_OK if node is None else _verdict(node, args)  # a rank that followed: the leader speaks for the check
