@@ -274,6 +274,7 @@ SHARED_NAMES = {
     "console.py": "what the terminal shows (gpubench.console; gpubench.toolkit.console offers it to suites)",
     "calibrate.py": "gpubench calibrate: its command and its logic", "roofline.py": "gpubench roofline: its command "
     "and the report's roofline", "sensitivity.py": "compare's sensitivity: its figures and its output format",
+    "judge.py": "what a check decides from its figures (the node's, the fabric's)",
     "table.py": "a table: the check's terminal table, the comm suite's table of rows",
 }
 

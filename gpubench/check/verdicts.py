@@ -155,7 +155,10 @@ class NodeVerdict:
 
 
 def target_text(v: Verdict) -> str:
-    """Where a verdict applies, in words: ``GPU 3``, ``GPUs 0↔1``, ``node``."""
+    """Where a verdict applies, in words: ``GPU 3``, ``GPUs 0↔1``, ``node``; a fabric verdict's own target
+    (``node03``, ``node01-node04``, ``node03:rail1``)."""
+    if v.nodes:
+        return v.target
     if v.pair:
         return f"GPUs {v.pair[0]}↔{v.pair[1]}"
     if v.gpu is not None:

@@ -93,7 +93,7 @@ def _verdict(node, args: argparse.Namespace) -> int:
 
 
 def _fabric(args: argparse.Namespace, argv: list[str]) -> int:
-    from gpubench.check.fabric.run import FabricRequest, run
+    from gpubench.check.fabric.allocation import FabricRequest, run
     from gpubench.units import parse_size
 
     outputs.check_report(args.format, args.report)

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench.check.fabric import drive, racks, record, schedule
+from gpubench.check.fabric import pair_rounds, racks, record, schedule
 from gpubench.check.fabric.board import Board
 from gpubench.check.fabric.judge import Limits, verdicts
 from gpubench.check.verdicts import SIMULATED, NodeVerdict, Verdict
@@ -70,16 +70,16 @@ def run(req: FabricRequest, argv: list[str]) -> NodeVerdict | None:
     try:
         if group.rank == 0:
             ensure_writable(req.out, cluster)
-        me = drive.whoami(renv, racks.from_slurm(os.environ))
-        members = drive.node_names(group.gather_objects(me))
+        me = pair_rounds.whoami(renv, racks.from_slurm(os.environ))
+        members = pair_rounds.node_names(group.gather_objects(me))
         run_id = group.gather_objects(f"{os.getpid()}-{int(time.time())}" if group.rank == 0 else None)[0]
-        nbytes = req.nbytes or drive.EXCHANGE_BYTES.get(backend.name, drive.SMALL_BYTES)
-        fab = drive.Fabric(members, Board(group, run_id), backend, nbytes, req.timeout_s, group.rank)
+        nbytes = req.nbytes or pair_rounds.EXCHANGE_BYTES.get(backend.name, pair_rounds.SMALL_BYTES)
+        fab = pair_rounds.Fabric(members, Board(group, run_id), backend, nbytes, req.timeout_s, group.rank)
         first = {m.node: m.rank for m in reversed(members)}  # each node's lowest rank reads its NICs
         reader = first.get(next(m.node for m in members if m.rank == group.rank)) == group.rank
         before = _nics() if reader else None
         if group.rank != 0:
-            drive.follow(fab)
+            pair_rounds.follow(fab)
             if reader:
                 fab.board.put(f"nics/{members[group.rank].node}", _nic_verdicts(before, req))
             return None
@@ -88,22 +88,22 @@ def run(req: FabricRequest, argv: list[str]) -> NodeVerdict | None:
         group.close()
 
 
-def _lead(fab: drive.Fabric, req: FabricRequest, argv: list[str], cluster: str, rack_of: dict[str, str],
+def _lead(fab: pair_rounds.Fabric, req: FabricRequest, argv: list[str], cluster: str, rack_of: dict[str, str],
           before: Any, t0: float, started: str) -> NodeVerdict:
-    say = (lambda _m: None) if req.quiet else drive.say_to_stderr
+    say = (lambda _m: None) if req.quiet else pair_rounds.say_to_stderr
     rack_of = rack_of or {m.node: m.rack for m in fab.members if m.rack}
     plan = schedule.plan(req.mode, fab.nodes, rack_of, req.seed)
     say(f"fabric of {len(fab.nodes)} nodes × {fab.rails} rails ({fab.backend.name}): "
-        + schedule.describe(plan, drive.guess_round_s(fab.backend.name, fab.nbytes)))
+        + schedule.describe(plan, pair_rounds.guess_round_s(fab.backend.name, fab.nbytes)))
     rd = record.open_run(req.out, cluster, argv, fab.backend.name,
                          {"mode": req.mode, "nodes": fab.nodes, "rails": fab.rails, "bytes": fab.nbytes,
                           "timeout_s": req.timeout_s, "rounds": [[list(p) for p in r] for r in plan.rounds]})
     limits = Limits(floor=req.floor)
-    learnt = drive.lead(fab, plan, limits, say, req.seed)
+    learnt = pair_rounds.lead(fab, plan, limits, say, req.seed)
     rows = _rows(fab, cluster, learnt)
     record.write(rd, rows)
     nics = {fab.members[0].node: _nic_verdicts(before, req)}
-    deadline = time.monotonic() + drive.ANSWER_GRACE_S
+    deadline = time.monotonic() + pair_rounds.ANSWER_GRACE_S
     for node in fab.nodes[1:]:
         nics[node] = fab.board.get(f"nics/{node}", deadline)
     found = verdicts(fab.nodes, fab.results, limits, simulated=fab.backend.name == "fake")
@@ -114,14 +114,14 @@ def _lead(fab: drive.Fabric, req: FabricRequest, argv: list[str], cluster: str, 
     node = NodeVerdict(host=f"fabric of {len(fab.nodes)} nodes", verdicts=found, started=started,
                        wall_s=round(time.monotonic() - t0, 1), backend=fab.backend.name, argv=list(argv),
                        run_dirs=[str(rd.path)],
-                       phases=[{"what": f"round {a['round']} ({a['phase']})", "gpus": [], "wall_s": 0.0,
+                       phases=[{"what": f"round {a['round']} ({a['phase']})", "gpus": [], "wall_s": a["wall_s"],
                                 "run_dirs": [str(rd.path)], "why": ""} for a in fab.answers])
     record.keep(rd, node)
     rd.finish("complete", cases_done=len({r["case"] for r in rows}))
     return node
 
 
-def _rows(fab: drive.Fabric, cluster: str, learnt: dict[str, Any]) -> list[dict[str, Any]]:
+def _rows(fab: pair_rounds.Fabric, cluster: str, learnt: dict[str, Any]) -> list[dict[str, Any]]:
     base = record.base_columns(fab.backend, cluster)
     ranks = {(m.node, m.rail): m.rank for m in fab.members}
     rows = []
@@ -160,12 +160,12 @@ def _nic_found(nics: dict[str, list[dict[str, Any]] | None]) -> list[Verdict]:
         for d in found:
             d = {**d, "pair": tuple(d["pair"]) if d.get("pair") else None, "ci": None}
             v = Verdict(**d)
-            v.target, v.nodes = f"{node}:{v.target}", [node]
+            v.target, v.nodes = node if v.target == "node" else f"{node}:{v.target}", [node]
             out.append(v)
     return out
 
 
-def _all_reduce_verdict(reduced: dict[str, Any] | None, fab: drive.Fabric) -> list[Verdict]:
+def _all_reduce_verdict(reduced: dict[str, Any] | None, fab: pair_rounds.Fabric) -> list[Verdict]:
     if reduced is None:
         return []
     if "skip" in reduced:

@@ -154,7 +154,7 @@ def all_reduce(fab: Fabric) -> dict[str, Any]:
 def run_round(fab: Fabric, phase: str, pairs: Sequence[tuple[str, str]], rails: list[int] | None = None,
               wait_s: float | None = None) -> list[PairResult]:
     """Post round ``fab.rounds``, take this rank's part, gather the answers by the deadline, fold them per pair."""
-    k = fab.rounds
+    k, t0 = fab.rounds, time.monotonic()
     fab.rounds += 1
     spec = {"phase": phase, "pairs": [list(p) for p in pairs], "rails": rails, "wait_s": wait_s}
     fab.board.put(f"round/{k}", spec)
@@ -162,7 +162,8 @@ def run_round(fab: Fabric, phase: str, pairs: Sequence[tuple[str, str]], rails: 
     asked = [m for m in fab.members if any(m.node in p for p in pairs) and (rails is None or m.rail in rails)]
     deadline = time.monotonic() + (wait_s or fab.timeout_s) + ANSWER_GRACE_S
     answers = {m.rank: fab.board.get(f"answer/{k}/{m.rank}", deadline) for m in asked}
-    fab.answers.append({"round": k, "phase": phase, "pairs": spec["pairs"], "rails": rails, "answers": answers})
+    fab.answers.append({"round": k, "phase": phase, "pairs": spec["pairs"], "rails": rails, "answers": answers,
+                        "wall_s": round(time.monotonic() - t0, 2)})
     out = [fold(fab, k, phase, a, b, rails, answers) for a, b in pairs]
     fab.results += out
     return out
