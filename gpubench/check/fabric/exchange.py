@@ -6,6 +6,8 @@ once (``batch_isend_irecv``), checked on fresh random data, then timed a fixed c
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +21,8 @@ if TYPE_CHECKING:
 # default count of timed iterations.
 WARMUP, ITERS = 3, 20
 LATENCY_BYTES = 8  # the latency exchange: one float64 each way
+ABANDONED: list[Any] = []
+_GLOO_FOREVER = dt.timedelta(days=1)  # exchanges a silent partner left pending, with their buffers
 
 
 class Silent(Exception):
@@ -46,7 +50,6 @@ def _workload(leg: Leg, nbytes: int, timeout_s: float, device: str, me: int) -> 
     import torch.distributed as dist
 
     n = max(1, nbytes // 4)
-    wait = dt.timedelta(seconds=timeout_s)
 
     def make() -> tuple[Any, Any]:
         return _fill(n, _seed(leg.tag, me), device), _fill(n, 0, device).fill_(float("nan"))
@@ -55,14 +58,40 @@ def _workload(leg: Leg, nbytes: int, timeout_s: float, device: str, me: int) -> 
         out, into = bufs
         works = dist.batch_isend_irecv([dist.P2POp(dist.isend, out, leg.peer, tag=leg.tag),
                                         dist.P2POp(dist.irecv, into, leg.peer, tag=leg.tag)])
-        try:
-            for w in works:
-                w.wait(wait)
-        except Exception as e:  # noqa: BLE001 — gloo's and NCCL's timeouts differ in type: either is silence here
-            raise Silent(f"nothing from rank {leg.peer} within {timeout_s:g} s") from e
+        if not _done(works, timeout_s):
+            ABANDONED.append((works, bufs))  # a late message lands in buffers still held, never in freed memory
+            raise Silent(f"nothing from rank {leg.peer} within {timeout_s:g} s")
         return into
 
     return Workload(run=run, make_inputs=make, bytes=n * 4, extra={"link": (leg.ends, leg.rail)})
+
+
+def _done(works: list[Any], timeout_s: float) -> bool:
+    """Whether ``works`` completed within ``timeout_s``. Never a timed wait: gloo's closes every connection of the
+    process once it times out (the next exchange, with a healthy partner, fails) and NCCL's aborts the communicator.
+    NCCL's works say when their GPU work is done; gloo's say so only to a wait, made on a thread of its own that a
+    silent partner leaves waiting (a day: never the group's timeout, whose end would close the connections)."""
+    import torch.distributed as dist
+
+    if dist.get_backend() == "nccl":
+        end = time.monotonic() + timeout_s
+        while not all(w.is_completed() for w in works):
+            if time.monotonic() > end:
+                return False
+            time.sleep(0)
+        return True
+    done = threading.Event()
+
+    def wait() -> None:
+        try:
+            for w in works:
+                w.wait(_GLOO_FOREVER)
+            done.set()
+        except Exception:  # noqa: BLE001 — the partner's process ended: its silence is already said
+            pass
+
+    threading.Thread(target=wait, name="gpubench-exchange", daemon=True).start()
+    return done.wait(timeout_s)
 
 
 def _seed(tag: int, rank: int) -> int:
@@ -75,7 +104,7 @@ def measure(backend: Backend, leg: Leg, nbytes: int, timeout_s: float, me: int) 
     what the partner sent."""
     import torch
 
-    if backend.link_factor(leg.ends, leg.rail) == 0:  # the fake fabric's silent path: nothing is sent
+    if backend.link_factor(leg.ends, leg.rail) == 0 and _silent_side(backend, leg):
         raise Silent(f"the made-up fabric is silent on rail {leg.rail} of {'-'.join(leg.ends)}")
     device = str(backend.torch_device)
     big = _workload(leg, nbytes, timeout_s, device, me)
@@ -89,6 +118,15 @@ def measure(backend: Backend, leg: Leg, nbytes: int, timeout_s: float, me: int) 
     small = _workload(leg, LATENCY_BYTES, timeout_s, device, me)
     latency = fixed_count(backend, small, small.make_inputs(), warmup=WARMUP, iters=ITERS)
     return {"bytes": big.bytes, "samples": samples, "latency": latency}
+
+
+def _silent_side(backend: Backend, leg: Leg) -> bool:
+    """Whether this rank is the side of a silent made-up path that sends nothing: the one on the node (or rail) named
+    silent, or of a silent link the end that sorts first. The other side sends and waits out the timeout for real."""
+    me, other = leg.ends
+    if backend.link_factor((me, me), leg.rail) == 0:
+        return True
+    return backend.link_factor((other, other), leg.rail) != 0 and me < other
 
 
 def busbw_samples(a: dict[str, Any], b: dict[str, Any]) -> list[float]:

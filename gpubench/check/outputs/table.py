@@ -20,26 +20,34 @@ CONSOLE = True
 STYLE: dict[str, str] = {"FAIL": "bold red", "WARN": "yellow", "SKIP": "dim", "PASS": "green"}
 _RANK = {s: i for i, s in enumerate(STATES)}
 # Within a state: GPUs, then pairs, then node-wide, as NodeVerdict.sorted orders verdicts.
-_KIND_RANK = {"gpu": 0, "pair": 1, "node": 2}
+_KIND_RANK = {"gpu": 0, "pair": 1, "node": 2, "host": 3, "link": 4, "fabric": 5}
 
 
 
 def _kind(v: Verdict) -> str:
+    if v.nodes:  # the fabric check's: a node (its NICs too), a link between two, the whole allocation
+        return "host" if len(v.nodes) == 1 else "link" if len(v.nodes) == 2 and v.check != "fabric_all_reduce" \
+            else "fabric"
     return "pair" if v.pair else "gpu" if v.gpu is not None else "node"
 
 
-def _targets(node: NodeVerdict) -> list[tuple[str, tuple[int, ...], list[Verdict]]]:
+def _key(v: Verdict) -> tuple:
+    if v.nodes:
+        return tuple(v.nodes) if _kind(v) != "fabric" else ()
+    return tuple(map(int, v.pair)) if v.pair else (int(v.gpu),) if v.gpu is not None else ()
+
+
+def _targets(node: NodeVerdict) -> list[tuple[str, tuple, list[Verdict]]]:
     """(kind, key, verdicts) per line of the first table: every GPU (those the node lists but no check judged
     too: a GPU left out is news), pairs with a verdict that did not pass, node-wide checks; worst first."""
-    groups: dict[tuple[str, tuple[int, ...]], list[Verdict]] = {}
+    groups: dict[tuple[str, tuple], list[Verdict]] = {}
     for g in node.gpus:
         if isinstance(g.get("index"), numbers.Integral):
             groups.setdefault(("gpu", (int(g["index"]),)), [])
     for v in node.sorted():
-        key = tuple(map(int, v.pair)) if v.pair else (int(v.gpu),) if v.gpu is not None else ()
-        groups.setdefault((_kind(v), key), []).append(v)
+        groups.setdefault((_kind(v), _key(v)), []).append(v)
     lines = [(kind, key, vs) for (kind, key), vs in groups.items()
-             if kind != "pair" or any(v.state != "PASS" for v in vs)]
+             if kind not in ("pair", "link") or any(v.state != "PASS" for v in vs)]
     return sorted(lines, key=lambda t: (_RANK[worst(v.state for v in t[2])], _KIND_RANK[t[0]], t[1]))
 
 
@@ -64,15 +72,17 @@ def _device_names(node: NodeVerdict) -> dict[int, str]:
             if isinstance(g.get("index"), numbers.Integral) and g.get("name")}
 
 
-def _device(kind: str, key: tuple[int, ...], names: dict[int, str], simulated: bool = False) -> str:
-    if kind == "node":
+def _device(kind: str, key: tuple, names: dict[int, str], simulated: bool = False) -> str:
+    if kind not in ("gpu", "pair"):
         return f"({SIMULATED})" if simulated else ""
     known = list(dict.fromkeys(names.get(i, "?") for i in key))
     name = "" if known == ["?"] else " / ".join(known)
     return f"{name} ({SIMULATED})".strip() if simulated else name
 
 
-def _label(kind: str, key: tuple[int, ...]) -> str:
+def _label(kind: str, key: tuple) -> str:
+    if kind in ("host", "link", "fabric"):
+        return "-".join(key) or "allocation"
     if kind == "pair":
         return f"GPUs {key[0]}↔{key[1]}"
     return f"GPU {key[0]}" if kind == "gpu" else "node"
