@@ -96,7 +96,11 @@ def _fabric(args: argparse.Namespace, argv: list[str]) -> int:
     from gpubench.check.fabric.allocation import FabricRequest, run
     from gpubench.units import parse_size
 
+    from gpubench.check.fabric.schedule import MODES
+
     outputs.check_report(args.format, args.report)
+    if args.fabric not in MODES:
+        raise UsageError(f"unknown fabric mode {args.fabric!r}: give one of {', '.join(MODES)}")
     if not args.timeout > 0:
         raise UsageError(f"--timeout {args.timeout:g} must be a positive number of seconds")
     req = FabricRequest(mode=args.fabric, backend=args.backend, out=args.out, cluster=args.cluster or "fabric",
