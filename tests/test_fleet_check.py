@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from junitparser import JUnitXml
 
 from gpubench.check import gather
 from gpubench.check.verdicts import FORMAT, FORMAT_VERSION
@@ -158,20 +160,29 @@ def test_a_gather_of_1000_nodes_takes_under_10_s_and_1_gb(tmp_path):
     print(f"gather of 1000 nodes: {wall_s} s, {cpu_s} s of CPU, {int(rss_kb) >> 10} MiB")
 
 
+def _sbatch(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, float]:
+    """ci/check-nodes.sbatch under the stand-in srun, its nodes checked on the fake backend's small check set."""
+    with socket.socket() as s:  # the fabric step's rendezvous: a port of its own, not the job id's (tests run at once)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    gone = ("SLURM_PROCID", "SLURM_NTASKS", "RANK", "WORLD_SIZE", "GPUBENCH_FAKE_FABRIC", "FABRIC", "FABRIC_ARGS")
+    env = {k: v for k, v in os.environ.items() if k not in gone} | dict(
+        PATH=f"{FLEET}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        CHECK_ARGS=f"--backend fake --checks {FLEET / 'checks-small.toml'}", MASTER_PORT=str(port), **env)
+    t0 = time.monotonic()
+    proc = subprocess.run(["bash", str(ROOT / "ci" / "check-nodes.sbatch"), str(tmp_path / "checks")], env=env,
+                          capture_output=True, text=True, timeout=580, cwd=tmp_path)
+    return proc, time.monotonic() - t0
+
+
 @pytest.mark.timeout(600)
 def test_check_nodes_sbatch_under_a_stand_in_srun_with_a_node_that_dies(tmp_path):
     # Three nodes: one of 1 fake GPU, one of 2, and one whose processes are killed 3 s in (a node lost). The script asks
     # SLURM for the nodes' GPUs and every node checks them; the dead node is a FAIL line, the gather exits 1.
-    env = dict(os.environ, PATH=f"{FLEET}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-               SLURM_JOB_ID="77", SLURM_JOB_NODELIST="node[1-3]", FAKE_SLURM_NODES="node1,node2,node3",
-               FAKE_SLURM_GPUS="1,2,2", FAKE_SLURM_KILL_NODE="node3", FAKE_SLURM_KILL_AFTER="3",
-               CHECK_ARGS=f"--backend fake --checks {FLEET / 'checks-small.toml'}")
-    for k in ("SLURM_PROCID", "SLURM_NTASKS", "RANK", "WORLD_SIZE"):
-        env.pop(k, None)
-    t0 = time.monotonic()
-    proc = subprocess.run(["bash", str(ROOT / "ci" / "check-nodes.sbatch"), str(tmp_path / "checks")], env=env,
-                          capture_output=True, text=True, timeout=580, cwd=tmp_path)
-    took = time.monotonic() - t0
+    # FABRIC=0: no fabric step.
+    proc, took = _sbatch(tmp_path, SLURM_JOB_ID="77", SLURM_JOB_NODELIST="node[1-3]",
+                         FAKE_SLURM_NODES="node1,node2,node3", FAKE_SLURM_GPUS="1,2,2", FAKE_SLURM_KILL_NODE="node3",
+                         FAKE_SLURM_KILL_AFTER="3", FABRIC="0")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-4000:]
     lines = [ln.strip() for ln in proc.stdout.splitlines()]
@@ -184,4 +195,31 @@ def test_check_nodes_sbatch_under_a_stand_in_srun_with_a_node_that_dies(tmp_path
         assert len(doc["gpus"]) == gpus and doc["state"] != "FAIL", (node, doc["headline"])
         assert (tmp_path / "checks" / "77" / f"{node}.exit").read_text().strip() == "0"
     assert "refused its input" not in out and "launcher started" not in out, out[-4000:]
+    assert not (tmp_path / "checks" / "77" / "fabric").exists() and "fabric" not in out, out[-4000:]
+    assert not (tmp_path / "checks" / "77" / "fabric.exit").exists()
     print(f"check-nodes.sbatch, 3 fake nodes: {took:.0f} s")
+
+
+@pytest.mark.timeout(600)
+def test_check_nodes_sbatch_runs_the_fabric_and_the_fleet_names_its_slow_node(tmp_path):
+    # Four nodes of 2 fake GPUs (sbatch --gpus-per-node=2), node03's fabric at 0.4 of the others': every node passes
+    # its own check, the fabric step (one task per GPU) names node03, and the fleet's verdict FAILs it alone.
+    proc, took = _sbatch(tmp_path, SLURM_JOB_ID="78", SLURM_JOB_NODELIST="node[01-04]",
+                         FAKE_SLURM_NODES="node01,node02,node03,node04", FAKE_SLURM_GPUS="2", SLURM_GPUS_PER_NODE="2",
+                         GPUBENCH_FAKE_FABRIC="node03=0.4", FABRIC_ARGS="--backend fake --timeout 20")
+    out = proc.stdout + proc.stderr
+    job = tmp_path / "checks" / "78"
+    assert proc.returncode == 1, out[-4000:]
+    assert (job / "fabric.exit").read_text().strip() == "1", out[-4000:]
+    assert "fabric of 4 nodes × 2 rails" in proc.stderr, out[-4000:]  # 2 tasks a node: 2 rails
+    lines = [ln.strip() for ln in proc.stdout.splitlines()]
+    assert any(ln.startswith("fleet ") and "4 nodes" in ln and "1 FAIL" in ln for ln in lines), out[-4000:]
+    states = {ln.split()[2].rstrip(":"): ln.split()[0] for ln in lines if ln.split()[1:2] == ["node"]}
+    assert sorted(states) == ["node01", "node02", "node03", "node04"] and states["node03"] == "FAIL", out[-4000:]
+    assert all(states[n] != "FAIL" for n in ("node01", "node02", "node04")), out[-4000:]  # its partners spared
+    assert any(ln.startswith("fabric: fabric_node FAIL") for ln in lines), out[-4000:]
+    # The fabric step's CI view, read by a JUnit parser: a case per node, node03's alone failed.
+    cases = {c.name: c for s in JUnitXml.fromfile(str(job / "fabric.junit.xml")) for c in s
+             if c.classname == "gpubench.check.fabric_node"}
+    assert sorted(cases) == sorted(states) and [n for n, c in cases.items() if not c.is_passed] == ["node03"]
+    print(f"check-nodes.sbatch, 4 fake nodes and the fabric: {took:.0f} s")

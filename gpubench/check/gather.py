@@ -8,7 +8,11 @@ The nodes expected come from the allocation, never from who answered (--expect-n
 SLURM_JOB_NODELIST through ``scontrol show hostnames``): a node that left no verdict (it died, its check crashed
 or never started) is a FAIL line, "no verdict", with its check's exit code where its task wrote one
 (``<node>.exit`` beside the verdicts) and srun's (--srun-exit); a node that reported but was not expected is a WARN
-saying so, with a hint where only zero-padding tells the two names apart."""
+saying so, with a hint where only zero-padding tells the two names apart.
+
+The fabric check's verdict (``gpubench check --fabric``: host "fabric of N nodes", verdicts that name ``nodes``) is
+no node of its own: each of its WARN and FAIL verdicts folds into every node it names (a link into both ends), a
+``fabric:`` line under that node, and a node it names that left no check of its own still has its line."""
 
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ import numpy as np
 from gpubench.results import destination as outputs
 from gpubench.check.judge import PEER_FAIL
 from gpubench.check.verdicts import FORMAT, FORMAT_VERSION, STATES, worst
-from gpubench.check.node import peer_figures, read_all
+from gpubench.check.node import VERDICT_FILE, peer_figures, read_all
 from gpubench.console import out_console
 from gpubench.errors import UsageError
 from gpubench.ranks import hostlist
@@ -108,6 +112,85 @@ def _outliers(doc: dict[str, Any], pool: Pool) -> list[dict[str, Any]]:
     return out
 
 
+FABRIC_HOST = "fabric of "  # the host of the fabric check's verdict: "fabric of 16 nodes"
+
+
+def _is_fabric(doc: dict[str, Any]) -> bool:
+    return str(doc.get("host", "")).startswith(FABRIC_HOST) or \
+        any(v.get("nodes") for v in doc.get("verdicts", []) if isinstance(v, dict))
+
+
+def _fabric_docs(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the nodes' own verdicts, the fabric verdicts): the newest per host read_all keeps, with the older ones of a
+    fabric's run folder (runs of as many nodes share a host) counted back in, that the note may say how many."""
+    fabric = [d for d in docs if _is_fabric(d)]
+    seen = {str(Path(d["_path"]).resolve()) for d in fabric}
+    for d in list(fabric):
+        for path in Path(d["_path"]).parent.parent.glob(f"*/{VERDICT_FILE}"):
+            if str(path.resolve()) in seen:
+                continue
+            seen.add(str(path.resolve()))
+            try:
+                other = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(other, dict) and _is_fabric(other):
+                fabric.append({**other, "_path": str(path)})
+    return [d for d in docs if not _is_fabric(d)], fabric
+
+
+Findings = dict[str, list[dict[str, Any]]]  # node name -> the fabric's verdicts naming it
+
+
+def _fabric_findings(fabric: list[dict[str, Any]], root: Path) -> tuple[Findings, dict[str, Any]]:
+    """Each node's WARN and FAIL verdicts of the newest fabric check (by its start); what was read (``fabric_run``,
+    the path of that verdict) and notes on it."""
+    notes: list[str] = []
+    read: dict[str, Any] = {"fabric_run": None, "notes": notes}
+    if not fabric:
+        exit_file = root / "fabric.exit"  # ci/check-nodes.sbatch's fabric step, where it ran
+        code = exit_file.read_text().strip() if exit_file.is_file() else "0"
+        if code != "0":
+            notes.append(f"fabric: no verdict; its check exited {code or '?'} (its output is in the job's log)")
+        return {}, read
+    newest = max(fabric, key=lambda d: str(d.get("started") or ""))
+    if len(fabric) > 1:
+        notes.append(f"fabric: {len(fabric)} fabric verdicts under {root}; the newest is folded in "
+                     f"({newest.get('started')}, {newest['_path']})")
+    read["fabric_run"] = newest["_path"]
+    findings: Findings = {}
+    for v in newest.get("verdicts", []):
+        if v.get("state") in ("FAIL", "WARN"):
+            for name in dict.fromkeys(v.get("nodes") or []):
+                findings.setdefault(str(name), []).append(v)
+    return findings, read
+
+
+def _fold_fabric(nodes: list[dict[str, Any]], findings: Findings, names: list[str]) -> list[dict[str, Any]]:
+    """The fabric's findings into the lines of the nodes they name; a line of its own for a named node that has none
+    (its own check left no verdict and it was not among the nodes expected)."""
+    for n in nodes:
+        n["fabric"] = findings.get(n["host"], [])
+        n["state"] = worst([n["state"], *(f["state"] for f in n["fabric"])])
+    lined = {n["host"] for n in nodes}
+    for name, found in findings.items():
+        if name not in lined:
+            state = worst(f["state"] for f in found)
+            nodes.append({"host": name, "state": state, "fleet": [], "fabric": found, "path": None, "started": None,
+                          "headline": f"node {name}: {state} — no verdict of its own; named by the fabric check",
+                          **({"expected": name in names} if names else {})})
+    return nodes
+
+
+def fabric_line(f: dict[str, Any], host: str) -> str:
+    """A fabric finding under a node's line: ``fabric_node FAIL — ...``; elsewhere than the node itself, the target:
+    ``fabric_link node01-node04 FAIL — ...: the link, not either node`` (under both its ends),
+    ``fabric_nic node03:rail1 WARN — ...``."""
+    target = str(f.get("target") or "")
+    where = "" if target == host else f"{target} "
+    return f"{f['check']} {where}{f['state']} — {f['text']}"
+
+
 def expected_nodes(expect: str | None, env: dict[str, str] | None = None) -> tuple[list[str], int]:
     """The nodes the allocation holds (names, in order) and how many: ``--expect-nodes`` N (a count alone) or a
     SLURM host list; else SLURM_JOB_NODELIST where set; else none known (0)."""
@@ -182,14 +265,23 @@ def _collector_paused() -> Iterator[None]:
 
 
 def gather(root: str | Path, expect: str | None = None, srun_exit: int | None = None) -> list[dict[str, Any]]:
+    return gather_fleet(root, expect, srun_exit)[0]
+
+
+def gather_fleet(root: str | Path, expect: str | None = None,
+                 srun_exit: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The fleet's lines, worst first, and what was read beside the nodes: ``fabric_run`` (the fabric verdict folded
+    in, or None) and ``notes``."""
     with _collector_paused():
         return _gather(root, expect, srun_exit)
 
 
-def _gather(root: str | Path, expect: str | None, srun_exit: int | None) -> list[dict[str, Any]]:
-    docs = read_all(Path(root))
+def _gather(root: str | Path, expect: str | None,
+            srun_exit: int | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    docs, fabric = _fabric_docs(read_all(Path(root)))
+    findings, read = _fabric_findings(fabric, Path(root))
     names, count = expected_nodes(expect)
-    if not docs and not count:
+    if not docs and not fabric and not count:
         raise UsageError(f"--fleet {root}: no check verdict (check.json) under it: run gpubench check on the nodes "
                          "with --out there first")
     pool_lists: dict[tuple[str, str], list[tuple[str, float]]] = {}
@@ -210,15 +302,17 @@ def _gather(root: str | Path, expect: str | None, srun_exit: int | None) -> list
         nodes.append({"host": "?", "state": "FAIL", "fleet": [], "path": None, "started": None,
                       "headline": f"{count - len(nodes)} of {count} expected nodes left no verdict"
                                   + (f"; srun exit {srun_exit}" if srun_exit is not None else "")})
+    nodes = _fold_fabric(nodes, findings, names)
     rank = {s: i for i, s in enumerate(STATES)}
-    return sorted(nodes, key=lambda n: (rank[n["state"]], n["host"]))
+    return sorted(nodes, key=lambda n: (rank[n["state"]], n["host"])), read
 
 
 def main(root: str, fmt: str, report: str | None, strict: bool, expect: str | None = None,
          srun_exit: int | None = None) -> int:
-    nodes = gather(root, expect, srun_exit)
+    nodes, read = gather_fleet(root, expect, srun_exit)
     if fmt == "json":
-        text = json.dumps({"format": f"{FORMAT}-fleet", "version": FORMAT_VERSION, "nodes": nodes}, indent=2) + "\n"
+        text = json.dumps({"format": f"{FORMAT}-fleet", "version": FORMAT_VERSION, **read, "nodes": nodes},
+                          indent=2) + "\n"
         if report and report != "-":
             outputs.write_text(outputs.file(report, "--report"), text, "--report")
         else:
@@ -232,14 +326,19 @@ def main(root: str, fmt: str, report: str | None, strict: bool, expect: str | No
         among = f" ({len(nodes) - strays} expected, {strays} not expected)" if strays else ""
         console.print(f"fleet {root}: {len(nodes)} nodes{among} — " + ", ".join(f"{c} {s}" for s, c in counts.items()
                                                                                if c), markup=False, highlight=False)
+        for note in read["notes"]:
+            console.print(f"  note: {note}", markup=False, highlight=False, soft_wrap=True)
         for n in nodes:
             console.print(f"  {n['state']:<4}  {n['headline']}", markup=False, highlight=False, soft_wrap=True)
             if n.get("unexpected"):
                 console.print(f"        not expected: {n['unexpected']}", markup=False, highlight=False, soft_wrap=True)
             for f in n["fleet"]:
                 console.print(f"        fleet: {f['check']} {f['text']}", markup=False, highlight=False, soft_wrap=True)
+            for f in n["fabric"]:
+                console.print(f"        fabric: {fabric_line(f, n['host'])}", markup=False, highlight=False,
+                              soft_wrap=True)
     bad = {"FAIL", "WARN"} if strict else {"FAIL"}
     return 1 if any(n["state"] in bad for n in nodes) else 0
 
 
-__all__ = ["gather", "main", "expected_nodes"]
+__all__ = ["gather", "gather_fleet", "main", "expected_nodes", "fabric_line"]
