@@ -18,6 +18,7 @@ import pytest
 
 from gpubench.backends.fake import fabric_factor
 from gpubench.check.facts.readers import fake_sysfs
+from gpubench.check.fabric import schedule
 from gpubench.check.fabric.pair_rounds import node_names
 from gpubench.errors import UsageError
 from gpubench.results import load
@@ -35,7 +36,7 @@ def _srun(tmp: Path, nodes: int, rails: int, *args: str, fabric: str = "", limit
     """The fabric check over ``nodes`` simulated nodes of ``rails`` GPUs: its exit code, check.json, stderr and wall."""
     names = ",".join(f"node{i:02d}" for i in range(1, nodes + 1))
     out = tmp / f"out-{time.monotonic_ns()}"
-    run_env = {**os.environ, "FAKE_SLURM_NODES": names, "FAKE_SLURM_GPUS": str(rails), "GPUBENCH_FAKE_FABRIC": fabric,
+    run_env = {**os.environ, "MASTER_PORT": str(_free_port()), "FAKE_SLURM_NODES": names, "FAKE_SLURM_GPUS": str(rails), "GPUBENCH_FAKE_FABRIC": fabric,
                "PATH": f"{FLEET}:{os.environ['PATH']}", **(env or {})}
     cmd = [sys.executable, str(FLEET / "srun"), f"--ntasks-per-node={rails}", _gpubench(), "check", "--fabric",
            *args, "--backend", "fake", "--timeout", str(TIMEOUT_S), "--out", str(out), "--format", "json"]
@@ -89,7 +90,11 @@ def test_a_healthy_fleet_of_four_nodes_passes_ten_times_of_ten_and_its_nights_co
     assert {"pair", "rail", "phase", "bytes"} <= set(df.columns) and (df[df["metric"] == "busbw"]["value"] > 0).all()
     # A night held against the night before: compare reads the fabric's rows as any suite's.
     p = subprocess.run([_gpubench(), "compare", runs[0], runs[-1]], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0 and "WORSE" not in p.stdout.split("verdict")[-1], p.stdout[-3000:] + p.stderr[-2000:]
+    assert p.returncode == 0 and "WORSE" not in p.stdout and "SAME" in p.stdout, p.stdout[-3000:] + p.stderr[-2000:]
+    _, slow, _, _ = _srun(tmp_path, 4, 1, fabric="node01=0.5")  # a night whose node01 got slow
+    p = subprocess.run([_gpubench(), "compare", runs[-1], slow["run_dirs"][0]], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 1 and "WORSE" in p.stdout and "node01" in p.stdout, p.stdout[-3000:]
 
 
 def test_a_slow_node_of_eight_is_named_with_its_rails_and_its_partners_spared(tmp_path):
@@ -104,12 +109,12 @@ def test_a_slow_node_of_eight_is_named_with_its_rails_and_its_partners_spared(tm
 
 
 def test_a_slow_link_is_named_alone_and_neither_of_its_nodes(tmp_path):
-    code, doc, err, _ = _srun(tmp_path, 8, 1, fabric="node01-node05=0.3", env={})
+    a, b = schedule.quick([f"node{i:02d}" for i in range(1, 9)])[0][0]  # a pair the quick plan measures first
+    code, doc, err, _ = _srun(tmp_path, 8, 1, fabric=f"{a}-{b}=0.3")
     failed = [v for v in doc["verdicts"] if v["state"] != "PASS" and v["check"].startswith("fabric")]
-    if not any({"node01", "node05"} == set(v["target"].split("-")) for v in failed):
-        pytest.skip("the quick plan did not pair node01 with node05")  # the seeded matching decides
-    assert code == 1 and [v["target"] for v in failed] == ["node01-node05"], failed
-    assert "the link, not either node" in failed[0]["text"]
+    assert code == 1 and [v["target"] for v in failed] == [f"{a}-{b}"], (failed, err[-3000:])
+    assert "the link, not either node" in failed[0]["text"] and sorted(failed[0]["nodes"]) == sorted([a, b])
+    assert set(_states(doc, "fabric_node").values()) == {"PASS"}
 
 
 def test_a_silent_rail_is_named_and_the_check_ends_within_the_timeout_and_fifteen_seconds(tmp_path):
@@ -124,10 +129,10 @@ def test_a_silent_rail_is_named_and_the_check_ends_within_the_timeout_and_fiftee
 
 def test_nic_facts_are_read_on_every_node_from_its_own_tree(tmp_path):
     for node in ("node01", "node02"):
-        nics = fake_sysfs.healthy_nics()[:2]
-        if node == "node02":
-            nics[1] = fake_sysfs.ib_nic("mlx5_1", rate="200 Gb/sec (4X HDR)")
+        nics = fake_sysfs.healthy_nics()[:3]
+        if node == "node02":  # one port down, one trained down to half of its peers' rate
             nics[0] = fake_sysfs.ib_nic("mlx5_0", state="1: DOWN", phys_state="3: Disabled")
+            nics[1] = fake_sysfs.ib_nic("mlx5_1", rate="200 Gb/sec (4X HDR)")
         fake_sysfs.write_tree(tmp_path / "sys" / node, nics=nics)
     code, doc, err, _ = _srun(tmp_path, 2, 1, env={"GPUBENCH_FAKE_SYSFS": str(tmp_path / "sys" / "{node}")})
     facts = {(v["check"], v["target"]): v["state"] for v in doc["verdicts"] if v["kind"] == "fact"}
@@ -173,3 +178,20 @@ def test_outside_a_launcher_it_says_how_to_start_it_in_one_line(tmp_path):
     p = subprocess.run([_gpubench(), "check", "--fabric", "sideways", "--backend", "fake"], capture_output=True,
                        text=True, env={**env, "SLURM_PROCID": "0", "SLURM_NTASKS": "1"}, timeout=60, cwd=tmp_path)
     assert p.returncode == 2 and "unknown fabric mode 'sideways'" in p.stderr and p.stderr.count("\n") == 1, p.stderr
+
+
+def test_an_envelope_floor_fails_every_pair_below_it_in_full_mode_and_its_nic_rate_holds_ports(tmp_path):
+    env = tmp_path / "fabric.toml"
+    env.write_text('format = "gpubench-expect"\nversion = 2\ngpu = "any"\nmatch = "."\n'
+                   '[figure.fabric_link]\nunit = "GB/s"\nbetter = "higher"\nfail_at = 1000.0\n'
+                   '[figure.nic_rate]\nunit = "Gb/s"\nbetter = "higher"\ntypical = 400.0\nfail_at = 400.0\n')
+    for node in ("node01", "node02", "node03", "node04"):
+        rate = "200 Gb/sec (4X HDR)" if node == "node04" else "400 Gb/sec (4X NDR)"
+        fake_sysfs.write_tree(tmp_path / "sys" / node, nics=[fake_sysfs.ib_nic("mlx5_0", rate=rate)])
+    code, doc, err, _ = _srun(tmp_path, 4, 1, "full", "--expect", str(env),
+                              env={"GPUBENCH_FAKE_SYSFS": str(tmp_path / "sys" / "{node}")})
+    assert "full: 3 rounds of 2 node pairs" in err, err[-2000:]
+    assert set(_states(doc, "fabric_node").values()) == {"FAIL"}, doc.get("headline")  # each below with 3 partners
+    rates = _states(doc, "nic_rate")
+    assert rates.pop("node04:mlx5_0/1") == "FAIL" and set(rates.values()) == {"PASS"}, rates
+    assert code == 1

@@ -103,8 +103,15 @@ def _fabric(args: argparse.Namespace, argv: list[str]) -> int:
         raise UsageError(f"unknown fabric mode {args.fabric!r}: give one of {', '.join(MODES)}")
     if not args.timeout > 0:
         raise UsageError(f"--timeout {args.timeout:g} must be a positive number of seconds")
+    floor = rate = None
+    if args.expect not in (None, "none", "history"):  # an envelope's fabric_link floor (GB/s a node pair) and nic_rate (Gb/s a port), where it has them
+        from gpubench.check.envelope import load_file
+
+        entries = load_file(args.expect).entries
+        floor = entries["fabric_link"].fail_at if "fabric_link" in entries else None
+        rate = entries["nic_rate"].typical or entries["nic_rate"].fail_at if "nic_rate" in entries else None
     req = FabricRequest(mode=args.fabric, backend=args.backend, out=args.out, cluster=args.cluster or "fabric",
-                        timeout_s=args.timeout, topology=args.topology,
+                        timeout_s=args.timeout, topology=args.topology, floor=floor, nic_rate_gbps=rate,
                         nbytes=parse_size(args.fabric_bytes) if args.fabric_bytes else None)
     node = run(req, argv)
     return EXIT_OK if node is None else _verdict(node, args)  # a rank that followed: the leader speaks for the check

@@ -12,6 +12,7 @@ from typing import Any
 from gpubench.check.fabric import pair_rounds, racks, record, schedule
 from gpubench.check.fabric.board import Board
 from gpubench.check.fabric.judge import Limits, verdicts
+from gpubench.check.facts.nic_fields import NicSnapshot
 from gpubench.check.verdicts import SIMULATED, NodeVerdict, Verdict
 from gpubench.errors import UsageError
 from gpubench.results.rundir import check_label, ensure_writable, utc_now
@@ -89,7 +90,7 @@ def run(req: FabricRequest, argv: list[str]) -> NodeVerdict | None:
 
 
 def _lead(fab: pair_rounds.Fabric, req: FabricRequest, argv: list[str], cluster: str, rack_of: dict[str, str],
-          before: Any, t0: float, started: str) -> NodeVerdict:
+          before: NicSnapshot | None, t0: float, started: str) -> NodeVerdict:
     say = (lambda _m: None) if req.quiet else pair_rounds.say_to_stderr
     rack_of = rack_of or {m.node: m.rack for m in fab.members if m.rack}
     plan = schedule.plan(req.mode, fab.nodes, rack_of, req.seed)
@@ -131,7 +132,7 @@ def _rows(fab: pair_rounds.Fabric, cluster: str, learnt: dict[str, Any]) -> list
     return rows + record.all_reduce_rows(base, learnt["all_reduce"], len(fab.nodes), len(fab.members))
 
 
-def _nics() -> Any:
+def _nics() -> NicSnapshot:
     from gpubench.check.facts.readers import rdma
 
     return rdma.read(_sysfs())
@@ -144,7 +145,7 @@ def _sysfs() -> str | None:
     return root.replace("{node}", node) if root else None
 
 
-def _nic_verdicts(before: Any, req: FabricRequest) -> list[dict[str, Any]]:
+def _nic_verdicts(before: NicSnapshot | None, req: FabricRequest) -> list[dict[str, Any]]:
     from gpubench.check.facts import nic_rules
 
     return [v.as_dict() for v in nic_rules.judge(before, _nics(), req.nic_rate_gbps)]

@@ -22,7 +22,7 @@ class Board:
     def _key(self, key: str) -> str:
         return f"{PREFIX}{self.run}/{key}"
 
-    def put(self, key: str, value: Any) -> None:
+    def put(self, key: str, value: object) -> None:
         try:
             self.store.set(self._key(key), json.dumps(value))
         except Exception:  # noqa: BLE001 — the store's host (rank 0, the leader) is gone: said in one line

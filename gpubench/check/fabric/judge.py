@@ -316,11 +316,13 @@ def _link_verdict(link: tuple[str, str], rs: list[PairResult], s: _Standing, lim
 
 def _rails_of(node: str, results: list[PairResult]) -> dict[int, float | None]:
     """A node's rails measured alone, each at its best (None: silent every time); where none was measured alone (a
-    silent node's rails need no round of their own: silence shows rail by rail at once), its rails in every pair."""
+    silent node's rails need no round of their own: silence shows rail by rail at once), its rails in every pair where
+    one of them was silent."""
     out: dict[int, float | None] = {}
     mine = [r for r in results if node in (r.a, r.b)]
     alone = [r for r in mine if r.phase == "rail"]
-    for r in alone or mine:
+    silent = any(r.busbw is None for r in mine)
+    for r in alone or (mine if silent else []):
         for rail, val in r.rails.items():
             had = out.get(rail)
             out[rail] = val if had is None else had if val is None else max(had, val)

@@ -18,9 +18,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpubench.backends.base import Backend
 from gpubench.check.fabric import exchange, schedule
 from gpubench.check.fabric.board import Board
 from gpubench.check.fabric.judge import Limits, PairResult, named_nodes, suspects
+from gpubench.ranks.env import RankEnv
 
 # How long past a round's own timeout the leader waits for a rank's answer (a loaded host posts late).
 ANSWER_GRACE_S = 5.0
@@ -49,7 +51,7 @@ class Fabric:
 
     members: list[Member]
     board: Board
-    backend: Any
+    backend: Backend
     nbytes: int
     timeout_s: float
     me: int
@@ -79,7 +81,7 @@ def node_names(rows: Sequence[dict[str, Any]]) -> list[Member]:
                    r.get("rack")) for r in rows]
 
 
-def whoami(renv: Any, rack: str | None) -> dict[str, Any]:
+def whoami(renv: RankEnv, rack: str | None) -> dict[str, Any]:
     env = os.environ
     node_id = next((int(env[k]) for k in ("SLURM_NODEID", "GROUP_RANK") if env.get(k, "").isdigit()),
                    renv.rank // max(1, renv.local_world_size))
@@ -139,7 +141,7 @@ def all_reduce(fab: Fabric) -> dict[str, Any]:
     t = torch.randn(max(1, fab.nbytes // 4), generator=torch.Generator().manual_seed(fab.me)).to(
         str(fab.backend.torch_device))
 
-    def run(x: Any) -> Any:
+    def run(x: torch.Tensor) -> torch.Tensor:
         dist.all_reduce(x, async_op=True).wait(wait)
         return x
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gpubench.backends.base import Backend
 from gpubench.check.fabric.exchange import busbw_samples
 from gpubench.check.fabric.judge import PairResult
 from gpubench.check.node_history import VERDICT_FILE
@@ -60,7 +61,7 @@ def all_reduce_rows(base: dict[str, Any], reduced: dict[str, Any] | None, nodes:
     return [finish(figure(base, TABLE, VERSION, case, BUSBW, list(reduced["busbw"])), "ok", "")]
 
 
-def base_columns(backend: Any, cluster: str) -> dict[str, Any]:
+def base_columns(backend: Backend, cluster: str) -> dict[str, Any]:
     return {"backend": backend.name, "device": backend.device_name(), "device_index": backend.device_index,
             "host": socket.gethostname(), "cluster": cluster, "processes": 1}
 

@@ -74,7 +74,7 @@ def write_tree(root: str | os.PathLike, nics: Iterable[Mapping[str, Any]] | None
     return root
 
 
-def write_value(root: str | os.PathLike, rel: str, value: Any) -> None:
+def write_value(root: str | os.PathLike, rel: str, value: object) -> None:
     """Write one sysfs file (``rel`` under ``root``): a counter growing, a port going down."""
     path = os.path.join(os.fspath(root), rel)
     os.makedirs(os.path.dirname(path), exist_ok=True)
