@@ -195,3 +195,33 @@ def test_an_envelope_floor_fails_every_pair_below_it_in_full_mode_and_its_nic_ra
     rates = _states(doc, "nic_rate")
     assert rates.pop("node04:mlx5_0/1") == "FAIL" and set(rates.values()) == {"PASS"}, rates
     assert code == 1
+
+
+def test_the_fabric_verdict_reads_in_junit_and_prometheus_parsers_a_series_and_a_case_per_node_link_and_port(tmp_path):
+    junitparser = pytest.importorskip("junitparser")
+    parser = pytest.importorskip("prometheus_client.parser")
+    fake_sysfs.write_tree(tmp_path / "sys", nics=fake_sysfs.healthy_nics()[:2])
+    env = {"GPUBENCH_FAKE_SYSFS": str(tmp_path / "sys")}
+    cases = {}
+    for fmt, name in (("junit", "f.xml"), ("prometheus", "f.prom")):
+        names = ",".join(f"node{i:02d}" for i in range(1, 5))
+        p = subprocess.run([sys.executable, str(FLEET / "srun"), "--ntasks-per-node=1", _gpubench(), "check",
+                            "--fabric", "--backend", "fake", "--timeout", str(TIMEOUT_S), "--out", str(tmp_path / "o"),
+                            "--format", fmt, "--report", str(tmp_path / name)], capture_output=True, text=True,
+                           timeout=240, cwd=tmp_path,
+                           env={**os.environ, **env, "MASTER_PORT": str(_free_port()), "FAKE_SLURM_NODES": names,
+                                "FAKE_SLURM_GPUS": "1", "GPUBENCH_FAKE_FABRIC": "node03=0.4"})
+        assert p.returncode == 1, p.stderr[-2000:]
+    for case in junitparser.JUnitXml.fromfile(str(tmp_path / "f.xml")):
+        for c in case:
+            cases[(c.classname, c.name)] = "failed" if not c.is_passed and not c.is_skipped else \
+                "skipped" if c.is_skipped else "passed"
+    failed = sorted(k for k, s in cases.items() if s == "failed")
+    assert ("gpubench.check.fabric_node", "node03") in failed and all("node03" in name for _, name in failed), failed
+    assert cases[("gpubench.check.fabric_node", "node01")] == "passed"
+    families = {f.name: f for f in parser.text_string_to_metric_families((tmp_path / "f.prom").read_text())}
+    status = {(s.labels["check"], s.labels["target"]): s.value for s in families["gpubench_check_status"].samples}
+    assert status[("fabric_node", "node03")] == 0.0 and status[("fabric_node", "node02")] == 1.0
+    assert status[("nic_port", "node01:mlx5_0/1")] == 1.0 and status[("nic_port", "node04:mlx5_1/1")] == 1.0
+    labels = [tuple(sorted(s.labels.items())) for s in families["gpubench_check_status"].samples]
+    assert len(labels) == len(set(labels))  # one series each: node-exporter drops a file with two

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gpubench.errors import first_line
 from gpubench.suite import Workload
 from gpubench.timing.fixed import fixed_count
 
@@ -56,8 +57,11 @@ def _workload(leg: Leg, nbytes: int, timeout_s: float, device: str, me: int) -> 
 
     def run(bufs: tuple[Any, Any]) -> Any:
         out, into = bufs
-        works = dist.batch_isend_irecv([dist.P2POp(dist.isend, out, leg.peer, tag=leg.tag),
-                                        dist.P2POp(dist.irecv, into, leg.peer, tag=leg.tag)])
+        try:
+            works = dist.batch_isend_irecv([dist.P2POp(dist.isend, out, leg.peer, tag=leg.tag),
+                                            dist.P2POp(dist.irecv, into, leg.peer, tag=leg.tag)])
+        except RuntimeError as e:  # the connection is gone: the partner's process ended
+            raise Silent(f"rank {leg.peer} cannot be reached ({first_line(e)})") from None
         if not _done(works, timeout_s):
             ABANDONED.append((works, bufs))  # a late message lands in buffers still held, never in freed memory
             raise Silent(f"nothing from rank {leg.peer} within {timeout_s:g} s")

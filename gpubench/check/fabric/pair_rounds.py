@@ -58,6 +58,7 @@ class Fabric:
     results: list[PairResult] = field(default_factory=list)
     answers: list[dict[str, Any]] = field(default_factory=list)  # per round: {rank: answer}, for the rows
     rounds: int = 0
+    gone: set[str] = field(default_factory=set)  # nodes a rank of which answered nothing by a deadline
 
     @property
     def nodes(self) -> list[str]:
@@ -158,12 +159,16 @@ def run_round(fab: Fabric, phase: str, pairs: Sequence[tuple[str, str]], rails: 
     """Post round ``fab.rounds``, take this rank's part, gather the answers by the deadline, fold them per pair."""
     k, t0 = fab.rounds, time.monotonic()
     fab.rounds += 1
-    spec = {"phase": phase, "pairs": [list(p) for p in pairs], "rails": rails, "wait_s": wait_s}
+    # A node a rank of which said nothing at all by a deadline (stopped, killed, hung) is not asked again: each round
+    # with it would cost the whole wait once more. Its pairs are silent without a word.
+    posted = [p for p in pairs if not fab.gone & set(p)]
+    spec = {"phase": phase, "pairs": [list(p) for p in posted], "rails": rails, "wait_s": wait_s}
     fab.board.put(f"round/{k}", spec)
     act(fab, k, spec)
-    asked = [m for m in fab.members if any(m.node in p for p in pairs) and (rails is None or m.rail in rails)]
+    asked = [m for m in fab.members if any(m.node in p for p in posted) and (rails is None or m.rail in rails)]
     deadline = time.monotonic() + (wait_s or fab.timeout_s) + ANSWER_GRACE_S
     answers = {m.rank: fab.board.get(f"answer/{k}/{m.rank}", deadline) for m in asked}
+    fab.gone |= {m.node for m in asked if answers[m.rank] is None}
     fab.answers.append({"round": k, "phase": phase, "pairs": spec["pairs"], "rails": rails, "answers": answers,
                         "wall_s": round(time.monotonic() - t0, 2)})
     out = [fold(fab, k, phase, a, b, rails, answers) for a, b in pairs]

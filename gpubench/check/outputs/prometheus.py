@@ -19,7 +19,9 @@ FILE_ONLY = ("--format prometheus writes a node-exporter textfile: add --report 
 # 1 healthy, 0.5 look at it, 0 take it out of service; a node never judged is -1 (no sample would read as "no
 # data", which an alert cannot tell from a node-exporter that stopped).
 STATUS_VALUE: dict[str, float] = {"PASS": 1.0, "WARN": 0.5, "FAIL": 0.0, "SKIP": -1.0}
-_LABELS = ("host", "gpu", "pair", "check")
+# target: the verdict's own (gpu3, gpu0-gpu1, node; the fabric's node03, node01-node04, node03:mlx5_0/1), so that
+# the fabric check's many nodes, links and ports are a series each
+_LABELS = ("host", "gpu", "pair", "check", "target")
 # A simulated node's every sample carries simulated="true": a dashboard or an alert on real nodes can leave it out,
 # and nobody reads it as hardware's.
 _SIMULATED_LABEL = (SIMULATED,)
@@ -27,7 +29,8 @@ _SIMULATED_LABEL = (SIMULATED,)
 
 def _labels(node: NodeVerdict, v: Verdict) -> list[str]:
     pair = f"{v.pair[0]}-{v.pair[1]}" if v.pair else ""
-    return [node.host, "" if v.gpu is None else str(v.gpu), pair, v.check, *(["true"] if node.simulated else [])]
+    return [node.host, "" if v.gpu is None else str(v.gpu), pair, v.check, v.target,
+            *(["true"] if node.simulated else [])]
 
 
 def _unique(node: NodeVerdict) -> Iterator[Verdict]:
@@ -48,7 +51,7 @@ def _families(node: NodeVerdict, now: float) -> list[Any]:
 
     def gauge(name: str, doc: str, labels: Iterable[str]) -> Any:
         labels = list(labels)
-        # the simulated label goes after the verdict's own (host, gpu, pair, check), before state or unit
+        # the simulated label goes after the verdict's own (host, gpu, pair, check, target), before state or unit
         cut = len(_LABELS) if labels[:len(_LABELS)] == list(_LABELS) else len(labels)
         return GaugeMetricFamily(name, doc, labels=[*labels[:cut], *simulated, *labels[cut:]])
 
