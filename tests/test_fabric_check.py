@@ -225,3 +225,21 @@ def test_the_fabric_verdict_reads_in_junit_and_prometheus_parsers_a_series_and_a
     assert status[("nic_port", "node01:mlx5_0/1")] == 1.0 and status[("nic_port", "node04:mlx5_1/1")] == 1.0
     labels = [tuple(sorted(s.labels.items())) for s in families["gpubench_check_status"].samples]
     assert len(labels) == len(set(labels))  # one series each: node-exporter drops a file with two
+
+
+def test_under_mpirun_ranks_named_as_two_nodes_are_two_nodes_with_rails_from_zero(tmp_path):
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        pytest.skip("Open MPI's mpirun is not installed (.ci/run installs openmpi-bin)")
+    # One host's four ranks as two nodes (their names SLURMD_NODENAME's way): mpirun numbers them 0..3 on the host,
+    # so each node's rails come from its ranks' order, 0 and 1.
+    script = (f"SLURMD_NODENAME=mpinode$((OMPI_COMM_WORLD_RANK / 2)) exec {_gpubench()} check --fabric --backend fake "
+              f"--timeout {TIMEOUT_S} --out {tmp_path / 'out'} --format json --report {tmp_path / 'c.json'}")
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    p = subprocess.run([mpirun, *root, "--oversubscribe", "-np", "4", "-x", "MASTER_ADDR=127.0.0.1", "-x",
+                        f"MASTER_PORT={_free_port()}", "-x", "PATH", "bash", "-c", script], capture_output=True,
+                       text=True, timeout=240, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert _states(doc, "fabric_link") == {"mpinode0-mpinode1": "PASS"} and doc["state"] == "PASS"
+    assert "fabric of 2 nodes × 2 rails" in p.stderr

@@ -78,8 +78,14 @@ def node_names(rows: Sequence[dict[str, Any]]) -> list[Member]:
     ids: dict[str, set[int]] = {}
     for r in rows:
         ids.setdefault(r["name"], set()).add(r["node_id"])
-    return [Member(r["rank"], r["name"] if len(ids[r["name"]]) == 1 else f"{r['name']}-n{r['node_id']}", r["rail"],
-                   r.get("rack")) for r in rows]
+    named = [(r, r["name"] if len(ids[r["name"]]) == 1 else f"{r['name']}-n{r['node_id']}") for r in rows]
+    # A rail is a rank's place among its node's ranks (by the launcher's local rank), not the local rank itself:
+    # a launcher that numbers one host's ranks 0..7 for two simulated nodes of 4 still gives each node rails 0..3.
+    rails = {}
+    for node in dict.fromkeys(n for _, n in named):
+        mine = sorted((r["rail"], r["rank"]) for r, n in named if n == node)
+        rails.update({rank: k for k, (_, rank) in enumerate(mine)})
+    return [Member(r["rank"], n, rails[r["rank"]], r.get("rack")) for r, n in named]
 
 
 def whoami(renv: RankEnv, rack: str | None) -> dict[str, Any]:
