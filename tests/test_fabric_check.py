@@ -32,10 +32,10 @@ def _gpubench() -> str:
 
 
 def _srun(tmp: Path, nodes: int, rails: int, *args: str, fabric: str = "", limit_s: float = 240,
-          env: dict | None = None) -> tuple[int, dict, str, float]:
+          env: dict | None = None, out: Path | None = None) -> tuple[int, dict, str, float]:
     """The fabric check over ``nodes`` simulated nodes of ``rails`` GPUs: its exit code, check.json, stderr and wall."""
     names = ",".join(f"node{i:02d}" for i in range(1, nodes + 1))
-    out = tmp / f"out-{time.monotonic_ns()}"
+    out = out or tmp / f"out-{time.monotonic_ns()}"
     run_env = {**os.environ, "MASTER_PORT": str(_free_port()), "FAKE_SLURM_NODES": names, "FAKE_SLURM_GPUS": str(rails), "GPUBENCH_FAKE_FABRIC": fabric,
                "PATH": f"{FLEET}:{os.environ['PATH']}", **(env or {})}
     cmd = [sys.executable, str(FLEET / "srun"), f"--ntasks-per-node={rails}", _gpubench(), "check", "--fabric",
@@ -78,7 +78,7 @@ def test_simulated_nodes_on_one_host_are_told_apart_by_their_node_number():
 def test_a_healthy_fleet_of_four_nodes_passes_ten_times_of_ten_and_its_nights_compare_same(tmp_path):
     walls, runs = [], []
     for _ in range(10):
-        code, doc, err, wall = _srun(tmp_path, 4, 1)
+        code, doc, err, wall = _srun(tmp_path, 4, 1, out=tmp_path / "nights")
         assert code == 0 and doc["state"] == "PASS", (doc.get("headline"), err[-2000:])
         assert set(_states(doc, "fabric_node")) == {"node01", "node02", "node03", "node04"}
         assert "Traceback" not in err and "[rank" not in err, err[-2000:]
@@ -91,6 +91,11 @@ def test_a_healthy_fleet_of_four_nodes_passes_ten_times_of_ten_and_its_nights_co
     # A night held against the night before: compare reads the fabric's rows as any suite's.
     p = subprocess.run([_gpubench(), "compare", runs[0], runs[-1]], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and "WORSE" not in p.stdout and "SAME" in p.stdout, p.stdout[-3000:] + p.stderr[-2000:]
+    # The nights on the history page, a card per pair and figure.
+    p = subprocess.run([_gpubench(), "report", str(Path(runs[0]).parent), "--out", str(tmp_path / "history")],
+                       capture_output=True, text=True, timeout=240)
+    page = (tmp_path / "history" / "index.html").read_text()
+    assert p.returncode == 0 and "10 night(s)" in p.stdout + p.stderr and "pair=node01-" in page, p.stderr[-2000:]
     _, slow, _, _ = _srun(tmp_path, 4, 1, fabric="node01=0.5")  # a night whose node01 got slow
     p = subprocess.run([_gpubench(), "compare", runs[-1], slow["run_dirs"][0]], capture_output=True, text=True,
                        timeout=120)
@@ -244,3 +249,14 @@ def test_under_mpirun_ranks_named_as_two_nodes_are_two_nodes_with_rails_from_zer
     doc = json.loads((tmp_path / "c.json").read_text())
     assert _states(doc, "fabric_link") == {"mpinode0-mpinode1": "PASS"} and doc["state"] == "PASS"
     assert "fabric of 2 nodes × 2 rails" in p.stderr
+
+
+def test_racks_from_a_topology_file_pair_nodes_across_racks_only(tmp_path):
+    topo = tmp_path / "topology.conf"
+    topo.write_text("# two leaves under one spine\nSwitchName=leaf1 Nodes=node[01-02]\nSwitchName=leaf2 Nodes=node[03-04]\n"
+                    "SwitchName=spine Switches=leaf[1-2]\n")
+    code, doc, err, _ = _srun(tmp_path, 4, 1, "racks-across", "--topology", str(topo))
+    assert code == 0 and "racks-across: 1 round of 2 node pairs" in err, err[-2000:]
+    links = set(_states(doc, "fabric_link"))
+    racks = {"node01": 1, "node02": 1, "node03": 2, "node04": 2}
+    assert links and all(racks[a] != racks[b] for a, b in (t.split("-") for t in links)), links
