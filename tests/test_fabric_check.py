@@ -260,3 +260,10 @@ def test_racks_from_a_topology_file_pair_nodes_across_racks_only(tmp_path):
     links = set(_states(doc, "fabric_link"))
     racks = {"node01": 1, "node02": 1, "node03": 2, "node04": 2}
     assert links and all(racks[a] != racks[b] for a, b in (t.split("-") for t in links)), links
+
+
+def test_one_node_is_refused_in_one_line_not_a_pass_of_nothing(tmp_path):
+    code, doc, err, _ = _srun(tmp_path, 1, 2)
+    lines = [x for x in err.splitlines() if x.startswith("gpubench: error:")]
+    assert code == 2 and not doc and len(lines) == 2 and "run it across two nodes or more" in lines[0], err[-2000:]
+    assert "Traceback" not in err

@@ -317,8 +317,8 @@ class FakeBackend(Backend):
     def call(self, workload: Runnable, inputs: object) -> Any:
         out = workload.run(inputs)
         seconds = float(self._duration(workload, self.calls)) * self._case_factor
-        if "link" in workload.extra:  # a fabric path's exchange: the made-up fabric's share of its rate
-            seconds /= max(self.link_factor(*workload.extra["link"]), 1e-9)
+        if "fabric_path" in workload.extra:  # a fabric path's exchange: the made-up fabric's share of its rate
+            seconds /= max(self.link_factor(*workload.extra["fabric_path"]), 1e-9)
         if workload.method.timing == "host":
             seconds *= self.pace_level
         if seconds <= 0:

@@ -73,6 +73,10 @@ def run(req: FabricRequest, argv: list[str]) -> NodeVerdict | None:
             ensure_writable(req.out, cluster)
         me = pair_rounds.whoami(renv, racks.from_slurm(os.environ))
         members = pair_rounds.node_names(group.gather_objects(me))
+        nodes = list(dict.fromkeys(m.node for m in members))
+        if len(nodes) < 2:  # nothing between nodes to measure: a PASS of its facts alone would say it was
+            raise UsageError(f"--fabric measures between nodes and this step's {len(members)} task(s) are on one "
+                             f"({nodes[0]}): run it across two nodes or more (srun --nodes=N)")
         run_id = group.gather_objects(f"{os.getpid()}-{int(time.time())}" if group.rank == 0 else None)[0]
         nbytes = req.nbytes or pair_rounds.EXCHANGE_BYTES.get(backend.name, pair_rounds.SMALL_BYTES)
         fab = pair_rounds.Fabric(members, Board(group, run_id), backend, nbytes, req.timeout_s, group.rank)

@@ -67,7 +67,7 @@ def _workload(leg: Leg, nbytes: int, timeout_s: float, device: str, me: int) -> 
             raise Silent(f"nothing from rank {leg.peer} within {timeout_s:g} s")
         return into
 
-    return Workload(run=run, make_inputs=make, bytes=n * 4, extra={"link": (leg.ends, leg.rail)})
+    return Workload(run=run, make_inputs=make, bytes=n * 4, extra={"fabric_path": (leg.ends, leg.rail)})
 
 
 def _done(works: list[Any], timeout_s: float) -> bool:
