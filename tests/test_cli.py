@@ -318,3 +318,18 @@ def test_no_telemetry_records_no_device_state(capsys, tmp_path):
     assert json.loads((rd / "run.json").read_text())["telemetry"] == "off"
     df = results.load(rd)
     assert df["sm_clock_mhz"].isna().all() and df["throttle"].isna().all()
+
+
+def test_a_refused_out_folder_another_process_removed_meanwhile_is_no_traceback(tmp_path, monkeypatch):
+    # The ranks of one step refuse the same input at once and each removes the --out folder it made: the one that
+    # lists it after another removed it found nothing (a FileNotFoundError traceback in CI before).
+    from gpubench import cli
+
+    top = tmp_path / "out"
+    (top / "fabric").mkdir(parents=True)
+
+    def gone(self, pattern):
+        raise FileNotFoundError(2, "No such file or directory", str(self))
+
+    monkeypatch.setattr(type(top), "rglob", gone)
+    cli._remove_empty(top)  # raises nothing

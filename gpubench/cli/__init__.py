@@ -132,8 +132,12 @@ def _remove_empty(top: Path | None) -> None:
     meanwhile stays: rmdir removes only empty ones)."""
     if top is None or not top.is_dir() or top.is_symlink():
         return
-    for folder in sorted((p for p in top.rglob("*") if p.is_dir() and not p.is_symlink()),
-                         key=lambda p: len(p.parts), reverse=True):
+    try:
+        folders = sorted((p for p in top.rglob("*") if p.is_dir() and not p.is_symlink()),
+                         key=lambda p: len(p.parts), reverse=True)
+    except OSError:  # another process refused the same input (a rank of the same step) and removed it meanwhile
+        folders = []
+    for folder in folders:
         with contextlib.suppress(OSError):
             folder.rmdir()
     with contextlib.suppress(OSError):
