@@ -19,7 +19,7 @@ from typing import Any
 from gpubench import __version__
 from gpubench.run import leave
 from gpubench.commands import EXIT_INTERRUPTED, EXIT_USAGE
-from gpubench.errors import UsageError
+from gpubench.errors import UsageError, say_error
 from gpubench.ranks.env import quiet_torch_logs
 
 # Subcommand → the module that adds its arguments and runs it, and the line --help shows for it, in --help's order.
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return importlib.import_module(COMMANDS[args.command][0]).main(args, ["gpubench", *argv])
     except UsageError as e:
         _remove_empty(made)  # bad input leaves nothing behind, not even the --out folder it was checked with
-        print(f"gpubench: error: {e}", file=sys.stderr)
+        say_error(str(e))
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("gpubench: interrupted", file=sys.stderr)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpubench.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
+from gpubench.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError, say_error
 from gpubench.machine.contention import MEASURED_KEYS, closing, measured
 from gpubench.machine.memory_budget import TOO_BIG
 from gpubench.run.request import RunRequest, loads
@@ -110,7 +110,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         return measure(loads(Path(argv[0]).read_text()))
     except UsageError as e:
-        print(f"gpubench: error: {e}", file=sys.stderr)
+        say_error(str(e))
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("gpubench: interrupted", file=sys.stderr)
