@@ -16,7 +16,8 @@ from gpubench.backends import backend_class, resolve_name
 from gpubench.check import checkset, drive, envelope, facts, node_history as history, visible
 from gpubench.check.outputs import json_
 from gpubench.check.judge import SHARED_NOTE, Judge, pids_in
-from gpubench.check.verdicts import FORMAT, FORMAT_VERSION, HISTORY, OUT, SIMULATED, NodeVerdict, Verdict
+from gpubench.check.verdicts import (FORMAT, FORMAT_VERSION, HISTORY, OUT, NodeVerdict, Verdict,
+                                     mark_simulated)
 from gpubench.check.stations import Pool
 from gpubench.errors import UsageError
 from gpubench.results.destination import write_text
@@ -118,7 +119,7 @@ def run(req: Request, argv: list[str]) -> NodeVerdict:
         say(f"judging {len(evidence)} figures and the health facts of {len(devices)} GPU(s)")
     verdicts = judge.all(evidence) + _too_few(plan) + _facts(devices, static, seen, evidence)
     if backend == "fake":
-        _simulated(verdicts)
+        mark_simulated(verdicts)
     node = NodeVerdict(host=cluster, verdicts=verdicts, gpus=gpus,
                        run_dirs=[c.run_dir for c in plan.children if c.run_dir], started=started,
                        wall_s=round(time.monotonic() - t0, 1), backend=backend, argv=list(argv), strict=req.strict,
@@ -126,13 +127,6 @@ def run(req: Request, argv: list[str]) -> NodeVerdict:
                                                  "run_dirs": [], "why": ""}, *drive.phases(plan)])
     _keep(node, plan)
     return node
-
-
-def _simulated(verdicts: list[Verdict]) -> None:
-    """The fake backend's GPUs are made up: every verdict says so first, in every format."""
-    for v in verdicts:
-        v.simulated = True
-        v.text = f"{SIMULATED}: {v.text}"
 
 
 def _host_class(plan: drive.Plan) -> str | None:

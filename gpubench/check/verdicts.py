@@ -154,6 +154,13 @@ class NodeVerdict:
         }
 
 
+def mark_simulated(verdicts: list[Verdict]) -> None:
+    """The fake backend's GPUs (and fabric) are made up: every verdict says so first, in every format; once."""
+    for v in verdicts:
+        if not v.simulated:
+            v.simulated, v.text = True, f"{SIMULATED}: {v.text}"
+
+
 def target_text(v: Verdict) -> str:
     """Where a verdict applies, in words: ``GPU 3``, ``GPUs 0↔1``, ``node``; a fabric verdict's own target
     (``node03``, ``node01-node04``, ``node03:rail1``)."""
@@ -166,5 +173,5 @@ def target_text(v: Verdict) -> str:
     return "node"
 
 
-__all__ = ["State", "STATES", "Verdict", "NodeVerdict", "worst", "target_text", "FORMAT", "FORMAT_VERSION", "SIMULATED",
+__all__ = ["mark_simulated", "State", "STATES", "Verdict", "NodeVerdict", "worst", "target_text", "FORMAT", "FORMAT_VERSION", "SIMULATED",
            "OUT", "HISTORY"]

@@ -13,7 +13,7 @@ from gpubench.check.fabric import pair_rounds, racks, record, schedule
 from gpubench.check.fabric.board import Board
 from gpubench.check.fabric.judge import Limits, verdicts
 from gpubench.check.facts.nic_fields import NicSnapshot
-from gpubench.check.verdicts import SIMULATED, NodeVerdict, Verdict
+from gpubench.check.verdicts import NodeVerdict, Verdict, mark_simulated
 from gpubench.errors import UsageError
 from gpubench.results.rundir import check_label, ensure_writable, utc_now
 
@@ -113,9 +113,8 @@ def _lead(fab: pair_rounds.Fabric, req: FabricRequest, argv: list[str], cluster:
         nics[node] = fab.board.get(f"nics/{node}", deadline)
     found = verdicts(fab.nodes, fab.results, limits, simulated=fab.backend.name == "fake")
     found += _nic_found(nics) + _all_reduce_verdict(learnt["all_reduce"], fab)
-    for v in found if fab.backend.name == "fake" else ():  # made-up GPUs and fabric: every verdict says so first
-        if not v.simulated:
-            v.simulated, v.text = True, f"{SIMULATED}: {v.text}"
+    if fab.backend.name == "fake":
+        mark_simulated(found)
     node = NodeVerdict(host=f"fabric of {len(fab.nodes)} nodes", verdicts=found, started=started,
                        wall_s=round(time.monotonic() - t0, 1), backend=fab.backend.name, argv=list(argv),
                        run_dirs=[str(rd.path)],

@@ -18,7 +18,7 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from gpubench.check.verdicts import SIMULATED, State, Verdict
+from gpubench.check.verdicts import State, Verdict, mark_simulated
 from gpubench.console import fmt_value
 
 # A pair below this share of the fleet's median FAILs: Azure's H100 guidance replaces a node below ~300 of ~450 GB/s
@@ -221,9 +221,7 @@ def verdicts(nodes: list[str], results: list[PairResult], limits: Limits = Limit
     out += [_link_verdict(link, rs, s, limits) for link, rs in sorted(by_link.items())]
     out += [v for n in sorted(nics) for v in nics[n][0]]
     if simulated:
-        for v in out:  # as the node check marks the fake backend's verdicts (gpubench.check.node)
-            v.simulated = True
-            v.text = f"{SIMULATED}: {v.text}"
+        mark_simulated(out)
     return out
 
 
